@@ -1,0 +1,29 @@
+# Bifrost: two commands. `make demo` runs the staged rollout demo; `make test` runs the tests.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/bifrost demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: $(STAMP)
+	$(PY) benchmarks/orchestration.py
+	$(PY) benchmarks/judge_quality.py
+	$(PY) benchmarks/judge_speed.py
+
+clean:
+	rm -rf $(VENV) .bifrost

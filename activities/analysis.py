@@ -1,0 +1,65 @@
+"""Analysis activities: fetch metrics for both sides, run the judge or the soak monitor, write the report."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.adapters import MetricsError
+from activities.models import AnalysisInput, AnalysisResult, MetricWindow, Role, SoakCheckInput, SoakCheckResult, StageRef
+from activities.registry import AdapterRegistry
+from canary import judge as judge_mod
+from canary import monitor as monitor_mod
+from canary import report as report_mod
+from canary.config import MetricSamples, MetricSpec
+
+
+class AnalysisActivities:
+    """Holds the adapter registry and the folder where canary reports are written."""
+
+    def __init__(self, registry: AdapterRegistry, reports_dir: str | Path = ".bifrost/reports") -> None:
+        self.registry = registry
+        self.reports_dir = Path(reports_dir)
+
+    async def _fetch(
+        self,
+        stage: StageRef,
+        metrics: list[MetricSpec],
+        window: MetricWindow,
+        baseline: tuple[Role, str | None],
+        canary: tuple[Role, str],
+    ) -> list[MetricSamples]:
+        source = self.registry.metrics(stage)
+        try:
+            return list(await asyncio.gather(*(source.fetch(stage, m, window, baseline, canary) for m in metrics)))
+        except MetricsError as err:
+            raise ApplicationError(str(err), type="MetricsError", non_retryable=not err.retryable) from err
+
+    @activity.defn(name="analyze_canary")
+    async def analyze_canary(self, inp: AnalysisInput) -> AnalysisResult:
+        data = await self._fetch(
+            inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
+        )
+        result = judge_mod.judge(inp.judge, inp.metrics, data)
+        path = self.reports_dir / _safe(inp.rollout_id) / f"{_safe(inp.analysis_id)}.html"
+        title = f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}"
+        html = report_mod.render_html(result, inp.metrics, data, title=title)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(html)
+        return AnalysisResult(result=result, report_path=str(path.resolve()))
+
+    @activity.defn(name="soak_check")
+    async def soak_check(self, inp: SoakCheckInput) -> SoakCheckResult:
+        data = await self._fetch(
+            inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), ("primary", inp.canary_version)
+        )
+        look = monitor_mod.soak_look(inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks)
+        return SoakCheckResult(monitor=look)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)

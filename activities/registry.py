@@ -1,0 +1,29 @@
+"""Which adapter serves which region and environment. Built once per worker from a targets file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from activities.adapters import Deployer, MetricSource
+from activities.models import StageRef
+from activities.simulated import SimulatedFleet
+
+
+@dataclass
+class AdapterRegistry:
+    """Looks up the deployer and metric source of a stage; falls back to the defaults."""
+
+    default_deployer: Deployer
+    default_metrics: MetricSource
+    deployers: dict[str, Deployer] = field(default_factory=dict)  # key: "region/env"
+    metric_sources: dict[str, MetricSource] = field(default_factory=dict)
+
+    def deployer(self, stage: StageRef) -> Deployer:
+        return self.deployers.get(stage.key, self.default_deployer)
+
+    def metrics(self, stage: StageRef) -> MetricSource:
+        return self.metric_sources.get(stage.key, self.default_metrics)
+
+    @classmethod
+    def simulated(cls, fleet: SimulatedFleet) -> "AdapterRegistry":
+        return cls(default_deployer=fleet, default_metrics=fleet)

@@ -1,0 +1,108 @@
+"""Metric and judge settings: the contract between a rollout request and the judge.
+
+Pure pydantic, no I/O, so the same models validate a request file, a `bifrost judge` input and an
+activity payload.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Direction = Literal["increase", "decrease", "either"]
+MetricKind = Literal["latency", "error_rate", "saturation", "throughput", "other"]
+Verdict = Literal["pass", "marginal", "fail", "insufficient_data"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetricSpec(_Strict):
+    """How one metric is judged. `direction` says which change is bad."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
+    kind: MetricKind = "other"
+    groups: list[str] = Field(default_factory=list)
+    direction: Direction = "increase"
+    critical: bool = False
+    must_have_data: bool = False
+    muted: bool = False
+    nan_strategy: Literal["remove", "replace"] = "remove"
+    outliers: Literal["keep", "remove"] = "keep"
+    effect_size: Literal["mean_ratio", "cles"] = "mean_ratio"
+    allowed_increase: float | None = Field(default=None, gt=0)
+    allowed_decrease: float | None = Field(default=None, gt=0)
+    critical_increase: float | None = Field(default=None, gt=0)
+    critical_decrease: float | None = Field(default=None, gt=0)
+
+
+class Thresholds(_Strict):
+    """Score thresholds: at or above `pass_` passes, at or above `marginal` is marginal."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    pass_: float = Field(default=95.0, alias="pass", ge=0, le=100)
+    marginal: float = Field(default=75.0, ge=0, le=100)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Thresholds":
+        if self.marginal > self.pass_:
+            raise ValueError(f"marginal ({self.marginal}) must not exceed pass ({self.pass_})")
+        return self
+
+
+class JudgeConfig(_Strict):
+    """Judge-wide settings: mode, score thresholds, group weights, minimum samples per side."""
+
+    mode: Literal["bifrost", "kayenta"] = "bifrost"
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    groups: dict[str, float] = Field(default_factory=dict)
+    min_samples: int = Field(default=20, ge=1)
+
+
+class MetricSamples(_Strict):
+    """Observed samples of one metric for the baseline and the canary over one window."""
+
+    name: str
+    baseline: list[float]
+    canary: list[float]
+
+
+class MetricResult(BaseModel):
+    """The judge's finding for one metric, with everything a release manager needs to read it."""
+
+    name: str
+    classification: Literal["Pass", "High", "Low", "Nodata", "NodataFailMetric", "Error"]
+    critical: bool = False
+    p_value: float | None = None
+    interval: tuple[float, float] | None = None
+    estimate: float | None = None
+    effect_size: float | None = None
+    baseline_n: int = 0
+    canary_n: int = 0
+    baseline_mean: float | None = None
+    canary_mean: float | None = None
+    reason: str = ""
+
+
+class JudgeResult(BaseModel):
+    """The verdict of one analysis: score 0-100, verdict, and one result per metric."""
+
+    score: float
+    verdict: Verdict
+    metrics: list[MetricResult]
+    summary: str
+    mode: str = "bifrost"
+
+
+class MonitorResult(BaseModel):
+    """One look of the soak monitor: whether to raise the alarm, and why."""
+
+    alarm: bool
+    look: int
+    max_looks: int
+    reasons: list[str] = Field(default_factory=list)
+    metrics: list[MetricResult] = Field(default_factory=list)
+    summary: str = ""
