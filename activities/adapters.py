@@ -32,8 +32,10 @@ class Deployer(Protocol):
 
     async def current_version(self, stage: StageRef) -> str | None: ...
 
-    async def deploy(self, stage: StageRef, role: Role, version: str, image: str, replicas: int) -> None:
-        """Run `version` in `role` ('canary' or 'baseline') and wait until it is available."""
+    async def deploy(self, stage: StageRef, role: Role, version: str, image: str | None, replicas: int) -> None:
+        """Run `version` in `role` ('canary' or 'baseline') and wait until it is available.
+
+        `image` is None for a baseline: copy the primary's current pod template."""
 
     async def promote(self, stage: StageRef, version: str, image: str) -> str | None:
         """Make `version` the primary; return the version it replaced (None if there was none)."""

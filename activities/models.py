@@ -29,7 +29,7 @@ class DeployInput(BaseModel):
 
     stage: StageRef
     version: str
-    image: str
+    image: str | None = None  # None for a baseline: copy the primary's current image
     replicas: int = 1
 
 

@@ -93,12 +93,12 @@ class SimulatedFleet:
     async def current_version(self, stage: StageRef) -> str | None:
         return self.slot(stage).primary
 
-    async def deploy(self, stage: StageRef, role: Role, version: str, image: str, replicas: int) -> None:
+    async def deploy(self, stage: StageRef, role: Role, version: str, image: str | None, replicas: int) -> None:
         self.calls.append((f"deploy_{role}", stage.key, version))
         effect = self._effect(stage, version)
         if effect is not None and effect.fail_deploy:
             raise DeployError(
-                f"{stage.key}: {role} {image} never became available (simulated deploy failure)", retryable=False
+                f"{stage.key}: {role} {image or version} never became available (simulated deploy failure)", retryable=False
             )
         if self.scenario.deploy_delay_seconds:
             await asyncio.sleep(self.scenario.deploy_delay_seconds)
