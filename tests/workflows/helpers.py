@@ -1,0 +1,63 @@
+"""Request builders and worker helpers for workflow tests."""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from temporalio.client import Client, WorkflowHandle
+
+from activities.registry import AdapterRegistry
+from activities.simulated import FleetScenario, SimulatedFleet
+from worker.build import build_worker
+from workflows.request import RolloutRequest, parse_request
+from workflows.rollout import RolloutWorkflow
+
+METRICS = [
+    {"name": "latency_p99", "kind": "latency", "direction": "increase"},
+    {"name": "error_rate", "kind": "error_rate", "direction": "increase", "critical": True},
+]
+
+
+def make_request(**overrides: Any) -> RolloutRequest:
+    """A 3-region test+prod request with zero soak and instant analysis unless overridden."""
+    data: dict[str, Any] = {
+        "service": "payments",
+        "version": f"2.0.{uuid.uuid4().int % 100000}",
+        "requested_by": "ci",
+        "regions": [
+            {"name": "us-east-1", "traffic_share": 0.5},
+            {"name": "eu-west-1", "traffic_share": 0.3},
+            {"name": "ap-south-1", "traffic_share": 0.2},
+        ],
+        "canary": {"metrics": METRICS, "analysis_minutes": 0, "min_samples": 30},
+        "soak": {"test_hours": 0, "prod_hours": 0},
+        "blast_radius": {"canary_region": "ap-south-1"},
+        "rollback_scope": "all",
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return parse_request(data)
+
+
+def fleet(**scenario: Any) -> SimulatedFleet:
+    scenario.setdefault("min_samples", 60)
+    return SimulatedFleet(FleetScenario(**scenario))
+
+
+@asynccontextmanager
+async def running_worker(client: Client, f: SimulatedFleet, task_queue: str, tmp: Path | None = None) -> AsyncIterator[None]:
+    reports = tmp or Path(".bifrost/test-reports")
+    async with build_worker(client, AdapterRegistry.simulated(f), task_queue=task_queue, reports_dir=reports):
+        yield
+
+
+async def start(client: Client, req: RolloutRequest, task_queue: str) -> WorkflowHandle:
+    return await client.start_workflow(
+        RolloutWorkflow.run, req, id=f"{req.workflow_id}/{uuid.uuid4().hex[:6]}", task_queue=task_queue
+    )

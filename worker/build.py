@@ -1,0 +1,46 @@
+"""Assemble a worker: the workflows, and the activities bound to an adapter registry."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.analysis import AnalysisActivities
+from activities.deploy import DeployActivities
+from activities.registry import AdapterRegistry
+from workflows.rollout import RolloutWorkflow
+from workflows.stage import StageWorkflow
+
+WORKFLOWS = [RolloutWorkflow, StageWorkflow]
+
+
+def activities_for(registry: AdapterRegistry, reports_dir: str | Path) -> list:
+    """Every activity the workflows call, bound to `registry`."""
+    deploy = DeployActivities(registry)
+    analysis = AnalysisActivities(registry, reports_dir)
+    acts = [
+        deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
+        deploy.cleanup, analysis.analyze_canary, analysis.soak_check,
+    ]
+    return acts
+
+
+def build_worker(
+    client: Client,
+    registry: AdapterRegistry,
+    *,
+    task_queue: str,
+    reports_dir: str | Path = ".bifrost/reports",
+    graceful_shutdown: timedelta = timedelta(seconds=30),
+) -> Worker:
+    """A worker for `task_queue` running the rollout workflows against `registry`."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=WORKFLOWS,
+        activities=activities_for(registry, reports_dir),
+        graceful_shutdown_timeout=graceful_shutdown,
+    )

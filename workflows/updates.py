@@ -1,0 +1,68 @@
+"""Payloads of the release-manager updates. Each is one JSON object, as the Temporal UI sends it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Approve(_Payload):
+    """{"stage": "eu-west-1/prod", "approver": "alice", "comment": "metrics look fine"} — or "wave": 3."""
+
+    stage: str | None = None
+    wave: int | None = None
+    approver: str = Field(min_length=1)
+    comment: str = ""
+
+
+class Reject(_Payload):
+    """{"stage": "eu-west-1/prod", "approver": "alice", "reason": "..."} — rolls back by the rollback scope."""
+
+    stage: str | None = None
+    wave: int | None = None
+    approver: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class Pause(_Payload):
+    by: str = Field(min_length=1)
+    reason: str = ""
+
+
+class Resume(_Payload):
+    by: str = Field(min_length=1)
+
+
+class Abort(_Payload):
+    by: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class Rollback(_Payload):
+    by: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    scope: Literal["stage", "region", "all"] | None = None
+
+
+class SkipSoak(_Payload):
+    stage: str
+    by: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class OverrideWindow(_Payload):
+    stage: str
+    by: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class Ack(BaseModel):
+    """What every update returns: what was done, in one line."""
+
+    ok: bool = True
+    message: str
