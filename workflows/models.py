@@ -90,6 +90,9 @@ class StageState(BaseModel):
     score: float | None = None
     report_path: str | None = None
     reason: str = ""
+    soak_looks: int = 0
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
 
 class RolloutState(BaseModel):
@@ -107,6 +110,8 @@ class RolloutState(BaseModel):
     approved: list[str] = Field(default_factory=list)
     audit: list[AuditEntry] = Field(default_factory=list)
     reason: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
     def stage(self, key: str) -> StageState | None:
         return next((s for s in self.stages if s.key == key), None)
@@ -126,6 +131,8 @@ class RolloutResult(BaseModel):
     reason: str = ""
     stages: list[StageState]
     audit: list[AuditEntry] = Field(default_factory=list)
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
 
     @property
     def region_versions(self) -> dict[str, str | None]:

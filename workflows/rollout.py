@@ -59,6 +59,7 @@ class RolloutWorkflow:
         for wave in self.plan.waves:
             for s in wave.stages:
                 self.state.stages.append(StageState(key=s.key, region=s.region, environment=s.environment, wave=wave.index))
+        self.state.started_at = workflow.now()
         self._audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
         self._set_status("running")
         try:
@@ -78,9 +79,11 @@ class RolloutWorkflow:
             await self._cancel_children()
             await self._finish()
         await workflow.wait_condition(workflow.all_handlers_finished)
+        self.state.ended_at = workflow.now()
         return RolloutResult(
             rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
             status=self.state.status, reason=self.state.reason, stages=self.state.stages, audit=self.state.audit,
+            started_at=self.state.started_at, ended_at=self.state.ended_at,
         )
 
     async def _inventory(self) -> None:
@@ -222,6 +225,7 @@ class RolloutWorkflow:
         st.status = res.status
         st.reason = res.reason
         st.verdict, st.score, st.report_path = res.verdict, res.score, res.report_path
+        st.soak_looks, st.started_at, st.ended_at = res.soak_looks, res.started_at, res.ended_at
         if res.previous_version is not None:
             st.version_before = res.previous_version
         st.version_now = res.final_version

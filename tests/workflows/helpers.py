@@ -25,7 +25,7 @@ def make_request(**overrides: Any) -> RolloutRequest:
     """A 3-region test+prod request with zero soak and instant analysis unless overridden."""
     data: dict[str, Any] = {
         "service": "payments",
-        "version": f"2.0.{uuid.uuid4().int % 100000}",
+        "version": "2.0.0",
         "requested_by": "ci",
         "regions": [
             {"name": "us-east-1", "traffic_share": 0.5},

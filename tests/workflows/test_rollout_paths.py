@@ -21,3 +21,87 @@ async def test_good_rollout_runs_stages_in_plan_order(env, task_queue, tmp_path:
     assert promoted == [s.key for s in build_plan(req).stages()]
     assert all(v["primary"] == req.version for v in f.snapshot().values())
     assert all(v["canary"] is None and v["baseline"] is None for v in f.snapshot().values())
+
+
+def _effect(version: str, **kw):
+    return {"version": version, **kw}
+
+
+async def test_regression_in_second_prod_region_rolls_back_everything_before_it(env, task_queue, tmp_path):
+    req = make_request()
+    f = fleet(effects=[_effect(req.version, regions=["us-east-1"], environments=["prod"], latency_factor=1.6)])
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        result = await (await start(env.client, req, task_queue)).result()
+    assert result.status == "rolled_back"
+    stages = {s.key: s for s in result.stages}
+    assert stages["us-east-1/prod"].verdict == "fail", result
+    assert "latency_p99" in stages["us-east-1/prod"].reason
+    # scope "all": every stage that had completed is back on the old version, newest first
+    rollbacks = [key for op, key, _ in f.calls if op == "rollback"]
+    assert rollbacks == ["us-east-1/prod", "us-east-1/test", "ap-south-1/prod", "ap-south-1/test"]
+    assert all(s.version_now == "1.0.0" for s in result.stages)
+    # no later stage was started
+    assert not [c for c in f.calls if c[1].startswith("eu-west-1")]
+    assert stages["eu-west-1/test"].status == "pending" and stages["eu-west-1/prod"].status == "pending"
+    assert all(v["primary"] == "1.0.0" for v in f.snapshot().values())
+
+
+async def test_region_scope_rolls_back_only_the_failing_region(env, task_queue, tmp_path):
+    req = make_request(rollback_scope="region")
+    f = fleet(effects=[_effect(req.version, regions=["us-east-1"], environments=["prod"], error_factor=8)])
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        result = await (await start(env.client, req, task_queue)).result()
+    versions = {s.key: s.version_now for s in result.stages}
+    assert result.status == "rolled_back"
+    assert versions == {
+        "ap-south-1/test": req.version, "ap-south-1/prod": req.version,
+        "us-east-1/test": "1.0.0", "us-east-1/prod": "1.0.0",
+        "eu-west-1/test": "1.0.0", "eu-west-1/prod": "1.0.0",
+    }
+
+
+async def test_deploy_failure_rolls_back_and_names_the_error(env, task_queue, tmp_path):
+    req = make_request()
+    f = fleet(effects=[_effect(req.version, regions=["us-east-1"], environments=["test"], fail_deploy=True)])
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        result = await (await start(env.client, req, task_queue)).result()
+    stages = {s.key: s for s in result.stages}
+    assert result.status == "rolled_back"
+    assert "simulated deploy failure" in stages["us-east-1/test"].reason
+    assert all(s.version_now == "1.0.0" for s in result.stages)
+    assert ("promote", "us-east-1/test", req.version) not in f.calls
+
+
+async def test_cancelling_a_running_rollout_rolls_back(env, task_queue, tmp_path):
+    import asyncio
+
+    req = make_request(canary={"analysis_minutes": 10})
+    f = fleet()
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        handle = await start(env.client, req, task_queue)
+        async with asyncio.timeout(30):
+            while not any(op == "deploy_canary" for op, _, _ in f.calls):
+                await asyncio.sleep(0.05)  # poll the fleet until the canary is up, bounded by the timeout
+        await handle.cancel()
+        result = await handle.result()
+    assert result.status == "aborted"
+    assert "cancellation" in result.reason
+    stages = {s.key: s for s in result.stages}
+    assert stages["ap-south-1/test"].status == "rolled_back"
+    assert all(s.version_now == "1.0.0" for s in result.stages)
+    assert all(v["canary"] is None and v["baseline"] is None for v in f.snapshot().values())
+
+
+async def test_plan_error_is_refused_before_any_deploy(env, task_queue, tmp_path):
+    from temporalio.client import WorkflowFailureError
+
+    req = make_request(blast_radius={"prod_traffic_caps": [0.1]})
+    f = fleet()
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        handle = await start(env.client, req, task_queue)
+        try:
+            await handle.result()
+            raise AssertionError("expected the rollout to fail")
+        except WorkflowFailureError as err:
+            assert "prod_traffic_caps" in str(err.cause)
+    assert f.calls == []
