@@ -152,7 +152,7 @@ class SimulatedFleet:
         n = self._count(window)
         if n == 0 or version is None:
             return []
-        rng = self._rng(stage.service, stage.key, metric.name, role, version, n)
+        rng = self._rng(stage.key, metric.name, role, version, n)
         effect = self._effect(stage, version)
         if effect is not None and effect.only_after_promotion and role != "primary":
             effect = None

@@ -10,22 +10,24 @@ from temporalio.worker import Worker
 
 from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
+from activities.lock import LockActivities
 from activities.registry import AdapterRegistry
+from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 
-WORKFLOWS = [RolloutWorkflow, StageWorkflow]
+WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow]
 
 
-def activities_for(registry: AdapterRegistry, reports_dir: str | Path) -> list:
+def activities_for(client: Client, task_queue: str, registry: AdapterRegistry, reports_dir: str | Path) -> list:
     """Every activity the workflows call, bound to `registry`."""
     deploy = DeployActivities(registry)
     analysis = AnalysisActivities(registry, reports_dir)
-    acts = [
+    lock = LockActivities(client, task_queue)
+    return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
-        deploy.cleanup, analysis.analyze_canary, analysis.soak_check,
+        deploy.cleanup, analysis.analyze_canary, analysis.soak_check, lock.request_service_lock,
     ]
-    return acts
 
 
 def build_worker(
@@ -41,6 +43,6 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(registry, reports_dir),
+        activities=activities_for(client, task_queue, registry, reports_dir),
         graceful_shutdown_timeout=graceful_shutdown,
     )

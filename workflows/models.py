@@ -15,7 +15,7 @@ StageStatus = Literal[
     "rolling_back", "rolled_back", "skipped", "failed",
 ]
 RolloutStatus = Literal[
-    "planning", "running", "paused", "awaiting_approval", "waiting_window", "rolling_back",
+    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "rolling_back",
     "succeeded", "rolled_back", "aborted", "rejected", "failed",
 ]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "rolled_back", "aborted", "rejected", "failed"})

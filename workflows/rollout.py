@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import (
         TERMINAL, AuditEntry, RolloutResult, RolloutState, RolloutStatus, StageInput, StageResult, StageState,
     )
+    from workflows.lock import LockRequest, lock_id
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
     from workflows.request import RolloutRequest
     from workflows.stage import StageWorkflow
@@ -47,6 +48,7 @@ class RolloutWorkflow:
         self.children: dict[str, workflow.ChildWorkflowHandle] = {}
         self.soaking: set[str] = set()
         self.failed_stage: str | None = None
+        self.lock: str = "none"  # none -> waiting -> granted | refused
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -61,8 +63,9 @@ class RolloutWorkflow:
                 self.state.stages.append(StageState(key=s.key, region=s.region, environment=s.environment, wave=wave.index))
         self.state.started_at = workflow.now()
         self._audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
-        self._set_status("running")
         try:
+            await self._acquire_lock()
+            self._set_status("running")
             await self._inventory()
             for wave in self.plan.waves:
                 self.state.current_wave = wave.index
@@ -78,6 +81,7 @@ class RolloutWorkflow:
                 self.stop = ("aborted", "workflow cancellation requested", None)
             await self._cancel_children()
             await self._finish()
+        await self._release_lock()
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.state.ended_at = workflow.now()
         return RolloutResult(
@@ -85,6 +89,44 @@ class RolloutWorkflow:
             status=self.state.status, reason=self.state.reason, stages=self.state.stages, audit=self.state.audit,
             started_at=self.state.started_at, ended_at=self.state.ended_at,
         )
+
+    async def _acquire_lock(self) -> None:
+        """Wait for this service's lock: at most one rollout per service runs at a time."""
+        self.lock = "waiting"
+        self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
+        await workflow.execute_activity(
+            "request_service_lock",
+            LockRequest(workflow_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
+                        policy=self.req.on_conflict),
+            summary=f"ask for the {self.req.service} lock ({self.req.on_conflict})", **options.QUICK,
+        )
+        await workflow.wait_condition(lambda: self.lock != "waiting" or self.stop is not None)
+        if self.stop is not None:
+            raise _Stop()
+
+    async def _release_lock(self) -> None:
+        if self.lock in ("waiting", "granted"):
+            self.lock = "released"
+            await workflow.get_external_workflow_handle(lock_id(self.req.service)).signal(
+                "release", self.state.rollout_id
+            )
+
+    @workflow.signal(description="Internal: the service lock is ours.")
+    def lock_granted(self, service: str) -> None:
+        if self.lock == "waiting":
+            self.lock = "granted"
+
+    @workflow.signal(description="Internal: the service lock was refused (policy 'reject').")
+    def lock_refused(self, reason: str) -> None:
+        self.lock = "refused"
+        if self.stop is None:
+            self.stop = ("rejected", f"not started: {reason} (on_conflict: reject)", None)
+
+    @workflow.signal(description="Internal: a newer version superseded this rollout (policy 'supersede').")
+    def superseded(self, version: str) -> None:
+        if self.stop is None and self.state.status not in TERMINAL:
+            self._audit("bifrost", "superseded", None, f"by version {version}")
+            self.stop = ("aborted", f"superseded by {self.req.service} {version}", None)
 
     async def _inventory(self) -> None:
         """Record which version every stage runs before anything changes."""

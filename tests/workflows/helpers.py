@@ -16,15 +16,15 @@ from workflows.request import RolloutRequest, parse_request
 from workflows.rollout import RolloutWorkflow
 
 METRICS = [
-    {"name": "latency_p99", "kind": "latency", "direction": "increase"},
-    {"name": "error_rate", "kind": "error_rate", "direction": "increase", "critical": True},
+    {"name": "latency_p99", "kind": "latency", "direction": "increase", "allowed_increase": 1.2},
+    {"name": "error_rate", "kind": "error_rate", "direction": "increase", "critical": True, "allowed_increase": 1.5},
 ]
 
 
 def make_request(**overrides: Any) -> RolloutRequest:
     """A 3-region test+prod request with zero soak and instant analysis unless overridden."""
     data: dict[str, Any] = {
-        "service": "payments",
+        "service": f"payments-{uuid.uuid4().hex[:8]}",
         "version": "2.0.0",
         "requested_by": "ci",
         "regions": [
