@@ -1,0 +1,538 @@
+"""Kubernetes deployer on the official `kubernetes` client: canary and baseline Deployments beside the primary.
+
+Every step reads the cluster first and converges to the wanted state, so a retried activity repeats
+nothing harmful. Writes carry the read `resourceVersion`; a 409 re-reads and tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar
+
+import urllib3
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+from temporalio import activity
+
+from activities.adapters import DeployError
+from activities.models import Role, StageRef
+from activities.secrets import SecretError, resolve_secret
+
+log = logging.getLogger(__name__)
+
+NAME_LABEL = "app.kubernetes.io/name"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+ROLE_LABEL = "bifrost.dev/role"
+VERSION_LABEL = "bifrost.dev/version"
+VERSION_ANNOTATION = "bifrost.dev/version"
+PREVIOUS_VERSION_ANNOTATION = "bifrost.dev/previous-version"
+PREVIOUS_TEMPLATE_ANNOTATION = "bifrost.dev/previous-template"
+ROLLED_BACK_FROM_ANNOTATION = "bifrost.dev/rolled-back-from"
+SPEC_HASH_ANNOTATION = "bifrost.dev/spec-hash"
+
+# Container states that mean the image will not run without a new deploy.
+_FATAL_WAITING = {"InvalidImageName", "ErrImageNeverPull"}
+_PULL_WAITING = {"ErrImagePull", "ImagePullBackOff"}
+_IMAGE_REF = re.compile(r"^[a-z0-9]+([._/:@-][A-Za-z0-9_.+-]+)*$")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class KubeSettings:
+    """Where the primary lives and how patient to be; `{service}` in namespace/workload is the service name."""
+
+    namespace: str
+    workload: str = "{service}"
+    container: str | None = None  # the container whose image changes; default: the first one
+    progress_deadline_seconds: float = 600.0
+    poll_seconds: float = 1.0
+    request_timeout_seconds: float = 30.0
+    max_attempts: int = 5  # per API call on 5xx/connection errors, and per step on 409 conflicts
+    backoff_seconds: float = 0.5
+    image_pull_grace_seconds: float = 120.0  # ImagePullBackOff this long fails the deploy as a bad image
+
+
+class _Conflict(Exception):
+    """A write lost a race (HTTP 409); the step re-reads and tries again."""
+
+
+def _heartbeat(*details: object) -> None:
+    """Heartbeat when running inside a Temporal activity, so long waits are not mistaken for a dead worker."""
+    if activity.in_activity():
+        activity.heartbeat(*details)
+
+
+def label_value(version: str) -> str:
+    """A version as a valid label value (63 chars of [A-Za-z0-9_.-]); the exact version goes in an annotation."""
+    value = re.sub(r"[^A-Za-z0-9_.-]", "_", version)[:63]
+    return value.strip("_.-") or "unknown"
+
+
+def check_image(image: str) -> None:
+    """Reject image references the cluster could never pull, before touching anything."""
+    if not image or image != image.strip() or not _IMAGE_REF.match(image):
+        raise DeployError(
+            f"invalid image reference {image!r}: expected e.g. 'registry.example.com/team/app:1.2.3'; "
+            "fix the request's artifact",
+            retryable=False,
+        )
+
+
+def _status_message(err: ApiException) -> str:
+    """The API server's own explanation from the Status body, or the HTTP reason."""
+    try:
+        body = json.loads(err.body or "{}")
+        return str(body.get("message") or err.reason or "")
+    except (ValueError, TypeError):
+        return str(err.body or err.reason or "")
+
+
+def rollout_state(dep: k8s.V1Deployment) -> tuple[str, str]:
+    """('complete' | 'progressing' | 'failed', detail), judged like `kubectl rollout status`."""
+    status = dep.status or k8s.V1DeploymentStatus()
+    want = dep.spec.replicas if dep.spec.replicas is not None else 1
+    generation = dep.metadata.generation or 0
+    for cond in status.conditions or []:
+        if cond.type == "Progressing" and cond.reason == "ProgressDeadlineExceeded":
+            return "failed", f"progress deadline exceeded: {cond.message or 'no progress'}"
+    if (status.observed_generation or 0) < generation:
+        return "progressing", f"waiting for the controller to observe generation {generation}"
+    updated = status.updated_replicas or 0
+    total = status.replicas or 0
+    available = status.available_replicas or 0
+    if updated < want:
+        return "progressing", f"{updated} of {want} replicas updated"
+    if total > updated:
+        return "progressing", f"{total - updated} old replicas pending termination"
+    if available < updated:
+        return "progressing", f"{available} of {updated} updated replicas available"
+    return "complete", f"{available} of {want} replicas available"
+
+
+def kube_api_client(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    api_url: str | None = None,
+    token_env: str | None = None,
+    verify_tls: bool = True,
+    ca_file: str | None = None,
+) -> k8s.ApiClient:
+    """An ApiClient for a kubeconfig context, or for an explicit API URL with an optional bearer token from the env."""
+    if api_url:
+        conf = k8s.Configuration(host=api_url.rstrip("/"))
+        conf.verify_ssl = verify_tls
+        if ca_file:
+            conf.ssl_ca_cert = ca_file
+        if token_env:
+            conf.api_key = {"BearerToken": resolve_secret(token_env, f"Kubernetes API {api_url}")}
+            conf.api_key_prefix = {"BearerToken": "Bearer"}
+        return k8s.ApiClient(conf)
+    from kubernetes import config as kube_config
+
+    return kube_config.new_client_from_config(config_file=kubeconfig, context=context, persist_config=False)
+
+
+class KubernetesDeployer:
+    """Deployer for one cluster namespace: `<workload>` is the primary, `<workload>-canary|-baseline` run beside it."""
+
+    def __init__(self, client_factory: Callable[[], k8s.ApiClient], settings: KubeSettings) -> None:
+        self._factory = client_factory
+        self.settings = settings
+        self._client: k8s.ApiClient | None = None
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _api_client(self) -> k8s.ApiClient:
+        if self._client is None:
+            try:
+                self._client = self._factory()
+            except SecretError as err:
+                raise DeployError(str(err), retryable=False) from err
+            except Exception as err:  # kubeconfig parse errors, missing context, ...
+                raise DeployError(
+                    f"cannot build a Kubernetes client ({type(err).__name__}: {err}); "
+                    "check kubeconfig/context or api_url in the targets file",
+                    retryable=False,
+                ) from err
+        return self._client
+
+    def _apps(self) -> k8s.AppsV1Api:
+        return k8s.AppsV1Api(self._api_client())
+
+    def _core(self) -> k8s.CoreV1Api:
+        return k8s.CoreV1Api(self._api_client())
+
+    def _where(self, stage: StageRef) -> tuple[str, str]:
+        s = self.settings
+        return s.namespace.replace("{service}", stage.service), s.workload.replace("{service}", stage.service)
+
+    async def _call(self, what: str, fn: Callable[..., T], *args: Any, missing_ok: bool = False, **kwargs: Any) -> T | None:
+        """One API call in a thread: retries 5xx/429/connection errors, maps the rest to DeployError or _Conflict."""
+        s = self.settings
+        kwargs["_request_timeout"] = s.request_timeout_seconds
+        last = ""
+        for attempt in range(1, s.max_attempts + 1):
+            try:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            except ApiException as err:
+                status = err.status or 0
+                msg = _status_message(err)
+                if status == 404 and missing_ok:
+                    return None
+                if status == 409:
+                    raise _Conflict(f"{what}: {msg}") from err
+                if status in (400, 401, 403, 404, 422):
+                    raise DeployError(f"{what}: HTTP {status}: {msg}; {_hint(status)}", retryable=False) from err
+                last = f"HTTP {status}: {msg}"
+            except (urllib3.exceptions.HTTPError, OSError) as err:
+                last = f"{type(err).__name__}: {err}"
+            if attempt < s.max_attempts:
+                _heartbeat(f"{what}: {last}; retry {attempt}")
+                await asyncio.sleep(s.backoff_seconds * 2 ** (attempt - 1))
+        raise DeployError(
+            f"{what}: still failing after {s.max_attempts} attempts ({last}); the API server may be down, "
+            "the activity will be retried",
+            retryable=True,
+        )
+
+    async def _converge(self, what: str, step: Callable[[], Awaitable[T]]) -> T:
+        """Run a read-modify-write step until it does not lose a race."""
+        s = self.settings
+        for attempt in range(1, s.max_attempts + 1):
+            try:
+                return await step()
+            except _Conflict as err:
+                log.info("%s: conflict (%s), re-reading (attempt %d)", what, err, attempt)
+                _heartbeat(f"{what}: conflict, retry {attempt}")
+                if attempt < s.max_attempts:
+                    await asyncio.sleep(s.backoff_seconds * attempt / 4)
+        raise DeployError(
+            f"{what}: the object kept changing under us ({s.max_attempts} conflicts in a row); "
+            "another controller or person is editing it, the activity will be retried",
+            retryable=True,
+        )
+
+    async def _read(self, ns: str, name: str) -> k8s.V1Deployment | None:
+        return await self._call(f"read deployment {ns}/{name}", self._apps().read_namespaced_deployment, name, ns, missing_ok=True)
+
+    async def _read_primary(self, ns: str, name: str, purpose: str) -> k8s.V1Deployment:
+        dep = await self._read(ns, name)
+        if dep is None:
+            raise DeployError(
+                f"{purpose}: primary Deployment {ns}/{name} not found; Bifrost deploys beside an existing primary, "
+                "so create it first or fix namespace/workload in the targets file",
+                retryable=False,
+            )
+        return dep
+
+    def _container_index(self, dep: k8s.V1Deployment) -> int:
+        containers = dep.spec.template.spec.containers or []
+        want = self.settings.container
+        if want is None:
+            return 0
+        for i, c in enumerate(containers):
+            if c.name == want:
+                return i
+        names = ", ".join(c.name for c in containers)
+        raise DeployError(
+            f"Deployment {dep.metadata.namespace}/{dep.metadata.name} has no container {want!r} (has: {names}); "
+            "fix `container` in the targets file",
+            retryable=False,
+        )
+
+    def version_of(self, dep: k8s.V1Deployment) -> str | None:
+        """The version a Deployment runs: Bifrost's annotation, else app.kubernetes.io/version, else the image tag."""
+        ann = dep.metadata.annotations or {}
+        labels = dep.metadata.labels or {}
+        if ann.get(VERSION_ANNOTATION):
+            return ann[VERSION_ANNOTATION]
+        if labels.get("app.kubernetes.io/version"):
+            return labels["app.kubernetes.io/version"]
+        image = dep.spec.template.spec.containers[self._container_index(dep)].image or ""
+        tail = image.rsplit("/", 1)[-1]
+        return tail.split(":", 1)[1].split("@", 1)[0] if ":" in tail else None
+
+    # -- waiting -----------------------------------------------------------------------------------
+    async def _wait_rollout(self, ns: str, name: str, image: str | None, purpose: str) -> None:
+        """Poll until the rollout completes; fail on ProgressDeadlineExceeded, unpullable images or our own deadline."""
+        s = self.settings
+        loop = asyncio.get_running_loop()
+        # A little past the server's own progress deadline, so its ProgressDeadlineExceeded (more telling) wins.
+        deadline = loop.time() + s.progress_deadline_seconds + min(30.0, max(2 * s.poll_seconds, s.progress_deadline_seconds / 2))
+        pull_since: float | None = None
+        while True:
+            dep = await self._read(ns, name)
+            if dep is None:
+                raise DeployError(f"{purpose}: Deployment {ns}/{name} disappeared during its rollout; retrying", retryable=True)
+            state, detail = rollout_state(dep)
+            _heartbeat(f"{purpose}: {ns}/{name}: {detail}")
+            if state == "complete":
+                return
+            if state == "failed":
+                raise DeployError(
+                    f"{purpose}: rollout of {ns}/{name} failed: {detail}; inspect with "
+                    f"`kubectl -n {ns} describe deployment {name}`",
+                    retryable=False,
+                )
+            if image is not None:
+                problem = await self._image_problem(ns, dep, image)
+                if problem is not None:
+                    fatal, text = problem
+                    pull_since = pull_since if pull_since is not None else loop.time()
+                    if fatal or loop.time() - pull_since >= s.image_pull_grace_seconds:
+                        raise DeployError(f"{purpose}: image {image} cannot run in {ns}/{name}: {text}", retryable=False)
+                else:
+                    pull_since = None
+            if loop.time() >= deadline:
+                raise DeployError(
+                    f"{purpose}: rollout of {ns}/{name} did not complete within {s.progress_deadline_seconds:g}s "
+                    f"({detail}); inspect with `kubectl -n {ns} describe deployment {name}`",
+                    retryable=False,
+                )
+            await asyncio.sleep(s.poll_seconds)
+
+    async def _image_problem(self, ns: str, dep: k8s.V1Deployment, image: str) -> tuple[bool, str] | None:
+        """(fatal, reason) when pods of this Deployment cannot pull `image`; None if fine or pods are not readable."""
+        selector = dep.spec.selector.match_labels or {}
+        if not selector:
+            return None
+        label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        try:
+            pods = await asyncio.to_thread(
+                self._core().list_namespaced_pod, ns, label_selector=label_selector,
+                _request_timeout=self.settings.request_timeout_seconds,
+            )
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as err:
+            log.debug("cannot list pods of %s/%s to check image pulls: %s", ns, dep.metadata.name, err)
+            return None
+        for pod in pods.items or []:
+            for cs in (pod.status.container_statuses or []) if pod.status else []:
+                waiting = cs.state.waiting if cs.state else None
+                if waiting is None or cs.image != image:
+                    continue
+                if waiting.reason in _FATAL_WAITING:
+                    return True, f"{waiting.reason}: {waiting.message or ''}".strip()
+                if waiting.reason in _PULL_WAITING:
+                    return False, f"{waiting.reason}: {waiting.message or ''}".strip()
+        return None
+
+    # -- Deployer ----------------------------------------------------------------------------------
+    async def current_version(self, stage: StageRef) -> str | None:
+        ns, name = self._where(stage)
+        dep = await self._read(ns, name)
+        return None if dep is None else self.version_of(dep)
+
+    def _role_body(self, primary: k8s.V1Deployment, role: Role, version: str, image: str | None, replicas: int) -> dict[str, Any]:
+        """The wanted canary/baseline Deployment: the primary's pod template with role and version labels."""
+        ns, workload = primary.metadata.namespace, primary.metadata.name
+        api = self._api_client()
+        template: dict[str, Any] = copy.deepcopy(api.sanitize_for_serialization(primary.spec.template))
+        meta = template.setdefault("metadata", {})
+        meta.setdefault("labels", {}).update({ROLE_LABEL: role, VERSION_LABEL: label_value(version)})
+        meta.setdefault("annotations", {})[VERSION_ANNOTATION] = version
+        # A baseline without an image, or of the version the primary runs, is a fresh copy of the primary.
+        if image is not None and not (role == "baseline" and self.version_of(primary) == version):
+            template["spec"]["containers"][self._container_index(primary)]["image"] = image
+        selector = copy.deepcopy(api.sanitize_for_serialization(primary.spec.selector))
+        selector.setdefault("matchLabels", {})[ROLE_LABEL] = role
+        spec = {
+            "replicas": replicas,
+            "selector": selector,
+            "template": template,
+            "progressDeadlineSeconds": max(1, int(self.settings.progress_deadline_seconds)),
+            "revisionHistoryLimit": 2,
+        }
+        digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": f"{workload}-{role}",
+                "namespace": ns,
+                "labels": {NAME_LABEL: workload, MANAGED_BY_LABEL: "bifrost", ROLE_LABEL: role, VERSION_LABEL: label_value(version)},
+                "annotations": {VERSION_ANNOTATION: version, SPEC_HASH_ANNOTATION: digest},
+            },
+            "spec": spec,
+        }
+
+    async def deploy(self, stage: StageRef, role: Role, version: str, image: str | None, replicas: int) -> None:
+        if role not in ("canary", "baseline"):
+            raise DeployError(f"deploy() runs canary and baseline, not {role!r}; use promote() for the primary", retryable=False)
+        if replicas < 1:
+            raise DeployError(f"{role} replicas must be at least 1, got {replicas}", retryable=False)
+        if image is None and role == "canary":
+            raise DeployError(f"deploy canary {version} to {stage.key}: a canary needs an image", retryable=False)
+        if image is not None:
+            check_image(image)
+        ns, workload = self._where(stage)
+        name = f"{workload}-{role}"
+        purpose = f"deploy {role} {version} to {stage.key}"
+        apps = self._apps()
+
+        async def step() -> str:
+            primary = await self._read_primary(ns, workload, purpose)
+            running = self.version_of(primary)
+            if image is None and running not in (None, version):
+                raise DeployError(
+                    f"{purpose}: no image given, so the baseline copies the primary, but {ns}/{workload} runs "
+                    f"{running}, not {version}; pass the baseline image explicitly",
+                    retryable=False,
+                )
+            body = self._role_body(primary, role, version, image, replicas)
+            current = await self._read(ns, name)
+            if current is None:
+                await self._call(f"{purpose}: create {ns}/{name}", apps.create_namespaced_deployment, ns, k8s.V1Deployment.from_dict(body))
+                return body["spec"]["template"]["spec"]["containers"][self._container_index(primary)]["image"]
+            if (current.metadata.annotations or {}).get(SPEC_HASH_ANNOTATION) == body["metadata"]["annotations"][SPEC_HASH_ANNOTATION]:
+                return body["spec"]["template"]["spec"]["containers"][self._container_index(primary)]["image"]
+            api = self._api_client()
+            if api.sanitize_for_serialization(current.spec.selector) != body["spec"]["selector"]:
+                # The selector is immutable: replace the whole Deployment.
+                await self._call(f"{purpose}: delete {ns}/{name} (selector changed)", apps.delete_namespaced_deployment,
+                                 name, ns, missing_ok=True, propagation_policy="Background")
+                raise _Conflict("selector changed; recreating")
+            body["metadata"]["resourceVersion"] = current.metadata.resource_version
+            await self._call(f"{purpose}: update {ns}/{name}", apps.replace_namespaced_deployment, name, ns, k8s.V1Deployment.from_dict(body))
+            return body["spec"]["template"]["spec"]["containers"][self._container_index(primary)]["image"]
+
+        running_image = await self._converge(purpose, step)
+        await self._wait_rollout(ns, name, running_image, purpose)
+
+    async def promote(self, stage: StageRef, version: str, image: str) -> str | None:
+        check_image(image)
+        ns, name = self._where(stage)
+        purpose = f"promote {version} in {stage.key}"
+        apps = self._apps()
+
+        async def step() -> str | None:
+            primary = await self._read_primary(ns, name, purpose)
+            ann = primary.metadata.annotations or {}
+            idx = self._container_index(primary)
+            current = self.version_of(primary)
+            running = primary.spec.template.spec.containers[idx].image
+            if current == version:
+                previous = ann.get(PREVIOUS_VERSION_ANNOTATION)
+                if running == image:
+                    return previous  # already promoted: report what the first call replaced
+                annotations: dict[str, str | None] = {}
+            else:
+                previous = current
+                template = self._api_client().sanitize_for_serialization(primary.spec.template)
+                annotations = {
+                    PREVIOUS_VERSION_ANNOTATION: previous,
+                    PREVIOUS_TEMPLATE_ANNOTATION: json.dumps(template, sort_keys=True, separators=(",", ":")),
+                    ROLLED_BACK_FROM_ANNOTATION: None,
+                }
+            annotations[VERSION_ANNOTATION] = version
+            container = primary.spec.template.spec.containers[idx].name
+            patch = {
+                "metadata": {
+                    "resourceVersion": primary.metadata.resource_version,
+                    "labels": {VERSION_LABEL: label_value(version)},
+                    "annotations": annotations,
+                },
+                "spec": {"template": {
+                    "metadata": {"labels": {VERSION_LABEL: label_value(version), ROLE_LABEL: "primary"},
+                                 "annotations": {VERSION_ANNOTATION: version}},
+                    "spec": {"containers": [{"name": container, "image": image}]},
+                }},
+            }
+            await self._call(f"{purpose}: patch {ns}/{name}", apps.patch_namespaced_deployment, name, ns, patch)
+            return previous
+
+        previous = await self._converge(purpose, step)
+        await self._wait_rollout(ns, name, image, purpose)
+        return previous
+
+    async def rollback(self, stage: StageRef, to_version: str | None, image: str | None) -> None:
+        ns, name = self._where(stage)
+        purpose = f"roll back {stage.key} to {to_version}"
+        if to_version is None:
+            log.info("%s: no earlier version recorded; nothing to restore on the primary", purpose)
+            return
+        if image is not None:
+            check_image(image)
+        apps = self._apps()
+
+        async def step() -> None:
+            primary = await self._read_primary(ns, name, purpose)
+            current = self.version_of(primary)
+            if current == to_version:
+                return
+            ann = primary.metadata.annotations or {}
+            stored = ann.get(PREVIOUS_TEMPLATE_ANNOTATION)
+            if ann.get(PREVIOUS_VERSION_ANNOTATION) == to_version and stored:
+                body = self._api_client().sanitize_for_serialization(primary)
+                body.pop("status", None)
+                body["spec"]["template"] = json.loads(stored)
+                meta = body["metadata"]
+                meta.setdefault("labels", {})[VERSION_LABEL] = label_value(to_version)
+                annotations = meta.setdefault("annotations", {})
+                annotations.pop(PREVIOUS_TEMPLATE_ANNOTATION, None)
+                annotations.pop(PREVIOUS_VERSION_ANNOTATION, None)
+                annotations[VERSION_ANNOTATION] = to_version
+                annotations[ROLLED_BACK_FROM_ANNOTATION] = current or "unknown"
+                await self._call(f"{purpose}: restore template of {ns}/{name}", apps.replace_namespaced_deployment,
+                                 name, ns, k8s.V1Deployment.from_dict(body))
+                return
+            if image is None:
+                raise DeployError(
+                    f"{purpose}: primary {ns}/{name} runs {current} and holds no saved template for {to_version}, "
+                    f"and no image was given; set it by hand (`kubectl -n {ns} rollout undo deployment/{name}`) "
+                    "or pass the image to roll back to",
+                    retryable=False,
+                )
+            container = primary.spec.template.spec.containers[self._container_index(primary)].name
+            patch = {
+                "metadata": {
+                    "resourceVersion": primary.metadata.resource_version,
+                    "labels": {VERSION_LABEL: label_value(to_version)},
+                    "annotations": {VERSION_ANNOTATION: to_version, ROLLED_BACK_FROM_ANNOTATION: current or "unknown",
+                                    PREVIOUS_VERSION_ANNOTATION: None, PREVIOUS_TEMPLATE_ANNOTATION: None},
+                },
+                "spec": {"template": {
+                    "metadata": {"labels": {VERSION_LABEL: label_value(to_version)}, "annotations": {VERSION_ANNOTATION: to_version}},
+                    "spec": {"containers": [{"name": container, "image": image}]},
+                }},
+            }
+            await self._call(f"{purpose}: patch {ns}/{name}", apps.patch_namespaced_deployment, name, ns, patch)
+
+        await self._converge(purpose, step)
+        await self._wait_rollout(ns, name, None, purpose)
+
+    async def cleanup(self, stage: StageRef) -> None:
+        ns, workload = self._where(stage)
+        apps = self._apps()
+        names = [f"{workload}-canary", f"{workload}-baseline"]
+        for name in names:
+            await self._call(f"clean up {ns}/{name}", apps.delete_namespaced_deployment, name, ns,
+                             missing_ok=True, propagation_policy="Background")
+        deadline = time.monotonic() + max(10.0, self.settings.request_timeout_seconds)
+        while True:  # confirm they are gone (a finalizer may hold them briefly)
+            left = [n for n in names if await self._read(ns, n) is not None]
+            if not left:
+                return
+            _heartbeat(f"waiting for {', '.join(left)} to be deleted")
+            if time.monotonic() >= deadline:
+                raise DeployError(f"clean up {stage.key}: {', '.join(left)} still present after delete; "
+                                  "check finalizers with kubectl", retryable=True)
+            await asyncio.sleep(self.settings.poll_seconds)
+
+
+def _hint(status: int) -> str:
+    return {
+        400: "the request was malformed; this is a Bifrost bug, please report it with this message",
+        401: "the credentials were rejected; check the kube context or the token environment variable",
+        403: "the worker's identity lacks permission; grant get/list/create/update/patch/delete on deployments "
+             "(and list on pods) in this namespace",
+        404: "not found; check namespace and workload in the targets file",
+        422: "the API server rejected the object as invalid; fix the image, replicas or the primary's manifest",
+    }.get(status, "")

@@ -1,0 +1,1 @@
+"""Small fakes of external servers, driven only through the official clients in tests."""

@@ -1,0 +1,1 @@
+"""Adapter tests against real servers: Prometheus, moto, the fake kube API and the Temporal dev server."""
