@@ -1,0 +1,196 @@
+"""CloudWatch metric source over boto3 GetMetricData: one metric query per side, one datapoint per period.
+
+Same contract as the Prometheus source: no datapoints is an empty list, a short series is a short list.
+Throttling and server errors are retried (by botocore, then by the activity); bad queries are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
+
+from activities.adapters import MetricsError
+from activities.models import MetricWindow, Role, StageRef
+from activities.secrets import SecretError, resolve_secret
+from canary.config import MetricSamples, MetricSpec
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDERS = ("service", "version", "region", "environment", "role")
+_NON_RETRYABLE = {
+    "InvalidParameterValue", "InvalidParameterCombination", "MissingParameter", "ValidationError",
+    "AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId",
+    "InvalidNextToken", "InvalidSignatureException", "SignatureDoesNotMatch",
+}
+
+
+@dataclass(frozen=True)
+class AwsConnection:
+    """How to reach AWS: optional endpoint (moto, VPC endpoints), profile, and credentials by env-var name."""
+
+    endpoint_url: str | None = None
+    profile: str | None = None
+    access_key_id_env: str | None = None
+    secret_access_key_env: str | None = None
+    session_token_env: str | None = None
+    timeout_seconds: float = 10.0
+    max_attempts: int = 3
+
+    def client(self, service: str, region_name: str) -> Any:
+        """A boto3 client; secrets are read from the environment here, inside the activity, never earlier."""
+        creds: dict[str, str] = {}
+        if self.access_key_id_env and self.secret_access_key_env:
+            creds["aws_access_key_id"] = resolve_secret(self.access_key_id_env, f"AWS {service}")
+            creds["aws_secret_access_key"] = resolve_secret(self.secret_access_key_env, f"AWS {service}")
+            if self.session_token_env:
+                creds["aws_session_token"] = resolve_secret(self.session_token_env, f"AWS {service}")
+        session = boto3.session.Session(profile_name=self.profile)
+        config = Config(
+            connect_timeout=self.timeout_seconds, read_timeout=self.timeout_seconds,
+            retries={"mode": "standard", "max_attempts": self.max_attempts},
+        )
+        return session.client(service, region_name=region_name, endpoint_url=self.endpoint_url, config=config, **creds)
+
+
+@dataclass(frozen=True)
+class CloudWatchMetric:
+    """One CloudWatch metric; dimension values may use {service}, {version}, {region}, {environment}, {role}."""
+
+    namespace: str
+    metric_name: str
+    dimensions: dict[str, str] = field(default_factory=dict)
+    statistic: str = "Average"
+    period_seconds: int | None = None  # default: the window's interval
+    unit: str | None = None
+
+
+@dataclass(frozen=True)
+class CloudWatchSettings:
+    metrics: dict[str, CloudWatchMetric]
+    aws_region: str | None = None  # default: the stage's region
+    connection: AwsConnection = field(default_factory=AwsConnection)
+
+
+def valid_period(seconds: int) -> bool:
+    """CloudWatch periods: 1, 5, 10, 30 (high resolution) or a multiple of 60."""
+    return seconds in (1, 5, 10, 30) or (seconds > 0 and seconds % 60 == 0)
+
+
+def _fill(template: str, values: dict[str, str]) -> str:
+    out = template
+    for name in PLACEHOLDERS:
+        out = out.replace("{" + name + "}", values[name])
+    return out
+
+
+class CloudWatchSource:
+    """MetricSource reading per-period statistics from CloudWatch."""
+
+    def __init__(self, settings: CloudWatchSettings, *, client_factory: Callable[[str], Any] | None = None) -> None:
+        self.settings = settings
+        self._factory = client_factory or (lambda region: settings.connection.client("cloudwatch", region))
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, region: str) -> Any:
+        with self._lock:  # boto3 sessions are not thread-safe; clients are
+            if region not in self._clients:
+                try:
+                    self._clients[region] = self._factory(region)
+                except SecretError as err:
+                    raise MetricsError(str(err), retryable=False) from err
+            return self._clients[region]
+
+    async def fetch(
+        self,
+        stage: StageRef,
+        metric: MetricSpec,
+        window: MetricWindow,
+        baseline: tuple[Role, str | None],
+        canary: tuple[Role, str],
+    ) -> MetricSamples:
+        spec = self.settings.metrics.get(metric.name)
+        if spec is None:
+            raise MetricsError(
+                f"{stage.key}: no CloudWatch metric configured for {metric.name!r} (have: {', '.join(sorted(self.settings.metrics))}); "
+                "add it under metrics.metrics in the targets file",
+                retryable=False,
+            )
+        period = spec.period_seconds or window.interval_seconds
+        if not valid_period(period):
+            raise MetricsError(f"{stage.key} {metric.name}: CloudWatch period {period}s is invalid; use 1, 5, 10, 30 "
+                               "or a multiple of 60 (set period_seconds or the canary interval)", retryable=False)
+        if window.end <= window.start:
+            return MetricSamples(name=metric.name, baseline=[], canary=[])
+        sides = {"baseline": baseline, "canary": canary}
+        queries = []
+        for qid, (role, version) in sides.items():
+            if version is None:
+                continue
+            values = {"service": stage.service, "version": version, "region": stage.region,
+                      "environment": stage.environment, "role": role}
+            stat: dict[str, Any] = {
+                "Metric": {
+                    "Namespace": spec.namespace, "MetricName": spec.metric_name,
+                    "Dimensions": [{"Name": k, "Value": _fill(v, values)} for k, v in spec.dimensions.items()],
+                },
+                "Period": period, "Stat": spec.statistic,
+            }
+            if spec.unit:
+                stat["Unit"] = spec.unit
+            queries.append({"Id": qid, "MetricStat": stat, "ReturnData": True})
+        region = self.settings.aws_region or stage.region
+        what = f"{stage.key} {metric.name}"
+        points = await asyncio.to_thread(self._get_metric_data, region, queries, window.start, window.end, what)
+        return MetricSamples(name=metric.name, baseline=points.get("baseline", []), canary=points.get("canary", []))
+
+    def _get_metric_data(self, region: str, queries: list[dict[str, Any]], start: datetime, end: datetime,
+                         what: str) -> dict[str, list[float]]:
+        client = self._client(region)
+        collected: dict[str, list[tuple[datetime, float]]] = {q["Id"]: [] for q in queries}
+        kwargs: dict[str, Any] = dict(MetricDataQueries=queries, StartTime=start, EndTime=end, ScanBy="TimestampAscending")
+        try:
+            while True:
+                resp = client.get_metric_data(**kwargs)
+                for result in resp.get("MetricDataResults", []):
+                    status = result.get("StatusCode", "Complete")
+                    messages = "; ".join(m.get("Value", "") for m in result.get("Messages", []))
+                    if status == "InternalError":
+                        raise MetricsError(f"{what}: CloudWatch InternalError for {result['Id']} ({messages}); "
+                                           "the activity will be retried", retryable=True)
+                    if status == "Forbidden":
+                        raise MetricsError(f"{what}: CloudWatch denied {result['Id']} ({messages}); grant "
+                                           "cloudwatch:GetMetricData to the worker's role", retryable=False)
+                    if status == "PartialData" and not resp.get("NextToken"):
+                        log.info("%s %s: CloudWatch returned partial data (%s)", what, result["Id"], messages)
+                    collected[result["Id"]].extend(zip(result.get("Timestamps", []), result.get("Values", [])))
+                token = resp.get("NextToken")
+                if not token:
+                    break
+                kwargs["NextToken"] = token
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            msg = err.response.get("Error", {}).get("Message", str(err))
+            if code in _NON_RETRYABLE:
+                raise MetricsError(f"{what}: CloudWatch rejected GetMetricData ({code}: {msg}); check the namespace, "
+                                   "metric, dimensions, statistic and the worker's IAM permissions", retryable=False) from err
+            raise MetricsError(f"{what}: CloudWatch GetMetricData failed ({code or 'error'}: {msg}); "
+                               "the activity will be retried", retryable=True) from err
+        except NoCredentialsError as err:
+            raise MetricsError(f"{what}: no AWS credentials on this worker; configure a role/profile or "
+                               "access_key_id_env/secret_access_key_env in the targets file", retryable=False) from err
+        except ParamValidationError as err:
+            raise MetricsError(f"{what}: invalid GetMetricData parameters: {err}; fix the CloudWatch metric in the "
+                               "targets file", retryable=False) from err
+        except BotoCoreError as err:  # connection errors, timeouts
+            raise MetricsError(f"{what}: cannot reach CloudWatch ({type(err).__name__}: {err}); "
+                               "the activity will be retried", retryable=True) from err
+        return {qid: [v for _, v in sorted(pts, key=lambda p: p[0])] for qid, pts in collected.items()}

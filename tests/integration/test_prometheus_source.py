@@ -1,0 +1,189 @@
+"""The Prometheus metric source against a real Prometheus loaded with synthetic baseline and canary series."""
+
+from __future__ import annotations
+
+import math
+import threading
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import httpx
+import pytest
+
+from activities.adapters import MetricsError
+from activities.models import MetricWindow, StageRef
+from activities.prometheus import PrometheusSettings, PrometheusSource
+from canary import judge
+from canary.config import JudgeConfig, MetricSpec
+from tests.integration.conftest import BAD, BASELINE, GOOD, IDLE, PARTIAL, SERVICE, PrometheusServer
+from tests.integration.promdata import QUERIES
+
+pytestmark = pytest.mark.integration
+
+STAGE = StageRef(service=SERVICE, region="us-east-1", environment="prod")
+SPECS = [
+    MetricSpec(name="latency_p99", kind="latency", direction="increase"),
+    MetricSpec(name="error_rate", kind="error_rate", direction="increase", critical=True),
+]
+
+
+def window(prom: PrometheusServer, minutes: int = 60, interval: int = 60) -> MetricWindow:
+    end = datetime.fromtimestamp(prom.now, timezone.utc)
+    return MetricWindow(start=end - timedelta(minutes=minutes), end=end, interval_seconds=interval)
+
+
+def source(url: str, **overrides: object) -> PrometheusSource:
+    settings = dict(url=url, queries=dict(QUERIES), backoff_seconds=0.01, timeout_seconds=5)
+    settings.update(overrides)
+    return PrometheusSource(PrometheusSettings(**settings))  # type: ignore[arg-type]
+
+
+async def fetch_all(src: PrometheusSource, w: MetricWindow, canary_version: str):
+    return [await src.fetch(STAGE, spec, w, ("baseline", BASELINE), ("canary", canary_version)) for spec in SPECS]
+
+
+async def test_a_healthy_canary_passes_the_judge(prometheus: PrometheusServer):
+    data = await fetch_all(source(prometheus.url), window(prometheus), GOOD)
+    for d in data:
+        assert len(d.baseline) == len(d.canary) == 61  # one point per minute over an hour, both ends included
+    result = judge.judge(JudgeConfig(min_samples=20), SPECS, data)
+    assert result.verdict == "pass", result.summary
+
+
+async def test_a_regressing_canary_fails_the_judge(prometheus: PrometheusServer):
+    data = await fetch_all(source(prometheus.url), window(prometheus), BAD)
+    latency = next(d for d in data if d.name == "latency_p99")
+    assert sum(latency.canary) / len(latency.canary) > 1.5 * sum(latency.baseline) / len(latency.baseline)
+    result = judge.judge(JudgeConfig(min_samples=20), SPECS, data)
+    assert result.verdict == "fail", result.summary
+    assert {m.name: m.classification for m in result.metrics} == {"latency_p99": "High", "error_rate": "High"}
+
+
+async def test_no_data_partial_data_and_nan_are_reported_as_such(prometheus: PrometheusServer):
+    src, w = source(prometheus.url), window(prometheus)
+    missing = await src.fetch(STAGE, SPECS[0], w, ("baseline", BASELINE), ("canary", "7.7.7"))
+    assert missing.canary == [] and len(missing.baseline) == 61
+    partial = await src.fetch(STAGE, SPECS[0], w, ("baseline", BASELINE), ("canary", PARTIAL))
+    assert 25 <= len(partial.canary) <= 33  # the version exists only for the last half hour
+    idle = await src.fetch(STAGE, SPECS[1], w, ("baseline", BASELINE), ("canary", IDLE))
+    assert len(idle.canary) == 61 and all(math.isnan(v) for v in idle.canary)  # 0/0: no requests at all
+    no_baseline = await src.fetch(STAGE, SPECS[0], w, ("baseline", None), ("canary", GOOD))
+    assert no_baseline.baseline == [] and len(no_baseline.canary) == 61
+
+    result = judge.judge(JudgeConfig(min_samples=40), [SPECS[0]], [partial])
+    assert result.verdict == "insufficient_data"  # the judge, not the adapter, decides what too little means
+
+
+async def test_bad_promql_is_a_permanent_error_quoting_prometheus(prometheus: PrometheusServer):
+    src = source(prometheus.url, queries={"latency_p99": 'rate(http_requests_total{version="{version}"[5m])'})
+    with pytest.raises(MetricsError) as err:
+        await src.fetch(STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
+    assert not err.value.retryable
+    assert "bad_data" in str(err.value) and "parse error" in str(err.value) and "targets file" in str(err.value)
+
+
+async def test_a_query_returning_several_series_is_rejected(prometheus: PrometheusServer):
+    src = source(prometheus.url, queries={"latency_p99": 'rate(http_requests_total{version="{version}"}[3m])'})
+    with pytest.raises(MetricsError) as err:
+        await src.fetch(STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
+    assert not err.value.retryable and "one per side" in str(err.value)
+
+
+async def test_missing_template_and_wrong_url_are_permanent(prometheus: PrometheusServer):
+    with pytest.raises(MetricsError) as err:
+        await source(prometheus.url, queries={"other": QUERIES["error_rate"]}).fetch(
+            STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
+    assert not err.value.retryable and "no PromQL template for metric 'latency_p99'" in str(err.value)
+    with pytest.raises(MetricsError) as err:
+        await source(prometheus.url + "/graph").fetch(STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
+    assert not err.value.retryable and "404" in str(err.value)
+
+
+class Front:
+    """A real HTTP front for Prometheus that fails the first `failures` requests and records headers."""
+
+    def __init__(self, target: str, failures: int = 0, status: int = 503, hang: bool = False) -> None:
+        self.target, self.failures, self.status, self.hang = target, failures, status, hang
+        self.seen: list[dict[str, str]] = []
+        self.release = threading.Event()
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                front.seen.append(dict(self.headers))
+                if front.hang:
+                    front.release.wait(30)
+                    return
+                if front.failures > 0:
+                    front.failures -= 1
+                    code, data = front.status, b'{"status":"error","errorType":"unavailable","error":"overloaded"}'
+                else:
+                    resp = httpx.post(front.target + self.path, content=body,
+                                      headers={"Content-Type": self.headers["Content-Type"]})
+                    code, data = resp.status_code, resp.content
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def front_factory(prometheus: PrometheusServer) -> Iterator:
+    fronts: list[Front] = []
+
+    def make(**kwargs: object) -> Front:
+        fronts.append(Front(prometheus.url, **kwargs))  # type: ignore[arg-type]
+        return fronts[-1]
+
+    yield make
+    for f in fronts:
+        f.close()
+
+
+async def test_server_errors_are_retried_with_backoff(prometheus: PrometheusServer, front_factory):
+    front = front_factory(failures=2)
+    data = await source(front.url, max_attempts=3).fetch(
+        STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
+    assert len(data.canary) == 61 and len(front.seen) == 3
+
+    front = front_factory(failures=10)
+    with pytest.raises(MetricsError) as err:
+        await source(front.url, max_attempts=2).fetch(STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
+    assert err.value.retryable and "HTTP 503" in str(err.value) and "overloaded" in str(err.value)
+
+
+async def test_a_silent_server_times_out_as_retryable(prometheus: PrometheusServer, front_factory):
+    front = front_factory(hang=True)
+    with pytest.raises(MetricsError) as err:
+        await source(front.url, timeout_seconds=0.3, max_attempts=2).fetch(
+            STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
+    assert err.value.retryable and "no answer within 0.3s" in str(err.value)
+
+
+async def test_bearer_token_comes_from_the_environment(prometheus: PrometheusServer, front_factory, monkeypatch):
+    front = front_factory()
+    monkeypatch.delenv("TEST_PROM_TOKEN", raising=False)
+    with pytest.raises(MetricsError) as err:
+        await source(front.url, token_env="TEST_PROM_TOKEN").fetch(
+            STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
+    assert not err.value.retryable and "TEST_PROM_TOKEN" in str(err.value) and not front.seen
+    monkeypatch.setenv("TEST_PROM_TOKEN", "prom-t0ken")
+    await source(front.url, token_env="TEST_PROM_TOKEN").fetch(STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
+    assert front.seen[-1]["Authorization"] == "Bearer prom-t0ken"
