@@ -1,0 +1,105 @@
+"""`bifrost demo`: an embedded server and worker, a good rollout and a regressing one, checked end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+
+from activities.registry import AdapterRegistry
+from activities.simulated import FleetScenario, SimulatedFleet
+from bifrost_cli.ops import start_rollout
+from bifrost_cli.render import state_table
+from worker.build import build_worker
+from worker.connect import TASK_QUEUE, connect
+from worker.server import port_in_use, start_dev_server
+from workflows.models import RolloutResult, RolloutState
+from workflows.request import load_request
+from workflows.rollout import RolloutWorkflow
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _watch(client, ids: list[str], console: Console) -> list[RolloutResult]:
+    handles = [client.get_workflow_handle(i, result_type=RolloutResult) for i in ids]
+    results = [asyncio.ensure_future(h.result()) for h in handles]
+    with Live(console=console, refresh_per_second=4) as live:
+        while not all(r.done() for r in results):
+            tables = []
+            for h in handles:
+                try:
+                    tables.append(state_table(await h.query(RolloutWorkflow.status)))
+                except Exception:  # noqa: BLE001 - not started yet / worker busy: show next time
+                    continue
+            live.update(Group(*tables))
+            await asyncio.wait(results, timeout=1.0)
+        live.update(Group(*(state_table(RolloutState(**r.result().model_dump())) for r in results)))
+    console.print()
+    return [r.result() for r in results]
+
+
+async def _run(address: str, console: Console) -> bool:
+    fleet = SimulatedFleet(FleetScenario.load(EXAMPLES / "demo-fleet.yaml"))
+    good, bad = load_request(EXAMPLES / "demo-good.yaml"), load_request(EXAMPLES / "demo-bad.yaml")
+    client = await connect(address, "default")
+    reports = Path(".bifrost/reports").resolve()
+    async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=TASK_QUEUE, reports_dir=reports):
+        console.print(f"submitting {good.service} {good.version} (healthy) and {bad.version} (regresses latency in "
+                      "eu-west-1 prod); one rollout per service at a time, so the second queues behind the first")
+        first = await start_rollout(client, good, TASK_QUEUE)
+        while (await first.query(RolloutWorkflow.status)).status == "queued":  # holds the lock: now queue the next
+            await asyncio.sleep(0.2)
+        second = await start_rollout(client, bad, TASK_QUEUE)
+        ids = [first.id, second.id]
+        first, second = await _watch(client, ids, console)
+    ok_first = first.status == "succeeded" and all(s.version_now == good.version for s in first.stages)
+    failing = next((s for s in second.stages if s.verdict == "fail"), None)
+    ok_second = (
+        second.status == "rolled_back" and failing is not None and failing.key == "eu-west-1/prod"
+        and all(s.version_now == good.version for s in second.stages)
+        and all(v["primary"] == good.version for v in fleet.snapshot().values())
+    )
+    console.print(Panel.fit(
+        f"[{'green' if ok_first else 'red'}]{first.rollout_id}: {first.status}[/] — {first.reason}\n"
+        f"[{'green' if ok_second else 'red'}]{second.rollout_id}: {second.status}[/] — {second.reason}\n"
+        + (f"canary report: {failing.report_path}\n" if failing and failing.report_path else "")
+        + f"every region now runs {good.version}: "
+        + ("yes" if all(v['primary'] == good.version for v in fleet.snapshot().values()) else "NO"),
+        title="demo outcome",
+    ))
+    return ok_first and ok_second
+
+
+def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, console: Console | None = None) -> int:
+    """Run the demo; 0 only if the good rollout succeeded and the bad one was rolled back everywhere."""
+    console = console or Console()
+    if port_in_use("127.0.0.1", port) or port_in_use("127.0.0.1", ui_port):
+        port, ui_port = _free_port(), _free_port()
+        console.print(f"[yellow]ports busy; using {port} (gRPC) and {ui_port} (UI) instead[/yellow]")
+    db = Path(".bifrost/demo.db")
+    db.unlink(missing_ok=True)
+    console.print("starting the embedded Temporal dev server ...")
+    server = start_dev_server(port=port, ui_port=ui_port, db_file=db, log_file=".bifrost/demo-temporal.log")
+    console.print(f"Temporal Web UI: [bold]{server.ui_url}[/bold] (namespace default) — watch the rollouts there")
+    try:
+        ok = asyncio.run(_run(server.address, console))
+        if keep:
+            console.print("server kept running; Ctrl-C to stop")
+            try:
+                server.process.wait()
+            except KeyboardInterrupt:
+                pass
+    finally:
+        server.stop()
+    console.print("[green]demo passed[/green]" if ok else "[red]demo failed: outcomes were not as expected[/red]")
+    return 0 if ok else 1

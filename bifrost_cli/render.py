@@ -1,0 +1,68 @@
+"""Rich tables for plans and rollout state, shared by `plan`, `status`, `submit --follow` and the demo."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from workflows.models import RolloutState
+from workflows.plan import Plan
+from workflows.request import RolloutRequest
+
+STYLE = {
+    "succeeded": "green", "skipped": "green", "rolled_back": "yellow", "failed": "bold red",
+    "rolling_back": "yellow", "soaking": "cyan", "analyzing": "cyan", "deploying": "cyan", "promoting": "cyan",
+    "pending": "dim", "aborted": "yellow", "rejected": "yellow", "paused": "magenta", "queued": "dim",
+    "awaiting_approval": "magenta", "waiting_window": "magenta", "running": "cyan",
+}
+
+
+def styled(status: str) -> Text:
+    return Text(status.replace("_", " "), style=STYLE.get(status, ""))
+
+
+def duration(hours: float) -> str:
+    """3600 s -> '1 h', 0.002 h -> '7 s'."""
+    seconds = hours * 3600
+    if seconds == 0:
+        return "none"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{hours:g} h"
+
+
+def plan_table(req: RolloutRequest, plan: Plan) -> Table:
+    """One row per stage, grouped by wave, with the production traffic each wave touches."""
+    t = Table(title=f"Plan: {req.service} {req.version} ({len(plan.waves)} waves)", title_justify="left")
+    for col in ("wave", "kind", "stage", "traffic", "soak", "gate"):
+        t.add_column(col)
+    gates = {g.key for g in req.approvals.gates}
+    for w in plan.waves:
+        for i, s in enumerate(w.stages):
+            gate = "approval" if s.key in gates or (i == 0 and f"wave-{w.index}" in gates) else ""
+            t.add_row(
+                str(w.index) if i == 0 else "",
+                w.kind if i == 0 else "",
+                s.key + (" (canary region)" if w.kind == "prod" and s.region == plan.canary_region else ""),
+                f"{s.traffic_share:.0%}" if s.environment == "prod" else "-",
+                duration(req.soak.hours(s.environment)),
+                gate,
+            )
+        if w.kind == "prod":
+            t.add_row("", "", Text(f"wave touches {w.traffic_share:.0%} of production", style="dim"), "", "", "")
+    return t
+
+
+def state_table(state: RolloutState) -> Table:
+    """Per-stage status, versions and verdicts of a rollout."""
+    title = Text.assemble(f"{state.service} {state.version}: ", styled(state.status))
+    t = Table(title=title, title_justify="left", caption=state.waiting_for and f"waiting for {state.waiting_for}")
+    for col in ("wave", "stage", "status", "before", "now", "verdict", "note"):
+        t.add_column(col, overflow="fold")
+    for s in state.stages:
+        verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")
+        t.add_row(str(s.wave), s.key, styled(s.status), s.version_before or "?", s.version_now or "?", verdict,
+                  s.reason[:90])
+    return t
