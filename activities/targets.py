@@ -1,0 +1,376 @@
+"""The targets file: which deployer, metric source, traffic record and webhooks serve each region/environment.
+
+Loaded from YAML and validated before a worker starts; every error names the field. Secrets appear only
+as environment-variable names (`*_env`) and are read inside activities. `build_registry` turns the file
+into the AdapterRegistry the activities use.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from activities.registry import AdapterRegistry
+from activities.simulated import SimulatedFleet
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+_ENV = r"^[A-Za-z_][A-Za-z0-9_]*$"
+EnvName = Annotated[str, Field(pattern=_ENV, description="name of an environment variable holding the secret")]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SimulatedDeployerConfig(_Model):
+    """The in-memory simulated fleet (demos, tests)."""
+
+    kind: Literal["simulated"]
+
+
+class KubernetesDeployerConfig(_Model):
+    """A Kubernetes namespace reached by kubeconfig context, or by API URL plus a token from the environment."""
+
+    kind: Literal["kubernetes"]
+    context: str | None = Field(default=None, description="kubeconfig context; default: the current context")
+    kubeconfig: str | None = Field(default=None, description="kubeconfig path; default: $KUBECONFIG or ~/.kube/config")
+    api_url: str | None = Field(default=None, description="API server URL, instead of a kubeconfig")
+    token_env: EnvName | None = Field(default=None, description="env var with a bearer token (with api_url)")
+    verify_tls: bool = True
+    ca_file: str | None = None
+    namespace: str = Field(min_length=1, description="namespace of the primary; {service} is replaced")
+    workload: str = Field(default="{service}", min_length=1, description="primary Deployment name; {service} is replaced")
+    container: str | None = Field(default=None, description="container whose image changes; default: the first")
+    progress_deadline_seconds: float = Field(default=600, gt=0)
+    poll_seconds: float = Field(default=2.0, gt=0)
+    image_pull_grace_seconds: float = Field(default=120, ge=0)
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> "KubernetesDeployerConfig":
+        if self.api_url and (self.context or self.kubeconfig):
+            raise ValueError("give either api_url (with token_env) or context/kubeconfig, not both")
+        if self.token_env and not self.api_url:
+            raise ValueError("token_env needs api_url; with a kubeconfig the credentials come from the context")
+        if self.api_url and not self.api_url.startswith(("http://", "https://")):
+            raise ValueError(f"api_url must start with https:// (or http:// for a local test server), got {self.api_url!r}")
+        return self
+
+
+DeployerConfig = Annotated[Union[SimulatedDeployerConfig, KubernetesDeployerConfig], Field(discriminator="kind")]
+
+
+class SimulatedMetricsConfig(_Model):
+    kind: Literal["simulated"]
+
+
+class PrometheusConfig(_Model):
+    """PromQL per metric; placeholders {service} {version} {region} {environment} {role} become label values."""
+
+    kind: Literal["prometheus"]
+    url: str = Field(pattern=r"^https?://", description="server root, e.g. http://prometheus:9090")
+    token_env: EnvName | None = None
+    queries: dict[str, str] = Field(min_length=1, description="metric name -> PromQL template")
+    step_seconds: int | None = Field(default=None, ge=1, description="default: the canary interval")
+    timeout_seconds: float = Field(default=10, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+
+    @field_validator("queries")
+    @classmethod
+    def _placeholders(cls, v: dict[str, str]) -> dict[str, str]:
+        from activities.prometheus import PLACEHOLDERS, unknown_placeholders
+
+        for name, q in v.items():
+            bad = unknown_placeholders(q)
+            if bad:
+                raise ValueError(f"{name}: unknown placeholder(s) {', '.join('{' + b + '}' for b in bad)}; "
+                                 f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+            if "{version}" not in q:
+                raise ValueError(f"{name}: the query must use {{version}} to tell baseline and canary apart")
+        return v
+
+
+class CloudWatchMetricConfig(_Model):
+    namespace: str = Field(min_length=1)
+    metric_name: str = Field(min_length=1)
+    dimensions: dict[str, str] = Field(default_factory=dict, description="values may use the placeholders")
+    statistic: str = Field(default="Average", description="Average, Sum, Minimum, Maximum, SampleCount or pNN")
+    period_seconds: int | None = Field(default=None, ge=1)
+    unit: str | None = None
+
+    @field_validator("period_seconds")
+    @classmethod
+    def _period(cls, v: int | None) -> int | None:
+        from activities.cloudwatch import valid_period
+
+        if v is not None and not valid_period(v):
+            raise ValueError(f"{v}: CloudWatch periods are 1, 5, 10, 30 or a multiple of 60")
+        return v
+
+
+class CloudWatchConfig(_Model):
+    kind: Literal["cloudwatch"]
+    aws_region: str | None = Field(default=None, description="default: the target's region")
+    metrics: dict[str, CloudWatchMetricConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _version_dimension(self) -> "CloudWatchConfig":
+        for name, m in self.metrics.items():
+            if not any("{version}" in v for v in m.dimensions.values()):
+                raise ValueError(f"metrics.{name}: some dimension must use {{version}} to tell baseline and canary apart")
+        return self
+
+
+MetricsConfig = Annotated[Union[SimulatedMetricsConfig, PrometheusConfig, CloudWatchConfig], Field(discriminator="kind")]
+
+
+class Route53Config(_Model):
+    """The service's weighted record set; this region's record is the one with `set_identifier`."""
+
+    zone_id: str = Field(min_length=1)
+    record_name: str = Field(min_length=1)
+    record_type: Literal["A", "AAAA", "CNAME"] = "CNAME"
+    set_identifier: str | None = Field(default=None, description="default: the region name")
+
+
+class TrafficConfig(_Model):
+    route53: Route53Config
+
+
+class AwsConfig(_Model):
+    """How the worker reaches AWS; with no credentials named, boto3's default chain (role, profile, env) is used."""
+
+    endpoint_url: str | None = Field(default=None, description="e.g. a moto server or a VPC endpoint")
+    profile: str | None = None
+    access_key_id_env: EnvName | None = None
+    secret_access_key_env: EnvName | None = None
+    session_token_env: EnvName | None = None
+    timeout_seconds: float = Field(default=10, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+
+    @model_validator(mode="after")
+    def _pairs(self) -> "AwsConfig":
+        if bool(self.access_key_id_env) != bool(self.secret_access_key_env):
+            raise ValueError("give both access_key_id_env and secret_access_key_env, or neither")
+        return self
+
+
+class Target(_Model):
+    """One region and environment."""
+
+    region: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    environment: Literal["test", "prod"]
+    deployer: DeployerConfig | None = Field(default=None, description="default: defaults.deployer")
+    metrics: MetricsConfig | None = Field(default=None, description="default: defaults.metrics")
+    traffic: TrafficConfig | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.region}/{self.environment}"
+
+
+class Defaults(_Model):
+    deployer: DeployerConfig = Field(default_factory=lambda: SimulatedDeployerConfig(kind="simulated"))
+    metrics: MetricsConfig = Field(default_factory=lambda: SimulatedMetricsConfig(kind="simulated"))
+
+
+class WebhookConfig(_Model):
+    name: str = Field(min_length=1)
+    url_env: EnvName = Field(description="env var holding the webhook URL (it contains the key)")
+    events: list[str] = Field(default_factory=list, description="empty: every event")
+    timeout_seconds: float = Field(default=5, gt=0)
+
+
+class Notifications(_Model):
+    webhooks: list[WebhookConfig] = Field(default_factory=list)
+
+
+class TargetsFile(_Model):
+    """Where each region/environment's deployer, metrics, traffic and notifications are."""
+
+    version: Literal[1] = 1
+    aws: AwsConfig = Field(default_factory=AwsConfig)
+    defaults: Defaults = Field(default_factory=Defaults)
+    targets: list[Target] = Field(default_factory=list)
+    notifications: Notifications = Field(default_factory=Notifications)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "TargetsFile":
+        keys = [t.key for t in self.targets]
+        dupes = sorted({k for k in keys if keys.count(k) > 1})
+        if dupes:
+            raise ValueError(f"targets: each region/environment may appear once; repeated: {', '.join(dupes)}")
+        names = [w.name for w in self.notifications.webhooks]
+        if len(set(names)) != len(names):
+            raise ValueError("notifications.webhooks: names must be unique")
+        return self
+
+    def target(self, key: str) -> Target | None:
+        return next((t for t in self.targets if t.key == key), None)
+
+
+class TargetsError(ValueError):
+    """A targets file that cannot be used, one line per problem naming the field."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"invalid targets file {source}:\n{lines}")
+
+
+def _format_errors(err: ValidationError) -> list[str]:
+    problems = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; see docs/targets.md)"
+        elif e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] in ("literal_error", "union_tag_invalid"):
+            msg = f"{msg} (got {e.get('input')!r})" if not isinstance(e.get("input"), dict) else msg
+        problems.append(f"{loc}: {msg}")
+    return problems
+
+
+def parse_targets(data: object, source: str = "<targets>") -> TargetsFile:
+    """Validate a decoded targets file; raise TargetsError listing every problem by field."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise TargetsError(source, [f"(top level): expected a mapping, got {type(data).__name__}"])
+    try:
+        return TargetsFile.model_validate(data)
+    except ValidationError as err:
+        raise TargetsError(source, _format_errors(err)) from None
+
+
+def load_targets(path: str | Path) -> TargetsFile:
+    """Read and validate a YAML targets file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise TargetsError(str(p), [f"cannot read file: {err.strerror}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise TargetsError(str(p), [f"not valid YAML: {err}"]) from None
+    return parse_targets(data, str(p))
+
+
+# -- building adapters ------------------------------------------------------------------------------
+def _aws_connection(aws: AwsConfig) -> Any:
+    from activities.cloudwatch import AwsConnection
+
+    return AwsConnection(
+        endpoint_url=aws.endpoint_url, profile=aws.profile, access_key_id_env=aws.access_key_id_env,
+        secret_access_key_env=aws.secret_access_key_env, session_token_env=aws.session_token_env,
+        timeout_seconds=aws.timeout_seconds, max_attempts=aws.max_attempts,
+    )
+
+
+class _Builder:
+    """Builds adapters once per distinct configuration, sharing API clients between targets."""
+
+    def __init__(self, targets: TargetsFile, fleet: SimulatedFleet) -> None:
+        self.targets = targets
+        self.fleet = fleet
+        self._kube_clients: dict[tuple[Any, ...], Callable[[], "ApiClient"]] = {}
+
+    def _kube_factory(self, c: KubernetesDeployerConfig) -> Callable[[], "ApiClient"]:
+        key = (c.api_url, c.token_env, c.verify_tls, c.ca_file, c.kubeconfig, c.context)
+        if key not in self._kube_clients:
+            from activities.kubernetes import kube_api_client
+
+            cache: list[ApiClient] = []
+
+            def factory() -> "ApiClient":  # created on first use, inside an activity, so the token is read there
+                if not cache:
+                    cache.append(kube_api_client(kubeconfig=c.kubeconfig, context=c.context, api_url=c.api_url,
+                                                 token_env=c.token_env, verify_tls=c.verify_tls, ca_file=c.ca_file))
+                return cache[0]
+
+            self._kube_clients[key] = factory
+        return self._kube_clients[key]
+
+    def deployer(self, c: SimulatedDeployerConfig | KubernetesDeployerConfig) -> Any:
+        if isinstance(c, SimulatedDeployerConfig):
+            return self.fleet
+        from activities.kubernetes import KubernetesDeployer, KubeSettings
+
+        settings = KubeSettings(
+            namespace=c.namespace, workload=c.workload, container=c.container,
+            progress_deadline_seconds=c.progress_deadline_seconds, poll_seconds=c.poll_seconds,
+            image_pull_grace_seconds=c.image_pull_grace_seconds,
+        )
+        return KubernetesDeployer(self._kube_factory(c), settings)
+
+    def metrics(self, c: SimulatedMetricsConfig | PrometheusConfig | CloudWatchConfig) -> Any:
+        if isinstance(c, SimulatedMetricsConfig):
+            return self.fleet
+        if isinstance(c, PrometheusConfig):
+            from activities.prometheus import PrometheusSettings, PrometheusSource
+
+            return PrometheusSource(PrometheusSettings(
+                url=c.url, queries=dict(c.queries), token_env=c.token_env, step_seconds=c.step_seconds,
+                timeout_seconds=c.timeout_seconds, max_attempts=c.max_attempts,
+            ))
+        from activities.cloudwatch import CloudWatchMetric, CloudWatchSettings, CloudWatchSource
+
+        metrics = {
+            name: CloudWatchMetric(namespace=m.namespace, metric_name=m.metric_name, dimensions=dict(m.dimensions),
+                                   statistic=m.statistic, period_seconds=m.period_seconds, unit=m.unit)
+            for name, m in c.metrics.items()
+        }
+        return CloudWatchSource(CloudWatchSettings(metrics=metrics, aws_region=c.aws_region,
+                                                   connection=_aws_connection(self.targets.aws)))
+
+
+def build_registry(targets: TargetsFile, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
+    """The AdapterRegistry for a targets file: per region/env adapters, defaults for the rest, webhooks."""
+    fleet = fleet or SimulatedFleet()
+    b = _Builder(targets, fleet)
+    registry = AdapterRegistry(
+        default_deployer=b.deployer(targets.defaults.deployer),
+        default_metrics=b.metrics(targets.defaults.metrics),
+    )
+    routers: dict[tuple[str, str, str], Any] = {}
+    for t in targets.targets:
+        if t.deployer is not None:
+            registry.deployers[t.key] = b.deployer(t.deployer)
+        if t.metrics is not None:
+            registry.metric_sources[t.key] = b.metrics(t.metrics)
+        if t.traffic is not None:
+            from activities.route53 import RegionTraffic, Route53Traffic, WeightedRecord
+
+            r = t.traffic.route53
+            rk = (r.zone_id, r.record_name.rstrip("."), r.record_type)
+            if rk not in routers:
+                conn = _aws_connection(targets.aws)
+                routers[rk] = Route53Traffic(WeightedRecord(r.zone_id, r.record_name, r.record_type),
+                                             lambda conn=conn: conn.client("route53", "us-east-1"))
+            registry.traffic[t.key] = RegionTraffic(routers[rk], r.set_identifier or t.region)
+    if targets.notifications.webhooks:
+        from activities.notify import Webhook, WebhookNotifier
+
+        registry.notifier = WebhookNotifier([
+            Webhook(name=w.name, url_env=w.url_env, events=frozenset(w.events), timeout_seconds=w.timeout_seconds)
+            for w in targets.notifications.webhooks
+        ])
+    return registry
+
+
+def registry_from_file(path: str | Path, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
+    """Load a targets file and build its registry (what a worker calls at start-up)."""
+    return build_registry(load_targets(path), fleet)
+
+
+__all__ = [
+    "TargetsFile", "TargetsError", "Target", "load_targets", "parse_targets", "build_registry", "registry_from_file",
+]

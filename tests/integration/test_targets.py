@@ -1,0 +1,95 @@
+"""The targets file: the example validates, errors name the field, and the registry picks adapters per region/env."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from activities.cloudwatch import CloudWatchSource
+from activities.kubernetes import KubernetesDeployer
+from activities.models import StageRef
+from activities.prometheus import PrometheusSource
+from activities.registry import AdapterRegistry
+from activities.simulated import SimulatedFleet
+from activities.targets import TargetsError, build_registry, load_targets, parse_targets
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "targets.yaml"
+
+
+def stage(region: str, env: str) -> StageRef:
+    return StageRef(service="checkout", region=region, environment=env)  # type: ignore[arg-type]
+
+
+def test_the_example_selects_real_adapters_per_region(monkeypatch: pytest.MonkeyPatch):
+    for name in ("BIFROST_KUBE_TOKEN_EUW1", "BIFROST_SLACK_WEBHOOK_URL", "BIFROST_ONCALL_WEBHOOK_URL"):
+        monkeypatch.delenv(name, raising=False)  # building never reads secrets; activities do, when they run
+    fleet = SimulatedFleet()
+    reg = build_registry(load_targets(EXAMPLE), fleet)
+
+    use1_test, use1_prod, euw1 = reg.deployer(stage("us-east-1", "test")), reg.deployer(stage("us-east-1", "prod")), \
+        reg.deployer(stage("eu-west-1", "prod"))
+    assert all(isinstance(d, KubernetesDeployer) for d in (use1_test, use1_prod, euw1))
+    assert use1_test.settings.namespace == "{service}-test" and use1_prod.settings.container == "app"
+    assert reg.deployer(stage("ap-south-1", "prod")) is fleet and reg.metrics(stage("ap-south-1", "prod")) is fleet
+    assert isinstance(reg.metrics(stage("us-east-1", "test")), PrometheusSource)
+    assert isinstance(reg.metrics(stage("eu-west-1", "prod")), CloudWatchSource)
+
+    use1, euw1t = reg.traffic_for(stage("us-east-1", "prod")), reg.traffic_for(stage("eu-west-1", "prod"))
+    assert use1 is not None and euw1t is not None and use1.router is euw1t.router  # one weighted record set
+    assert (use1.set_identifier, euw1t.set_identifier) == ("us-east-1", "eu-west-1")
+    assert reg.traffic_for(stage("us-east-1", "test")) is None
+    assert reg.notifier is not None and [w.name for w in reg.notifier.webhooks] == ["releases", "oncall"]
+    assert reg.notifier.webhooks[1].wants("rollout_failed") and not reg.notifier.webhooks[1].wants("stage_started")
+
+
+def test_an_empty_file_means_everything_simulated():
+    reg = build_registry(parse_targets(None))
+    assert isinstance(reg.default_deployer, SimulatedFleet) and reg.default_deployer is reg.default_metrics
+    assert reg.notifier is None and reg.traffic == {}
+    sim = AdapterRegistry.simulated(SimulatedFleet())  # the existing constructor still works
+    assert sim.notifier is None and sim.traffic_for(stage("us-east-1", "prod")) is None
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({"targets": [{"region": "us-east-1", "environment": "prod", "deployer": {"kind": "kubernetes"}}]},
+     "targets.0.deployer.kubernetes.namespace: required field is missing"),
+    ({"targets": [{"region": "us-east-1", "environment": "prod", "deployer": {"kind": "nomad"}}]},
+     "targets.0.deployer"),
+    ({"targets": [{"region": "us-east-1", "environment": "staging"}]}, "targets.0.environment"),
+    ({"targets": [{"region": "us-east-1", "environment": "prod", "deployer": {
+        "kind": "kubernetes", "namespace": "x", "context": "c", "api_url": "https://k"}}]}, "not both"),
+    ({"targets": [{"region": "us-east-1", "environment": "prod", "deployer": {
+        "kind": "kubernetes", "namespace": "x", "token_env": "TOKEN"}}]}, "token_env needs api_url"),
+    ({"targets": [{"region": "us-east-1", "environment": "prod", "deployer": {
+        "kind": "kubernetes", "namespace": "x", "api_url": "https://k", "token_env": "my-token value"}}]},
+     "targets.0.deployer.kubernetes.token_env"),
+    ({"targets": [{"region": "us-east-1", "environment": "prod", "metrics": {
+        "kind": "prometheus", "url": "http://p:9090", "queries": {"lat": 'up{version="{verison}"}'}}}]},
+     "unknown placeholder(s) {verison}"),
+    ({"targets": [{"region": "us-east-1", "environment": "prod", "metrics": {
+        "kind": "prometheus", "url": "http://p:9090", "queries": {"lat": "up"}}}]}, "must use {version}"),
+    ({"targets": [{"region": "eu-west-1", "environment": "prod", "metrics": {
+        "kind": "cloudwatch", "metrics": {"lat": {"namespace": "N", "metric_name": "L", "period_seconds": 45,
+                                                   "dimensions": {"V": "{version}"}}}}}]},
+     "CloudWatch periods are 1, 5, 10, 30 or a multiple of 60"),
+    ({"targets": [{"region": "us-east-1", "environment": "prod"}, {"region": "us-east-1", "environment": "prod"}]},
+     "repeated: us-east-1/prod"),
+    ({"notifications": {"webhooks": [{"name": "x", "url": "https://hooks.slack.com/services/T/B/key"}]}},
+     "notifications.webhooks.0.url: unknown field"),
+    ({"aws": {"access_key_id_env": "K"}}, "give both access_key_id_env and secret_access_key_env"),
+])
+def test_errors_name_the_field(data: dict, expected: str):
+    with pytest.raises(TargetsError) as err:
+        parse_targets(data, "targets.yaml")
+    assert expected in str(err.value), str(err.value)
+    assert str(err.value).startswith("invalid targets file targets.yaml:")
+
+
+def test_unreadable_and_invalid_yaml_files(tmp_path: Path):
+    with pytest.raises(TargetsError, match="cannot read file"):
+        load_targets(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("targets: [\n")
+    with pytest.raises(TargetsError, match="not valid YAML"):
+        load_targets(bad)
