@@ -60,6 +60,9 @@ class JudgeConfig(_Strict):
     thresholds: Thresholds = Field(default_factory=Thresholds)
     groups: dict[str, float] = Field(default_factory=dict)
     min_samples: int = Field(default=20, ge=1)
+    alpha: float = Field(
+        default=0.01, gt=0, lt=0.5, description="bifrost mode: false-alarm rate per analysis (and per soak for the monitor)"
+    )
 
 
 class MetricSamples(_Strict):
@@ -85,6 +88,13 @@ class MetricResult(BaseModel):
     baseline_mean: float | None = None
     canary_mean: float | None = None
     reason: str = ""
+    direction: Direction | None = None
+    muted: bool = False
+    groups: list[str] = Field(default_factory=list)
+    effect_measure: Literal["mean_ratio", "cles"] | None = None
+    interval_level: float | None = Field(default=None, description="confidence level of `interval`")
+    threshold: float | None = Field(default=None, description="the level the p-value was compared with")
+    tests: dict[str, float] = Field(default_factory=dict, description="p-values of the component tests")
 
 
 class JudgeResult(BaseModel):
@@ -95,6 +105,7 @@ class JudgeResult(BaseModel):
     metrics: list[MetricResult]
     summary: str
     mode: str = "bifrost"
+    group_scores: dict[str, float] = Field(default_factory=dict)
 
 
 class MonitorResult(BaseModel):

@@ -1,26 +1,112 @@
 """Soak monitoring: repeated looks at the metrics without inflating false alarms.
 
-This first version splits the error budget evenly over the planned looks (Bonferroni).
+Bifrost mode spends the soak's false-alarm budget `alpha` evenly over the planned looks (alpha / max_looks
+each). At a look, every metric is tested on suffix windows of the cumulative series — the last 10, 20,
+40, ... samples and the whole soak — so a regression that starts mid-soak is judged on recent data
+rather than diluted by hours of healthy samples. A metric's p-value is its smallest window p-value
+times the number of windows (Bonferroni), and Holm's procedure shares the look's budget between
+metrics. By the union bound, the chance of any false alarm over the whole soak stays at most `alpha`
+whatever the correlation between looks and windows; looks past `max_looks` get a shrinking share
+(alpha / max_looks * (max_looks / look)^2), so even an overrun soak stays below 2 * alpha.
+
+Kayenta mode re-runs Kayenta's judge on the cumulative data and alarms whenever the verdict is not
+'pass' — what a Kayenta user scheduling repeated analyses gets, with no multiplicity control.
 """
 
 from __future__ import annotations
 
-from canary.config import JudgeConfig, MetricSamples, MetricSpec, MonitorResult
-from canary import judge as judge_mod
+import numpy as np
 
-OVERALL_ALPHA = 0.01
+from canary import bifrost
+from canary.config import JudgeConfig, MetricResult, MetricSamples, MetricSpec, MonitorResult
+from canary.judge import bifrost_precheck, judge, prepare
+from canary.preprocess import clean
+from canary.scoring import Scored, weighted_sum
+
+MIN_WINDOW = 10  # the shortest recent window tested, in samples per side
+
+
+def look_alpha(alpha: float, look: int, max_looks: int) -> float:
+    """The share of the soak's false-alarm budget spent at `look` (uniform over the planned looks)."""
+    share = alpha / max(1, max_looks)
+    return share if look <= max_looks else share * (max_looks / look) ** 2
+
+
+def windows(n: int, min_window: int = MIN_WINDOW) -> list[int]:
+    """Suffix lengths tested when each side has n samples: min_window, doubling, and finally n."""
+    out, w = [], min_window
+    while w < n:
+        out.append(w)
+        w *= 2
+    return out + [n]
 
 
 def soak_look(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int) -> MonitorResult:
-    """Judge the soak so far; alarm if any metric regresses at the per-look level."""
+    """One look at the soak so far (cumulative samples since soak start); alarm on a harmful change."""
+    if config.mode == "kayenta":
+        return _kayenta_look(config, specs, data, look=look, max_looks=max_looks)
     by_name = {d.name: d for d in data}
-    per_look = OVERALL_ALPHA / max(1, max_looks)
-    results, reasons = [], []
-    for spec in specs:
-        samples = by_name.get(spec.name, MetricSamples(name=spec.name, baseline=[], canary=[]))
-        r = judge_mod.classify(spec, samples, config.min_samples)
-        if r.classification in ("High", "Low") and (r.p_value or 1.0) < per_look and not spec.muted:
-            reasons.append(f"{spec.name}: {r.reason}")
-        results.append(r)
-    summary = f"look {look}/{max_looks}: " + ("ALARM — " + "; ".join(reasons) if reasons else "healthy")
-    return MonitorResult(alarm=bool(reasons), look=look, max_looks=max_looks, reasons=reasons, metrics=results, summary=summary)
+    level = look_alpha(config.alpha, look, max_looks)
+    final_look = look >= max_looks
+    results: list[MetricResult | None] = []
+    best: dict[int, tuple[bifrost.Evidence, int, int]] = {}  # metric -> (evidence, window, number of windows)
+    for i, spec in enumerate(specs):
+        samples = by_name.get(spec.name) or MetricSamples(name=spec.name, baseline=[], canary=[])
+        base, can = prepare(spec, samples)
+        required = spec.must_have_data and final_look
+        early = bifrost_precheck(spec.model_copy(update={"must_have_data": required}), base, can, config.min_samples)
+        results.append(early)
+        if early is None:
+            best[i] = _best_window(spec, samples)
+    family = [i for i in best if not specs[i].muted]
+    pvals = [min(1.0, best[i][0].p_value(specs[i].direction) * best[i][2]) for i in family]
+    for i, (rejected, lvl) in zip(family, bifrost.holm(pvals, level)):
+        ev, w, nw = best[i]
+        results[i] = bifrost.decide(specs[i], ev, lvl, rejected=rejected, p_factor=nw, context=_ctx(w, nw))
+    for i in best:
+        if specs[i].muted:
+            ev, w, nw = best[i]
+            results[i] = bifrost.decide(specs[i], ev, level / max(1, len(family)), p_factor=nw, context=_ctx(w, nw))
+    final = [r for r in results if r is not None]
+    scored = [Scored(r.classification, s.groups, r.critical) for s, r in zip(specs, final) if not s.muted]
+    score = weighted_sum(scored, config.groups, nodata_rule=False)
+    bad = [r for s, r in zip(specs, final) if not s.muted and r.classification in ("High", "Low", "NodataFailMetric")]
+    alarm = bool(bad) and (score.score < config.thresholds.pass_ or any(r.critical for r in bad))
+    waiting = [r.name for s, r in zip(specs, final) if not s.muted and r.classification in ("Nodata", "Error")]
+    reasons = [f"{r.name}: {r.reason}" for r in bad]
+    summary = f"look {look}/{max_looks} (alpha {level:.2g} this look): "
+    summary += ("ALARM — " + "; ".join(reasons)) if alarm else "healthy" if not bad else f"below alarm threshold (score {score.score:.0f})"
+    if waiting:
+        summary += f"; waiting for data: {', '.join(waiting)}"
+    return MonitorResult(alarm=alarm, look=look, max_looks=max_looks, reasons=reasons if alarm else [], metrics=final, summary=summary)
+
+
+def _ctx(window: int, n_windows: int) -> str:
+    return f"[last {window} samples, p x{n_windows} windows] "
+
+
+def _best_window(spec: MetricSpec, samples: MetricSamples) -> tuple[bifrost.Evidence, int, int]:
+    """Evidence on the most significant suffix window whose effect clears the gate (else the most significant)."""
+    n = min(len(samples.baseline), len(samples.canary))
+    sizes = windows(n)
+    candidates = []
+    for w in sizes:
+        base = clean(samples.baseline[-w:], spec.nan_strategy, spec.outliers)
+        can = clean(samples.canary[-w:], spec.nan_strategy, spec.outliers)
+        if min(len(base), len(can)) < min(MIN_WINDOW, w) or not (np.isfinite(base).all() and np.isfinite(can).all()):
+            continue
+        ev = bifrost.gather(base, can)
+        candidates.append((not bifrost.gate_open(spec, ev), ev.p_value(spec.direction), -w, ev))
+    if not candidates:  # the whole soak passed the precheck, so its window always qualifies
+        base, can = clean(samples.baseline, spec.nan_strategy, spec.outliers), clean(samples.canary, spec.nan_strategy, spec.outliers)
+        return bifrost.gather(base, can), n, len(sizes)
+    _, _, neg_w, ev = min(candidates, key=lambda c: c[:3])
+    return ev, -neg_w, len(sizes)
+
+
+def _kayenta_look(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int) -> MonitorResult:
+    result = judge(config, specs, data)
+    alarm = result.verdict != "pass"
+    reasons = [f"{m.name}: {m.reason}" for m in result.metrics if m.classification != "Pass"] if alarm else []
+    summary = f"look {look}/{max_looks} (Kayenta mode): " + (f"ALARM — {result.summary}" if alarm else "healthy")
+    return MonitorResult(alarm=alarm, look=look, max_looks=max_looks, reasons=reasons, metrics=result.metrics, summary=summary)

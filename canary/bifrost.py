@@ -1,0 +1,217 @@
+"""Bifrost mode: per-metric hypothesis tests with family-wise error control and a practical-effect gate.
+
+Each metric is tested in its harmful direction by two one-sided tests, combined with Simes' rule:
+Mann-Whitney U (ties corrected) for a consistent shift, and Welch's t on the means for regressions
+that ranks under-weight (a slow mode in a bimodal mix, sparse error counts). Holm's procedure keeps
+the chance of any false alarm per analysis at `alpha`. A significant metric is High/Low only if its
+effect (mean ratio or CLES) also exceeds the allowed change. There is no dead zone around the
+Hodges-Lehmann estimate; the estimate and its interval are reported, not used to decide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import stdtr
+
+from canary.config import Direction, MetricResult, MetricSpec
+from canary.ranks import UStat, shift_estimate_and_interval, u_statistic
+
+DEFAULT_ALPHA = 0.01
+DEFAULT_RATIO_MARGIN = 1.05  # without allowed_increase/decrease, changes of the mean under 5% are not regressions
+DEFAULT_CLES_MARGIN = 0.55  # ... and, for the CLES measure, P(canary > baseline) within 0.45..0.55
+INTERVAL_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The statistics of one baseline/canary comparison, before any decision."""
+
+    baseline: np.ndarray  # sorted, cleaned
+    canary: np.ndarray
+    u: UStat
+    p_rank_up: float
+    p_rank_down: float
+    p_mean_up: float
+    p_mean_down: float
+    mean_b: float
+    mean_c: float
+
+    @property
+    def p_up(self) -> float:
+        """p-value for 'canary is higher': Simes' combination of the rank and the mean test."""
+        return simes(self.p_rank_up, self.p_mean_up)
+
+    @property
+    def p_down(self) -> float:
+        """p-value for 'canary is lower'."""
+        return simes(self.p_rank_down, self.p_mean_down)
+
+    def p_value(self, direction: Direction) -> float:
+        """p-value for a harmful change in `direction` ('either' tests both sides)."""
+        if direction == "increase":
+            return self.p_up
+        if direction == "decrease":
+            return self.p_down
+        return min(1.0, 2 * min(self.p_up, self.p_down))
+
+    def side(self, direction: Direction) -> str:
+        """Which harmful side the evidence points to: 'High' or 'Low'."""
+        if direction == "either":
+            return "High" if self.p_up <= self.p_down else "Low"
+        return "High" if direction == "increase" else "Low"
+
+    @property
+    def ratio(self) -> float:
+        """mean(canary) / mean(baseline); inf when only the baseline mean is 0, NaN when undefined."""
+        if self.mean_b > 0 and self.mean_c >= 0:
+            return self.mean_c / self.mean_b
+        if self.mean_b == 0 and self.mean_c > 0:
+            return math.inf
+        return 1.0 if self.mean_b == self.mean_c == 0 else math.nan
+
+
+def simes(p1: float, p2: float) -> float:
+    """Simes' combined p-value of two tests, min(2 * min, max): valid when the tests are positively dependent.
+
+    Both one-sided tests here grow with the same shift of the canary, so they are.
+    """
+    return min(1.0, 2 * min(p1, p2), max(p1, p2))
+
+
+def welch_p_values(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
+    """One-sided Welch t-test p-values for (canary mean higher, canary mean lower)."""
+    n, m = len(canary), len(baseline)
+    d = float(canary.mean() - baseline.mean())
+    vc = float(canary.var(ddof=1)) / n if n > 1 else 0.0
+    vb = float(baseline.var(ddof=1)) / m if m > 1 else 0.0
+    se2 = vc + vb
+    if se2 <= 0 or not math.isfinite(se2):
+        return (0.0, 1.0) if d > 0 else (1.0, 0.0) if d < 0 else (1.0, 1.0)
+    denom = (vc * vc / (n - 1) if n > 1 else 0.0) + (vb * vb / (m - 1) if m > 1 else 0.0)
+    df = se2 * se2 / denom if denom > 0 else float(max(n + m - 2, 1))
+    t = d / math.sqrt(se2)
+    return float(stdtr(df, -t)), float(stdtr(df, t))
+
+
+def gather(baseline: np.ndarray, canary: np.ndarray) -> Evidence:
+    """Run both tests on cleaned samples (each with at least one point)."""
+    b, c = np.sort(baseline), np.sort(canary)
+    u = u_statistic(c, b)
+    w_up, w_down = welch_p_values(c, b)
+    return Evidence(b, c, u, u.p_greater(), u.p_less(), w_up, w_down, float(b.mean()), float(c.mean()))
+
+
+def _margins(spec: MetricSpec) -> tuple[float, float]:
+    if spec.effect_size == "cles":
+        return spec.allowed_increase or DEFAULT_CLES_MARGIN, spec.allowed_decrease or 1 - DEFAULT_CLES_MARGIN
+    return spec.allowed_increase or DEFAULT_RATIO_MARGIN, spec.allowed_decrease or 1 / DEFAULT_RATIO_MARGIN
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _change(ev: Evidence) -> str:
+    r = ev.ratio
+    if math.isnan(r):
+        return f"mean {_fmt(ev.mean_c)} vs {_fmt(ev.mean_b)}"
+    if math.isinf(r):
+        return f"mean {_fmt(ev.mean_c)} vs 0"
+    rel = f"{r:.2f}x" if r >= 2 or r <= 0.5 else f"{(r - 1) * 100:+.1f}%"
+    return f"mean {_fmt(ev.mean_c)} vs {_fmt(ev.mean_b)} ({rel})"
+
+
+def gate_open(spec: MetricSpec, ev: Evidence) -> bool:
+    """Whether the effect in the evidence's harmful direction exceeds the allowed change."""
+    side = ev.side(spec.direction)
+    effect = ev.u.cles if spec.effect_size == "cles" else ev.ratio
+    up_margin, down_margin = _margins(spec)
+    return math.isnan(effect) or (effect >= up_margin if side == "High" else effect <= down_margin)
+
+
+def decide(
+    spec: MetricSpec,
+    ev: Evidence,
+    threshold: float,
+    *,
+    rejected: bool | None = None,
+    p_factor: float = 1.0,
+    context: str = "",
+) -> MetricResult:
+    """Classify one metric from its evidence: High/Low when significant at `threshold` and beyond the allowed change.
+
+    `rejected` overrides the significance decision (Holm's procedure stops at the first non-rejection);
+    `p_factor` multiplies the p-value (a Bonferroni factor) and `context` prefixes the reason.
+    """
+    p = min(1.0, ev.p_value(spec.direction) * p_factor)
+    side = ev.side(spec.direction)
+    significant = p <= threshold if rejected is None else rejected
+    effect = ev.u.cles if spec.effect_size == "cles" else ev.ratio
+    up_margin, down_margin = _margins(spec)
+    gate_open = math.isnan(effect) or (effect >= up_margin if side == "High" else effect <= down_margin)
+    hl, ci = shift_estimate_and_interval(ev.canary, ev.baseline, ev.u, INTERVAL_LEVEL)
+    shift = f"median shift {hl:+.4g} (95% CI {_fmt(ci[0])} to {_fmt(ci[1])})"
+    word = "higher" if side == "High" else "lower"
+    if significant and gate_open:
+        label = side
+        reason = f"canary {word}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}"
+    elif significant:
+        label = "Pass"
+        allowed = up_margin if side == "High" else down_margin
+        measure = f"CLES {effect:.2f}" if spec.effect_size == "cles" else f"ratio {effect:.3f}"
+        reason = f"significant but small: {measure} within allowed {allowed:.3g}; {_change(ev)}, p={p:.2g}"
+    else:
+        label = "Pass"
+        reason = f"no significant {'change' if spec.direction == 'either' else spec.direction}: {_change(ev)}, {shift}; p={p:.2g} > {threshold:.2g}"
+    critical = spec.critical and label != "Pass" and _beyond_critical(spec, effect, label)
+    return MetricResult(
+        name=spec.name,
+        classification=label,  # type: ignore[arg-type]
+        critical=critical,
+        p_value=p,
+        interval=ci,
+        estimate=hl,
+        effect_size=None if not math.isfinite(effect) else effect,
+        baseline_n=len(ev.baseline),
+        canary_n=len(ev.canary),
+        baseline_mean=ev.mean_b,
+        canary_mean=ev.mean_c,
+        reason=context + reason + (" [critical]" if critical else ""),
+        direction=spec.direction,
+        muted=spec.muted,
+        groups=list(spec.groups),
+        effect_measure=spec.effect_size,
+        interval_level=INTERVAL_LEVEL,
+        threshold=threshold,
+        tests={
+            "mann_whitney_up": ev.p_rank_up,
+            "mann_whitney_down": ev.p_rank_down,
+            "welch_up": ev.p_mean_up,
+            "welch_down": ev.p_mean_down,
+        },
+    )
+
+
+def _beyond_critical(spec: MetricSpec, effect: float, label: str) -> bool:
+    if math.isnan(effect):
+        return True
+    if label == "High":
+        return spec.critical_increase is None or effect >= spec.critical_increase
+    return spec.critical_decrease is None or effect <= spec.critical_decrease
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
+    """Holm's step-down procedure: per hypothesis (rejected, the level its p-value was compared with)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out: list[tuple[bool, float]] = [(False, alpha)] * m
+    stopped = False
+    for rank, i in enumerate(order):
+        level = alpha / (m - rank)
+        stopped = stopped or p_values[i] > level
+        out[i] = (not stopped, level)
+    return out

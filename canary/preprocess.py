@@ -1,0 +1,65 @@
+"""Preprocessing shared by both judge modes: NaN policy, outlier removal and Kayenta's helpers.
+
+Percentiles are R type 7 (numpy's default, linear); outliers are points strictly outside the fences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+IQR_FACTOR = 3.0  # Kayenta's production outlier factor
+
+
+def as_array(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
+    """Samples as float64, with None (JSON null) read as NaN."""
+    if isinstance(values, np.ndarray):
+        return values.astype(float, copy=False)
+    return np.array([np.nan if v is None else v for v in values], dtype=float)
+
+
+def handle_nans(values: np.ndarray, strategy: Literal["remove", "replace"]) -> np.ndarray:
+    """Drop NaNs ('remove') or replace them with 0.0 ('replace')."""
+    nan = np.isnan(values)
+    if not nan.any():
+        return values
+    if strategy == "replace":
+        return np.where(nan, 0.0, values)
+    return values[~nan]
+
+
+def percentile(values: np.ndarray, p: float | Sequence[float]) -> np.ndarray | float:
+    """R-7 percentile(s), p in 0..100."""
+    return np.percentile(values, p)
+
+
+def iqr_outliers(values: np.ndarray, factor: float = IQR_FACTOR, reduce_sensitivity: bool = True) -> np.ndarray:
+    """Boolean mask of IQR outliers; with reduced sensitivity the fences never lie inside P1..P99."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    p1, q1, q3, p99 = np.percentile(values, [1, 25, 75, 99])
+    lower, upper = q1 - factor * (q3 - q1), q3 + factor * (q3 - q1)
+    if reduce_sensitivity:
+        lower, upper = min(p1, lower), max(p99, upper)
+    return (values < lower) | (values > upper)
+
+
+def ksigma_outliers(values: np.ndarray, k: float = 3.0) -> np.ndarray:
+    """Boolean mask of points more than k population standard deviations from the mean."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=bool)
+    return np.abs(values - values.mean()) > k * values.std()
+
+
+def clean(
+    values: Sequence[float | None] | np.ndarray,
+    nan_strategy: Literal["remove", "replace"],
+    outliers: Literal["keep", "remove"],
+) -> np.ndarray:
+    """Apply the NaN policy, then (optionally) IQR outlier removal, as Kayenta's judge does."""
+    arr = handle_nans(as_array(values), nan_strategy)
+    if outliers == "remove" and len(arr):
+        arr = arr[~iqr_outliers(arr)]
+    return arr
