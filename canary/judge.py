@@ -157,9 +157,7 @@ def _bifrost_verdict(config: JudgeConfig, specs: list[MetricSpec], results: list
     regressed = [r for _, r in active if r.classification in ("High", "Low", "NodataFailMetric")]
     unknown = [r for _, r in active if r.classification in ("Nodata", "Error")]
     verdict = verdict_for(sc.score, t.pass_, t.marginal)
-    if not active:
-        verdict = "insufficient_data"
-    elif verdict != "fail" and unknown:
+    if not active or (verdict == "pass" and unknown):  # evidence of a regression outranks missing data
         verdict = "insufficient_data"
     if verdict == "insufficient_data":
         detail = "; ".join(f"{r.name}: {r.reason}" for r in unknown) or "no metrics to judge"

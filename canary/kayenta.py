@@ -197,11 +197,11 @@ def classify(
     is_critical = critical and (
         (high and (no_gate or effect >= params.critical_increase)) or (low and (no_gate or effect <= params.critical_decrease))
     )
-    reason = _reason(label, interval, bound, effect, params)
+    reason = _reason(label, direction, interval, bound, effect, params)
     return Classification(label, is_critical, reason, deviation, None if no_gate else effect, interval, bound)
 
 
-def _reason(label: str, iv: Interval, bound: float, effect: float, params: KayentaParams) -> str:
+def _reason(label: str, direction: str, iv: Interval, bound: float, effect: float, params: KayentaParams) -> str:
     ci = f"{params.conf_level:.0%} CI of shift [{iv.lower:.4g}, {iv.upper:.4g}]"
     zone = f"dead zone ±{bound:.4g} ({params.tolerance:g} × |estimate {iv.estimate:.4g}|)"
     eff = "effect n/a" if math.isnan(effect) else f"{params.measure} {effect:.3g}"
@@ -209,7 +209,15 @@ def _reason(label: str, iv: Interval, bound: float, effect: float, params: Kayen
         return f"High: {ci} lies above the {zone}; {eff}"
     if label == "Low":
         return f"Low: {ci} lies below the {zone}; {eff}"
-    return f"Pass: {ci} does not clear the {zone}, or {eff} is within the allowed range"
+    if iv.lower > bound:
+        if direction == "decrease":
+            return f"Pass: canary higher ({ci} above the {zone}) but only decreases are judged"
+        return f"Pass: {ci} lies above the {zone} but {eff} is below the allowed increase {params.allowed_increase:g}"
+    if iv.upper < -bound:
+        if direction == "increase":
+            return f"Pass: canary lower ({ci} below the {zone}) but only increases are judged"
+        return f"Pass: {ci} lies below the {zone} but {eff} is above the allowed decrease {params.allowed_decrease:g}"
+    return f"Pass: {ci} does not clear the {zone}"
 
 
 def mean_inequality(experiment: np.ndarray, control: np.ndarray, direction: str) -> Label:

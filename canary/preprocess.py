@@ -17,7 +17,7 @@ def as_array(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
     """Samples as float64, with None (JSON null) read as NaN."""
     if isinstance(values, np.ndarray):
         return values.astype(float, copy=False)
-    return np.array([np.nan if v is None else v for v in values], dtype=float)
+    return np.array(values, dtype=float)  # numpy reads None as NaN for a float array
 
 
 def handle_nans(values: np.ndarray, strategy: Literal["remove", "replace"]) -> np.ndarray:

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-_ENUMERATE_LIMIT = 1 << 16  # at most this many candidate pairs are enumerated and partitioned directly
-_FIRST_SAMPLE = 1 << 15  # pairs sampled once from the whole matrix to place the first pivots
-_SAMPLE = 1 << 13  # candidate pairs sampled per later round when interpolation stalls (ties)
+_ENUMERATE_LIMIT = 1 << 15  # at most this many candidate pairs are enumerated and partitioned directly
+_FIRST_SAMPLE = 1 << 13  # pairs sampled once from the whole matrix to place the first pivots
+_SAMPLE = 1 << 12  # candidate pairs sampled per later round when interpolation stalls (ties)
 _Z_SPREAD = 3.5  # pivots sit this many binomial standard errors either side of the target rank
 _MAX_ROUNDS = 64
 
@@ -85,10 +85,29 @@ class _Matrix:
         self.rng = np.random.default_rng(seed)
 
     def count_le(self, t: float) -> np.ndarray:
-        return np.searchsorted(self.cols, t - self.rows, side="right")
+        """Per row, how many entries are <= t (exactly, for the rounded differences)."""
+        return self._exact(np.searchsorted(self.cols, t - self.rows, side="right"), t, strict=False)
 
     def count_lt(self, t: float) -> np.ndarray:
-        return np.searchsorted(self.cols, t - self.rows, side="left")
+        """Per row, how many entries are < t."""
+        return self._exact(np.searchsorted(self.cols, t - self.rows, side="left"), t, strict=True)
+
+    def _exact(self, count: np.ndarray, t: float, strict: bool) -> np.ndarray:
+        # searching t - rows[i] among cols can misplace entries within an ulp of t; move each row's
+        # boundary until the rounded entries rows[i] + cols[j] themselves sit on the right side of t
+        inside = np.less if strict else np.less_equal
+        while True:
+            last = np.maximum(count - 1, 0)
+            over = (count > 0) & ~inside(self.rows + self.cols[last], t)
+            if not over.any():
+                break
+            count = count - over
+        while True:
+            nxt = np.minimum(count, self.m - 1)
+            under = (count < self.m) & inside(self.rows + self.cols[nxt], t)
+            if not under.any():
+                return count
+            count = count + under
 
     def sample_all(self, size: int) -> np.ndarray:
         i = self.rng.integers(0, self.n, size=size)

@@ -1,22 +1,133 @@
-"""Canary report: one self-contained HTML page per analysis."""
+"""Canary report: one self-contained HTML page per analysis, with an ECDF plot per metric.
+
+Plots are drawn with matplotlib's object API on the Agg canvas (no pyplot state, safe in worker
+threads) and embedded as base64 PNG, so the page needs no other file. Returns a string; no I/O.
+"""
 
 from __future__ import annotations
 
+import base64
 import html
+import io
+import math
 
-from canary.config import JudgeResult, MetricSamples, MetricSpec
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from canary.config import JudgeResult, MetricResult, MetricSamples, MetricSpec
+from canary.judge import prepare
+
+BASELINE_COLOR, CANARY_COLOR = "#4c72b0", "#dd8452"
+_CLASS_COLOR = {"Pass": "#2e7d32", "High": "#c62828", "Low": "#c62828", "NodataFailMetric": "#c62828", "Nodata": "#8d6e00", "Error": "#8d6e00"}
+_VERDICT_COLOR = {"pass": "#2e7d32", "marginal": "#8d6e00", "fail": "#c62828", "insufficient_data": "#8d6e00"}
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;color:#222;max-width:1100px}
+table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}th,td{border:1px solid #ccc;padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{background:#f3f3f3}.num{text-align:right;font-variant-numeric:tabular-nums}.verdict{font-size:1.4rem;font-weight:700}
+section{border-top:1px solid #ddd;margin-top:1.5rem;padding-top:.5rem}.muted{color:#777}img{max-width:100%}
+"""
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, float) and math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    return f"{x:.{digits}g}"
+
+
+def _interval(m: MetricResult) -> str:
+    if m.interval is None:
+        return "–"
+    level = f"{m.interval_level:.0%} " if m.interval_level else ""
+    return f"{level}[{_num(m.interval[0])}, {_num(m.interval[1])}]"
+
+
+def ecdf_png(name: str, baseline: np.ndarray, canary: np.ndarray, classification: str) -> str:
+    """Base64 PNG of the empirical CDFs of baseline and canary, with their means marked."""
+    fig = Figure(figsize=(6.4, 2.8), dpi=80)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for values, label, color in ((baseline, "baseline", BASELINE_COLOR), (canary, "canary", CANARY_COLOR)):
+        if len(values):
+            xs = np.sort(values)
+            ax.step(xs, np.arange(1, len(xs) + 1) / len(xs), where="post", color=color, label=f"{label} (n={len(xs)})")
+            ax.axvline(float(np.mean(xs)), color=color, linestyle="--", linewidth=0.8)
+        else:
+            ax.plot([], [], color=color, label=f"{label}: no data")
+    ax.set_ylim(0, 1.02)
+    ax.set_ylabel("fraction ≤ x")
+    ax.set_xlabel(f"{name} (dashed: means)")
+    ax.set_title(f"{name}: {classification}", fontsize=10, color=_CLASS_COLOR.get(classification, "#222"))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _metric_row(m: MetricResult) -> str:
+    crit = " (critical)" if m.critical else ""
+    muted = " <span class='muted'>(muted)</span>" if m.muted else ""
+    effect = f"{_num(m.effect_size, 3)} {m.effect_measure or ''}".strip() if m.effect_size is not None else "–"
+    return (
+        f"<tr><td><a href='#m-{html.escape(m.name)}'>{html.escape(m.name)}</a>{muted}</td>"
+        f"<td style='color:{_CLASS_COLOR.get(m.classification, '#222')}'><b>{m.classification}</b>{crit}</td>"
+        f"<td class='num'>{_num(m.p_value, 3)}</td><td class='num'>{_num(m.threshold, 3)}</td>"
+        f"<td class='num'>{_num(m.estimate)}</td><td class='num'>{_interval(m)}</td><td class='num'>{effect}</td>"
+        f"<td class='num'>{m.baseline_n} / {m.canary_n}</td><td class='num'>{_num(m.baseline_mean)} / {_num(m.canary_mean)}</td>"
+        f"<td>{html.escape(m.reason)}</td></tr>"
+    )
+
+
+def _method(result: JudgeResult) -> str:
+    if result.mode == "kayenta":
+        return (
+            "Kayenta mode: a metric is High (Low) when the 98% Mann-Whitney interval for the shift lies above (below) "
+            "a dead zone of ±25% of the Hodges-Lehmann estimate and the effect size reaches the allowed change. "
+            "Score = weighted mean over groups of Pass / (Pass + High + Low + NodataFailMetric); a failing critical "
+            "metric, or Nodata for half the metrics or more, scores 0."
+        )
+    return (
+        "Bifrost mode: each metric is tested in its harmful direction by Mann-Whitney U and Welch's t (Simes-combined); "
+        "Holm's procedure keeps the chance of any false alarm in this analysis at the configured alpha. A significant "
+        "metric is High/Low only if the mean ratio (or CLES) exceeds the allowed change (default 5%). Score = weighted "
+        "mean over groups of Pass / (Pass + High + Low + NodataFailMetric); a failing critical metric scores 0; "
+        "too few samples for any metric gives 'insufficient_data', never a pass."
+    )
 
 
 def render_html(result: JudgeResult, specs: list[MetricSpec], data: list[MetricSamples], *, title: str) -> str:
-    """Verdict, score and a table of metrics with their reasons."""
-    rows = "".join(
-        f"<tr><td>{html.escape(m.name)}</td><td>{m.classification}</td><td>{m.p_value if m.p_value is not None else ''}</td>"
-        f"<td>{m.effect_size if m.effect_size is not None else ''}</td><td>{html.escape(m.reason)}</td></tr>"
-        for m in result.metrics
-    )
+    """Verdict, score, how the score was derived, a table of metrics, and per metric an ECDF plot and its numbers."""
+    by_name = {d.name: d for d in data}
+    spec_by_name = {s.name: s for s in specs}
+    groups = "".join(f"<tr><td>{html.escape(g)}</td><td class='num'>{s:.2f}</td></tr>" for g, s in sorted(result.group_scores.items()))
+    rows = "".join(_metric_row(m) for m in result.metrics)
+    sections = []
+    for m in result.metrics:
+        spec = spec_by_name.get(m.name) or MetricSpec(name=m.name)
+        base, can = prepare(spec, by_name.get(m.name) or MetricSamples(name=m.name, baseline=[], canary=[]))
+        png = ecdf_png(m.name, base, can, m.classification)
+        tests = ", ".join(f"{html.escape(k)} p={_num(v, 3)}" for k, v in m.tests.items())
+        sections.append(
+            f"<section id='m-{html.escape(m.name)}'><h3>{html.escape(m.name)} — {m.classification}</h3>"
+            f"<p>{html.escape(m.reason)}</p>"
+            f"<p class='muted'>direction {html.escape(str(m.direction or spec.direction))}; groups {html.escape(', '.join(spec.groups) or 'default')}"
+            f"{'; tests: ' + tests if tests else ''}</p>"
+            f"<img alt='ECDF of {html.escape(m.name)}: baseline vs canary' src='data:image/png;base64,{png}'></section>"
+        )
+    color = _VERDICT_COLOR.get(result.verdict, "#222")
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
-        f"<h1>{html.escape(title)}</h1><p>Verdict: <b>{result.verdict}</b>, score {result.score}</p>"
-        f"<table border='1'><tr><th>metric</th><th>class</th><th>p</th><th>effect</th><th>reason</th></tr>{rows}</table>"
-        "</body></html>"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        f"<p class='verdict' style='color:{color}'>{result.verdict.upper().replace('_', ' ')} — score {result.score:.2f}</p>"
+        f"<p>{html.escape(result.summary)}</p>"
+        f"<p class='muted'>{html.escape(_method(result))}</p>"
+        f"<h2>Group scores</h2><table><tr><th>group</th><th>score</th></tr>{groups}</table>"
+        "<h2>Metrics</h2><table><tr><th>metric</th><th>class</th><th>p-value</th><th>level</th><th>shift estimate</th>"
+        "<th>interval</th><th>effect</th><th>n base / canary</th><th>mean base / canary</th><th>reason</th></tr>"
+        f"{rows}</table>{''.join(sections)}</body></html>"
     )

@@ -51,7 +51,8 @@ def group_scores(results: Sequence[Scored], default_group: str = "default") -> t
 def weighted_sum(results: Sequence[Scored], weights: dict[str, float], *, nodata_rule: bool = True) -> ScoreResult:
     """Kayenta's WeightedSumScorer over non-muted results: critical failures and >= 50% Nodata score 0.
 
-    Groups without a counted metric score 100 in the sum (as Kayenta); `nodata_rule=False` drops the 50% rule.
+    Groups without a counted metric score 100 in the sum (as Kayenta). `nodata_rule=False` (bifrost) drops
+    the 50% rule, leaves such groups out and rescales the remaining weights to sum to 100.
     """
     scores, empty = group_scores(results)
     critical = [r for r in results if r.critical and r.classification != "Pass"]
@@ -62,6 +63,11 @@ def weighted_sum(results: Sequence[Scored], weights: dict[str, float], *, nodata
         return ScoreResult(0.0, scores, f"{NODATA_THRESHOLD_PERCENT:.0f}% or more metrics returned NODATA")
     unweighted = [g for g in scores if g not in weights]
     share = (100.0 - sum(weights.values())) / len(unweighted) if unweighted else 0.0
+    if not nodata_rule:  # bifrost: groups with nothing counted drop out and the other weights are rescaled
+        kept = {g: weights.get(g, share) for g in scores if g not in empty}
+        total_w = sum(kept.values())
+        value = sum(scores[g] * w for g, w in kept.items()) / total_w if total_w > 0 else 100.0
+        return ScoreResult(round_half_up(value), scores)
     total = 0.0
     for g, s in scores.items():
         total += (100.0 if g in empty else s) * (weights.get(g, share) / 100.0)

@@ -1,0 +1,197 @@
+"""`bifrost judge FILE`: judge a canary offline from a JSON file of baseline and canary samples.
+
+Exit codes: 0 pass; 1 fail, marginal or insufficient data; 2 invalid input (the message names the field).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from rich.console import Console
+from rich.table import Table
+
+from canary.config import JudgeConfig, JudgeResult, MetricSamples, MetricSpec, Thresholds
+from canary.judge import judge as run_judge
+from canary.report import render_html
+
+EXIT_PASS, EXIT_NOT_PASSED, EXIT_INVALID = 0, 1, 2
+
+
+class FileMetric(MetricSpec):
+    """One metric of a judge file: its settings plus the baseline and canary samples (null or "NaN" = NaN)."""
+
+    baseline: list[float | None]
+    canary: list[float | None]
+
+
+class JudgeFile(BaseModel):
+    """The `bifrost judge` input file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    groups: dict[str, float] = Field(default_factory=dict)
+    metrics: list[FileMetric] = Field(min_length=1)
+    mode: Literal["bifrost", "kayenta"] | None = None
+    min_samples: int | None = Field(default=None, ge=1)
+    alpha: float | None = Field(default=None, gt=0, lt=0.5)
+
+    @field_validator("groups")
+    @classmethod
+    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, w in v.items():
+            if not 0 <= w <= 100:
+                raise ValueError(f"weight of group {name!r} is {w}; weights are percentages 0-100")
+        if sum(v.values()) > 100:
+            raise ValueError(f"group weights sum to {sum(v.values()):g}; they must not exceed 100")
+        return v
+
+    @model_validator(mode="after")
+    def _unique(self) -> "JudgeFile":
+        seen: set[str] = set()
+        for i, m in enumerate(self.metrics):
+            if m.name in seen:
+                raise ValueError(f"metrics[{i}].name: metric {m.name!r} appears more than once")
+            seen.add(m.name)
+        return self
+
+    def config(self, mode: str | None) -> JudgeConfig:
+        """Judge settings: the command line's mode wins over the file's."""
+        extra: dict[str, Any] = {k: v for k, v in (("min_samples", self.min_samples), ("alpha", self.alpha)) if v is not None}
+        return JudgeConfig(mode=mode or self.mode or "bifrost", thresholds=self.thresholds, groups=self.groups, **extra)  # type: ignore[arg-type]
+
+    def specs(self) -> list[MetricSpec]:
+        return [MetricSpec.model_validate(m.model_dump(exclude={"baseline", "canary"})) for m in self.metrics]
+
+    def samples(self) -> list[MetricSamples]:
+        nan = math.nan
+        return [
+            MetricSamples(
+                name=m.name,
+                baseline=[nan if v is None else v for v in m.baseline],
+                canary=[nan if v is None else v for v in m.canary],
+            )
+            for m in self.metrics
+        ]
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part not in ("function-after", "function-before"):
+            out += f".{part}" if out else str(part)
+    return out or "file"
+
+
+def describe_errors(err: ValidationError) -> list[str]:
+    """One line per problem, each naming the field (e.g. `metrics[2].direction: ...`)."""
+    lines = []
+    for e in err.errors():
+        msg = e["msg"].removeprefix("Value error, ")
+        where = _where(tuple(e["loc"]))
+        lines.append(msg if msg.startswith("metrics[") else f"{where}: {msg}")
+    return lines
+
+
+def load(path: Path) -> JudgeFile:
+    """Parse and validate a judge file; raises click.UsageError-style messages via ValueError."""
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: the top level must be an object with 'metrics'")
+    try:
+        return JudgeFile.model_validate(raw)
+    except ValidationError as err:
+        raise ValueError("\n".join(describe_errors(err))) from None
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def as_json(result: JudgeResult) -> dict[str, Any]:
+    """The --json document: score, verdict, summary, mode and one entry per metric."""
+    return {
+        "score": result.score,
+        "verdict": result.verdict,
+        "summary": result.summary,
+        "mode": result.mode,
+        "metrics": [
+            {
+                "name": m.name,
+                "classification": m.classification,
+                "critical": m.critical,
+                "p_value": _finite(m.p_value),
+                "interval": [_finite(m.interval[0]), _finite(m.interval[1])] if m.interval else None,
+                "estimate": _finite(m.estimate),
+                "effect_size": _finite(m.effect_size),
+                "reason": m.reason,
+            }
+            for m in result.metrics
+        ],
+    }
+
+
+def _fmt(x: float | None) -> str:
+    return "–" if x is None or not math.isfinite(x) else f"{x:.4g}"
+
+
+def print_table(result: JudgeResult, console: Console) -> None:
+    """Human output: a table of metrics, then the verdict line."""
+    table = Table(title=f"canary judge ({result.mode} mode)", show_lines=False)
+    for col in ("metric", "class", "p-value", "shift", "interval", "effect", "n base/canary", "reason"):
+        table.add_column(col, overflow="fold")
+    style = {"Pass": "green", "High": "red", "Low": "red", "NodataFailMetric": "red"}
+    for m in result.metrics:
+        iv = f"[{_fmt(m.interval[0])}, {_fmt(m.interval[1])}]" if m.interval else "–"
+        cls = m.classification + (" (critical)" if m.critical else "")
+        table.add_row(
+            m.name, f"[{style.get(m.classification, 'yellow')}]{cls}[/]", _fmt(m.p_value), _fmt(m.estimate), iv,
+            _fmt(m.effect_size), f"{m.baseline_n}/{m.canary_n}", m.reason,
+        )
+    console.print(table)
+    colour = "green" if result.verdict == "pass" else "red" if result.verdict == "fail" else "yellow"
+    console.print(f"[bold {colour}]{result.verdict.upper()}[/] score {result.score:.2f}", highlight=False)
+    console.print(result.summary, highlight=False, markup=False)
+
+
+@click.command("judge")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--mode", type=click.Choice(["bifrost", "kayenta"]), default=None, help="Judge algorithm (default: the file's 'mode', else bifrost).")
+@click.option("--json", "json_out", is_flag=True, help="Print the result as JSON instead of a table.")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write an HTML report here.")
+def judge(file: Path, mode: str | None, json_out: bool, report: Path | None) -> None:
+    """Judge a canary offline from FILE (JSON: thresholds, groups, metrics with baseline and canary samples).
+
+    \b
+    Exit codes:
+      0  pass
+      1  fail, marginal or insufficient data
+      2  invalid input (the message names the field)
+    """
+    try:
+        doc = load(file)
+    except ValueError as err:
+        click.echo(f"invalid judge file: {err}", err=True)
+        raise SystemExit(EXIT_INVALID) from None
+    specs, data = doc.specs(), doc.samples()
+    result = run_judge(doc.config(mode), specs, data)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(render_html(result, specs, data, title=f"Canary judgement: {file.name}"))
+    if json_out:
+        click.echo(json.dumps(as_json(result), indent=2))
+    else:
+        print_table(result, Console(width=160))
+        if report is not None:
+            click.echo(f"report: {report}")
+    raise SystemExit(EXIT_PASS if result.verdict == "pass" else EXIT_NOT_PASSED)
