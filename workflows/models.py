@@ -54,6 +54,14 @@ class StageResult(BaseModel):
         return self.status in ("succeeded", "skipped")
 
 
+class StagePhase(BaseModel):
+    """A stage tells its rollout that it entered a new phase (for the status query and the UI)."""
+
+    key: str
+    phase: StageStatus
+    detail: str = ""
+
+
 class StageProgress(BaseModel):
     """What a running stage reports through its `progress` query."""
 

@@ -17,7 +17,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import RollbackInput, StageOnly, StageRef
     from workflows import options, search
     from workflows.models import (
-        TERMINAL, AuditEntry, RolloutResult, RolloutState, RolloutStatus, StageInput, StageResult, StageState,
+        TERMINAL, AuditEntry, RolloutResult, RolloutState, RolloutStatus, StageInput, StagePhase, StageResult,
+        StageState,
     )
     from workflows.lock import LockRequest, lock_id
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
@@ -111,10 +112,22 @@ class RolloutWorkflow:
                 "release", self.state.rollout_id
             )
 
+    @workflow.signal(description="Internal: a stage reports its phase.")
+    def stage_progress(self, update: StagePhase) -> None:
+        st = self.state.stage(update.key)
+        if st is not None and update.key in self.children and not self.children[update.key].done():
+            st.status = update.phase
+            if update.phase == "soaking":
+                self.soaking.add(update.key)
+            else:
+                self.soaking.discard(update.key)
+            workflow.set_current_details(self._details())
+
     @workflow.signal(description="Internal: the service lock is ours.")
     def lock_granted(self, service: str) -> None:
         if self.lock == "waiting":
             self.lock = "granted"
+            self._audit("bifrost", "lock-granted", None, f"{service} lock acquired")
 
     @workflow.signal(description="Internal: the service lock was refused (policy 'reject').")
     def lock_refused(self, reason: str) -> None:
@@ -218,6 +231,7 @@ class RolloutWorkflow:
     async def _run_wave(self, wave: Wave) -> None:
         """Start every stage of the wave; on the first failure or a stop, cancel the rest (they roll back)."""
         handles: dict[str, workflow.ChildWorkflowHandle] = {}
+        self.children = handles  # filled as children start, so their first progress signals find them
         for s in wave.stages:
             st = self.state.stage(s.key)
             assert st is not None
@@ -236,7 +250,6 @@ class RolloutWorkflow:
             )
             if self.paused:
                 await handles[s.key].signal(StageWorkflow.set_hold, True)
-        self.children = handles
         self.state.current_stage = ", ".join(handles)
         self._set_status(self.state.status)
 
@@ -262,6 +275,7 @@ class RolloutWorkflow:
             if res.status in ("rolled_back", "failed") and self.failed_stage is None and self.stop is None:
                 self.failed_stage = key
         self.children = {}
+        self.soaking.clear()
 
     def _record(self, st: StageState, res: StageResult) -> None:
         st.status = res.status
@@ -505,8 +519,8 @@ class RolloutWorkflow:
         self._check_running()
         self._check_approver(req.by)
         self._check_stage(req.stage)
-        if req.stage not in self.children or self.children[req.stage].done():
-            raise ValueError(f"{req.stage} is not running; running stages: {', '.join(self.children) or 'none'}")
+        if req.stage not in self.soaking:
+            raise ValueError(f"{req.stage} is not soaking; soaking now: {', '.join(sorted(self.soaking)) or 'none'}")
 
     @workflow.update(description='Start a stage outside its deployment window. JSON: {"stage": "eu-west-1/prod", "by": "alice", "reason": "why"}.')
     def override_window(self, req: OverrideWindow) -> Ack:

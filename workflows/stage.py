@@ -19,7 +19,7 @@ with workflow.unsafe.imports_passed_through():
         SoakCheckInput, SoakCheckResult, StageOnly, StageRef,
     )
     from workflows import options
-    from workflows.models import StageInput, StageProgress, StageResult, StageStatus
+    from workflows.models import StageInput, StagePhase, StageProgress, StageResult, StageStatus
 
 
 def _error_text(err: BaseException) -> str:
@@ -57,7 +57,8 @@ class StageWorkflow:
         self.skip_soak_reason = reason or "skipped"
 
     # -- the stage ---------------------------------------------------------------------------------
-    def _phase(self, phase: StageStatus, detail: str = "") -> None:
+    async def _phase(self, phase: StageStatus, detail: str = "") -> None:
+        changed = phase != self.progress.phase
         self.progress.phase = phase
         self.progress.detail = detail
         lines = [f"**Stage {self.ref.key}** — {phase}", f"{self.inp.service} `{self.previous}` → `{self.inp.version}`"]
@@ -66,11 +67,16 @@ class StageWorkflow:
         if self.progress.report_path:
             lines.append(f"Canary report: `{self.progress.report_path}`")
         workflow.set_current_details("\n\n".join(lines))
+        parent = workflow.info().parent
+        if changed and parent is not None:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+                "stage_progress", StagePhase(key=self.ref.key, phase=phase, detail=detail)
+            )
 
     @workflow.run
     async def run(self, inp: StageInput) -> StageResult:
         started = workflow.now()
-        self._phase("deploying")
+        await self._phase("deploying")
         self.previous = await workflow.execute_activity(
             "current_version", StageOnly(stage=self.ref), result_type=str, summary=f"read version in {self.ref.key}",
             **options.QUICK,
@@ -80,7 +86,7 @@ class StageWorkflow:
             result.status, result.final_version = "skipped", inp.version
             result.reason = f"{self.ref.key} already runs {inp.version}"
             result.ended_at = workflow.now()
-            self._phase("skipped", result.reason)
+            await self._phase("skipped", result.reason)
             return result
         try:
             await self._deploy_and_judge(result)
@@ -98,7 +104,7 @@ class StageWorkflow:
                 **options.DEPLOY,
             )
             result.final_version = inp.version
-            self._phase("succeeded", f"now on `{inp.version}`")
+            await self._phase("succeeded", f"now on `{inp.version}`")
         else:
             await self._rollback(result)
         result.ended_at = workflow.now()
@@ -106,7 +112,7 @@ class StageWorkflow:
 
     async def _deploy_and_judge(self, result: StageResult) -> None:
         inp, canary = self.inp, self.inp.canary
-        self._phase("deploying", f"canary `{inp.version}` and baseline `{self.previous}`")
+        await self._phase("deploying", f"canary `{inp.version}` and baseline `{self.previous}`")
         deploys = [
             workflow.execute_activity(
                 "deploy_baseline",
@@ -122,9 +128,9 @@ class StageWorkflow:
         await asyncio.gather(*deploys)
         start = workflow.now()
         if canary.analysis_minutes > 0:
-            self._phase("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")
+            await self._phase("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")
             await workflow.sleep(timedelta(minutes=canary.analysis_minutes), summary=f"canary window {self.ref.key}")
-        self._phase("analyzing", "judging canary against baseline")
+        await self._phase("analyzing", "judging canary against baseline")
         analysis: AnalysisResult = await workflow.execute_activity(
             "analyze_canary",
             AnalysisInput(
@@ -144,9 +150,9 @@ class StageWorkflow:
     async def _promote_and_soak(self, result: StageResult) -> None:
         inp, canary = self.inp, self.inp.canary
         if self.hold:
-            self._phase("promoting", "rollout paused: holding before promotion")
+            await self._phase("promoting", "rollout paused: holding before promotion")
             await workflow.wait_condition(lambda: not self.hold)
-        self._phase("promoting", f"promoting `{inp.version}`")
+        await self._phase("promoting", f"promoting `{inp.version}`")
         promoted: PromoteResult = await workflow.execute_activity(
             "promote", PromoteInput(stage=self.ref, version=inp.version, image=inp.image),
             result_type=PromoteResult, summary=f"promote {inp.version} in {self.ref.key}", **options.DEPLOY,
@@ -166,7 +172,7 @@ class StageWorkflow:
         for look in range(1, looks + 1):
             remaining = end - workflow.now()
             wait = min(check, remaining)
-            self._phase("soaking", f"look {look}/{looks}; soak ends {end:%Y-%m-%d %H:%M} UTC")
+            await self._phase("soaking", f"look {look}/{looks}; soak ends {end:%Y-%m-%d %H:%M} UTC")
             if wait > timedelta(0):
                 try:
                     await workflow.wait_condition(
@@ -195,7 +201,7 @@ class StageWorkflow:
                 return
 
     async def _rollback(self, result: StageResult) -> None:
-        self._phase("rolling_back", result.reason)
+        await self._phase("rolling_back", result.reason)
         try:
             await workflow.execute_activity(
                 "rollback",
@@ -206,7 +212,7 @@ class StageWorkflow:
             result.status = "failed"
             result.reason += f"; ROLLBACK FAILED: {_error_text(err)} — fix by hand, then re-run"
             result.final_version = None
-            self._phase("failed", result.reason)
+            await self._phase("failed", result.reason)
             return
         result.final_version = self.previous
-        self._phase("rolled_back", result.reason)
+        await self._phase("rolled_back", result.reason)

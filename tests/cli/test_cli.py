@@ -1,0 +1,62 @@
+"""The `bifrost` CLI: offline commands, exit codes, and a submit against a real dev server."""
+
+from __future__ import annotations
+
+import socket
+
+import yaml
+from click.testing import CliRunner
+
+from bifrost_cli.main import cli
+
+
+def run(*args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+def test_help_teaches_the_flow_and_exit_codes():
+    out = run("--help").output
+    assert "bifrost submit" in out and "bifrost approve" in out and "TEMPORAL_ADDRESS" in out
+    sub = run("submit", "--help").output
+    assert "3  it was aborted or rejected" in sub and "4  Temporal could not be reached" in sub
+
+
+def test_plan_prints_waves_without_a_server():
+    res = run("plan", "deploy/examples/request.yaml")
+    assert res.exit_code == 0
+    assert "ap-south-1/prod (canary region)" in res.output
+    assert "wave touches 50% of production" in res.output
+    assert "approval" in res.output
+
+
+def test_invalid_request_exits_2_and_names_the_field(tmp_path):
+    data = yaml.safe_load(open("deploy/examples/request.yaml"))
+    data["rollback_scope"] = "everything"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    for cmd in ("plan", "submit"):
+        res = run(cmd, str(bad))
+        assert res.exit_code == 2, res.output
+        assert "rollback_scope" in res.output and "Nothing was deployed" in res.output
+
+
+def test_plan_conflict_exits_2(tmp_path):
+    data = yaml.safe_load(open("deploy/examples/request.yaml"))
+    data["blast_radius"]["prod_traffic_caps"] = [0.05]
+    bad = tmp_path / "caps.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    res = run("plan", str(bad))
+    assert res.exit_code == 2
+    assert "blast_radius.prod_traffic_caps" in res.output
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_temporal_exits_4():
+    res = run("submit", "deploy/examples/demo-good.yaml", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{_closed_port()}"})
+    assert res.exit_code == 4
+    assert "could not reach Temporal" in res.output
