@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
+import httpx
 import pytest
 
 from tests.fakes.kube_api import FakeKubeApi
@@ -24,6 +25,7 @@ from tests.integration import promdata
 # workflows (whose clock runs ahead of the wall clock) find data in their windows too.
 SERVICE = "checkout"
 BASELINE, GOOD, BAD, PARTIAL, IDLE = "1.0.0", "1.1.0", "2.0.0", "1.2.0", "1.3.0"
+PROD_ONLY_BAD = "3.0.0"  # healthy in test environments, regressed in prod
 PROM_REGIONS = [("us-east-1", "test"), ("us-east-1", "prod"), ("eu-west-1", "prod")]
 
 
@@ -43,6 +45,7 @@ def prometheus_sets(now: int) -> list[promdata.SeriesSet]:
             ("canary", GOOD, promdata.HEALTHY),
             ("canary", BAD, promdata.REGRESSED),
             ("primary", BASELINE, promdata.HEALTHY),
+            ("canary", PROD_ONLY_BAD, promdata.REGRESSED if env == "prod" else promdata.HEALTHY),
         ):
             sets.append(promdata.SeriesSet(SERVICE, region, env, role, version, profile, start, end))
     # Only for the adapter tests in us-east-1/prod: data for the second half of the past hour, and no traffic.
@@ -69,6 +72,50 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
         yield PrometheusServer(proc.url, now)
     finally:
         proc.stop()
+
+
+class Front:
+    """A real HTTP front for Prometheus that fails the first `failures` requests and records headers."""
+
+    def __init__(self, target: str, failures: int = 0, status: int = 503, hang: bool = False) -> None:
+        self.target, self.failures, self.status, self.hang = target, failures, status, hang
+        self.seen: list[dict[str, str]] = []
+        self.release = threading.Event()
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                front.seen.append(dict(self.headers))
+                if front.hang:
+                    front.release.wait(30)
+                    return
+                if front.failures > 0:
+                    front.failures -= 1
+                    code, data = front.status, b'{"status":"error","errorType":"unavailable","error":"overloaded"}'
+                else:
+                    resp = httpx.post(front.target + self.path, content=body,
+                                      headers={"Content-Type": self.headers["Content-Type"]})
+                    code, data = resp.status_code, resp.content
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
 
 
 @dataclass

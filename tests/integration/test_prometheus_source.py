@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import math
-import threading
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Iterator
 
-import httpx
 import pytest
 
 from activities.adapters import MetricsError
@@ -16,7 +13,7 @@ from activities.models import MetricWindow, StageRef
 from activities.prometheus import PrometheusSettings, PrometheusSource
 from canary import judge
 from canary.config import JudgeConfig, MetricSpec
-from tests.integration.conftest import BAD, BASELINE, GOOD, IDLE, PARTIAL, SERVICE, PrometheusServer
+from tests.integration.conftest import BAD, BASELINE, GOOD, IDLE, PARTIAL, SERVICE, Front, PrometheusServer
 from tests.integration.promdata import QUERIES
 
 pytestmark = pytest.mark.integration
@@ -98,50 +95,6 @@ async def test_missing_template_and_wrong_url_are_permanent(prometheus: Promethe
     with pytest.raises(MetricsError) as err:
         await source(prometheus.url + "/graph").fetch(STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
     assert not err.value.retryable and "404" in str(err.value)
-
-
-class Front:
-    """A real HTTP front for Prometheus that fails the first `failures` requests and records headers."""
-
-    def __init__(self, target: str, failures: int = 0, status: int = 503, hang: bool = False) -> None:
-        self.target, self.failures, self.status, self.hang = target, failures, status, hang
-        self.seen: list[dict[str, str]] = []
-        self.release = threading.Event()
-        front = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                front.seen.append(dict(self.headers))
-                if front.hang:
-                    front.release.wait(30)
-                    return
-                if front.failures > 0:
-                    front.failures -= 1
-                    code, data = front.status, b'{"status":"error","errorType":"unavailable","error":"overloaded"}'
-                else:
-                    resp = httpx.post(front.target + self.path, content=body,
-                                      headers={"Content-Type": self.headers["Content-Type"]})
-                    code, data = resp.status_code, resp.content
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
