@@ -254,16 +254,18 @@ class RolloutWorkflow:
         self._set_status(self.state.status)
 
         def failed() -> bool:
-            return any(h.done() and (h.exception() is not None or not h.result().ok) for h in handles.values())
+            return any(h.done() and not h.cancelled() and (h.exception() is not None or not h.result().ok)
+                       for h in handles.values())
 
-        cancelled = False
-        while not all(h.done() for h in handles.values()):
-            await workflow.wait_condition(lambda: all(h.done() for h in handles.values()) or failed() or self.stop is not None)
-            if (failed() or self.stop is not None) and not cancelled:
-                cancelled = True
-                for h in handles.values():
-                    if not h.done():
-                        h.cancel()
+        def all_done() -> bool:
+            return all(h.done() for h in handles.values())
+
+        await workflow.wait_condition(lambda: all_done() or failed() or self.stop is not None)
+        if not all_done():  # a stage failed or the rollout was stopped: the others roll themselves back
+            for h in handles.values():
+                if not h.done():
+                    h.cancel()
+            await workflow.wait_condition(all_done)
         for key, h in handles.items():
             st = self.state.stage(key)
             assert st is not None

@@ -1,0 +1,152 @@
+"""Release-manager controls on a real dev server: updates, validator refusals, pause/resume, abort, windows."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+
+from workflows.models import RolloutState
+from workflows.rollout import RolloutWorkflow
+from workflows.updates import Abort, Approve, OverrideWindow, Pause, Reject, Resume, SkipSoak
+
+from tests.workflows.helpers import fleet, make_request, running_worker, start
+
+
+async def wait_for(handle: WorkflowHandle, pred, timeout: float = 30.0) -> RolloutState:
+    """Poll the status query until `pred(state)` holds; fail after `timeout` seconds."""
+    async with asyncio.timeout(timeout):
+        while True:
+            state = await handle.query(RolloutWorkflow.status)
+            if pred(state):
+                return state
+            await asyncio.sleep(0.1)
+
+
+async def refused(handle: WorkflowHandle, update, arg) -> str:
+    with pytest.raises(WorkflowUpdateFailedError) as info:
+        await handle.execute_update(update, arg)
+    return str(info.value.cause)
+
+
+async def accepted_updates(handle: WorkflowHandle) -> list[str]:
+    names = []
+    async for event in handle.fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            names.append(event.workflow_execution_update_accepted_event_attributes.accepted_request.input.name)
+    return names
+
+
+GATED = {"gates": [{"stage": "us-east-1/prod"}], "approvers": ["alice", "bob"]}
+
+
+async def test_approval_gate_with_refusals_then_approve(env, task_queue, tmp_path):
+    req = make_request(approvals=GATED)
+    f = fleet()
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        state = await wait_for(h, lambda s: s.status == "awaiting_approval")
+        assert state.pending_approvals == ["us-east-1/prod"]
+        assert state.stage("us-east-1/prod").status == "pending"
+        # refusals, each with a reason, none recorded in history
+        assert "not an approver" in await refused(h, RolloutWorkflow.approve, Approve(stage="us-east-1/prod", approver="mallory"))
+        assert "eu-west-1/prod is not waiting for approval" in await refused(
+            h, RolloutWorkflow.approve, Approve(stage="eu-west-1/prod", approver="alice"))
+        assert "exactly one of" in await refused(h, RolloutWorkflow.approve, Approve(approver="alice"))
+        assert "is not paused" in await refused(h, RolloutWorkflow.resume, Resume(by="alice"))
+        assert "not waiting for a deployment window" in await refused(
+            h, RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="alice", reason="x"))
+        assert "unknown stage 'mars/prod'" in await refused(
+            h, RolloutWorkflow.skip_soak, SkipSoak(stage="mars/prod", by="alice", reason="x"))
+        ack = await h.execute_update(RolloutWorkflow.approve, Approve(stage="us-east-1/prod", approver="alice", comment="ship it"))
+        assert ack.message == "approved us-east-1/prod by alice"
+        result = await h.result()
+    assert result.status == "succeeded"
+    assert await accepted_updates(h) == ["approve"]
+    approvals = [a for a in result.audit if a.action == "approve"]
+    assert [(a.who, a.target, a.detail) for a in approvals] == [("alice", "us-east-1/prod", "ship it")]
+
+
+async def test_current_details_say_how_to_act(env, task_queue, tmp_path):
+    req = make_request(approvals=GATED)
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        await wait_for(h, lambda s: s.status == "awaiting_approval")
+        meta = await h.query("__temporal_workflow_metadata")
+        details = meta.current_details if hasattr(meta, "current_details") else meta["currentDetails"]
+        assert "awaiting approval" in details
+        assert '`approve`: `{"stage": "us-east-1/prod", "approver": "<your name>", "comment": "looks good"}`' in details
+        await h.execute_update(RolloutWorkflow.reject, Reject(stage="us-east-1/prod", approver="bob", reason="error budget spent"))
+        result = await h.result()
+    assert result.status == "rejected"
+    assert "rejected by bob: error budget spent" in result.reason
+    assert all(s.version_now == "1.0.0" for s in result.stages)  # scope all: everything went back
+
+
+async def test_pause_holds_before_the_next_wave_until_resume(env, task_queue, tmp_path):
+    req = make_request(approvals={"gates": [{"wave": 3}]})
+    f = fleet()
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        await wait_for(h, lambda s: s.status == "awaiting_approval")
+        await h.execute_update(RolloutWorkflow.pause, Pause(by="carol", reason="incident elsewhere"))
+        assert "already paused" in await refused(h, RolloutWorkflow.pause, Pause(by="carol"))
+        await h.execute_update(RolloutWorkflow.approve, Approve(wave=3, approver="dave"))
+        state = await wait_for(h, lambda s: s.status == "paused")
+        assert "resume" in (state.waiting_for or "")
+        assert not [c for c in f.calls if c[1] == "us-east-1/test"]  # wave 3 has not started
+        await h.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
+        result = await h.result()
+    assert result.status == "succeeded"
+    actions = [(a.who, a.action) for a in result.audit if a.who != "bifrost"]
+    assert actions == [("ci", "submit"), ("carol", "pause"), ("dave", "approve"), ("carol", "resume")]
+
+
+async def test_abort_mid_soak_rolls_back(env, task_queue, tmp_path):
+    req = make_request(soak={"prod_hours": 2}, canary={"soak_check_minutes": 30})
+    f = fleet()
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        await wait_for(h, lambda s: s.stage("ap-south-1/prod").status == "soaking")
+        assert "is not soaking" in await refused(
+            h, RolloutWorkflow.skip_soak, SkipSoak(stage="ap-south-1/test", by="x", reason="y"))
+        await h.execute_update(RolloutWorkflow.abort, Abort(by="erin", reason="customer reports"))
+        result = await h.result()
+    assert result.status == "aborted"
+    assert result.reason == "aborted by erin: customer reports"
+    assert all(s.version_now == "1.0.0" for s in result.stages)
+    assert all(v["primary"] == "1.0.0" for v in f.snapshot().values())
+    stages = {s.key: s for s in result.stages}
+    assert "cancelled" in stages["ap-south-1/prod"].reason
+
+
+async def test_skip_soak_ends_a_soak_early(env, task_queue, tmp_path):
+    req = make_request(soak={"prod_hours": 2}, canary={"soak_check_minutes": 30},
+                       regions=[{"name": "us-east-1", "traffic_share": 1.0, "environments": ["prod"]}],
+                       blast_radius={"canary_region": None})
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        await wait_for(h, lambda s: s.stage("us-east-1/prod").status == "soaking")
+        await h.execute_update(RolloutWorkflow.skip_soak, SkipSoak(stage="us-east-1/prod", by="frank", reason="hotfix"))
+        result = await h.result()
+    assert result.status == "succeeded"
+    assert result.stages[0].reason == "soak skipped: frank: hotfix"
+
+
+async def test_override_window_starts_a_frozen_stage(env, task_queue, tmp_path):
+    today = datetime.now(timezone.utc).date().isoformat()
+    req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0, "freeze_dates": [today], "environments": ["prod"]}],
+                       blast_radius={"canary_region": None}, approvals={"approvers": ["gina"]})
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        state = await wait_for(h, lambda s: s.status == "waiting_window")
+        assert "us-east-1/prod" in state.waiting_for
+        assert "not an approver" in await refused(
+            h, RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="hal", reason="x"))
+        await h.execute_update(RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="gina", reason="sev1 fix"))
+        result = await h.result()
+    assert result.status == "succeeded"
+    assert [a.action for a in result.audit if a.who == "gina"] == ["override-window"]
