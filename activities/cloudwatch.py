@@ -107,6 +107,9 @@ class CloudWatchSource:
                     self._clients[region] = self._factory(region)
                 except SecretError as err:
                     raise MetricsError(str(err), retryable=False) from err
+                except BotoCoreError as err:  # unknown profile, bad endpoint URL, ...
+                    raise MetricsError(f"cannot create a CloudWatch client for {region} ({err}); check the aws "
+                                       "section of the targets file", retryable=False) from err
             return self._clients[region]
 
     async def fetch(

@@ -101,6 +101,9 @@ class Route53Traffic:
                     self._client = self._factory()
                 except SecretError as err:
                     raise TrafficError(str(err), retryable=False) from err
+                except BotoCoreError as err:  # unknown profile, bad endpoint URL, ...
+                    raise TrafficError(f"cannot create a Route 53 client ({err}); check the aws section of the "
+                                       "targets file", retryable=False) from err
             return self._client
 
     async def _aws(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
