@@ -1,0 +1,119 @@
+"""A release manager approves a gated rollout in the real Temporal Web UI, driven by headless Chromium.
+
+What this proves end to end: the UI lists Bifrost's updates with their descriptions (from the workflow
+metadata query), the Current Details panel tells the user what to send, the validator's refusal reaches
+the user in the dialog, and a valid approval typed in the browser lets the rollout finish, with the
+comment in the audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Browser, Page, expect
+from temporalio.client import WorkflowHandle
+
+from tests.ui.conftest import UiServer
+from tests.ui.temporal_ui import choose_update, current_details, enter_payload, open_update_dialog, open_workflow, submit
+from tests.workflows.helpers import fleet, make_request, running_worker, start
+from workflows.models import RolloutState
+from workflows.rollout import RolloutWorkflow
+from workflows.updates import Approve
+
+GATE = "ap-south-1/prod"
+UI_TIMEOUT_MS = 30_000  # the first UI load after a server start has taken ~12 s on this machine
+RESULT_TIMEOUT_S = 60
+
+
+async def wait_for_status(handle: WorkflowHandle[Any, Any], status: str, timeout: float = 30.0) -> RolloutState:
+    """Poll the `status` query until the rollout reports `status`, or fail at the deadline."""
+    deadline = time.monotonic() + timeout
+    state: RolloutState = await handle.query(RolloutWorkflow.status)
+    while state.status != status:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"rollout is {state.status!r}, not {status!r}, after {timeout:g} s: {state.waiting_for}")
+        await asyncio.sleep(0.1)
+        state = await handle.query(RolloutWorkflow.status)
+    return state
+
+
+def approve_example(details: str) -> dict[str, Any]:
+    """The JSON example on the details' `approve:` line, checked to be a valid Approve payload."""
+    line = next((ln for ln in details.splitlines() if ln.strip().startswith("approve:")), None)
+    assert line is not None, f"no approve example in the current details:\n{details}"
+    example = Approve.model_validate_json(line.split(":", 1)[1].strip())
+    return example.model_dump(exclude_defaults=True)
+
+
+async def test_release_manager_approves_a_gate_in_the_temporal_ui(
+    browser: Browser, ui_server: UiServer, task_queue: str, tmp_path: Path,
+) -> None:
+    t0 = time.monotonic()
+    marks: list[str] = []
+
+    def mark(what: str) -> None:
+        marks.append(f"{time.monotonic() - t0:5.1f} s  {what}")
+
+    req = make_request(approvals={"gates": [{"stage": GATE}], "approvers": ["alice"]})
+    page: Page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    expect.set_options(timeout=UI_TIMEOUT_MS)
+    try:
+        async with running_worker(ui_server.client, fleet(), task_queue, tmp_path / "reports"):
+            handle = await start(ui_server.client, req, task_queue)
+            state = await wait_for_status(handle, "awaiting_approval")
+            assert state.pending_approvals == [GATE]
+            mark("rollout awaiting approval")
+
+            # The page, and the Current Details telling the release manager what to send.
+            await open_workflow(page, ui_server.ui_url, handle.id)
+            details = await current_details(page)
+            await details.get_by_text("awaiting approval").wait_for()
+            text = await details.locator("body").inner_text()
+            assert f"approval of {GATE}" in text
+            assert approve_example(text) == {"stage": GATE, "approver": "<your name>", "comment": "looks good"}
+            await page.screenshot(path=tmp_path / "awaiting-approval.png", full_page=True)
+            mark("page and current details shown")
+
+            # The dialog lists `approve` with its description; mallory is refused by the validator.
+            dialog = await open_update_dialog(page)
+            option = await choose_update(dialog, "approve")
+            assert "Approve a pending gate" in option
+            await enter_payload(dialog, {"stage": GATE, "approver": "mallory", "comment": "from the UI"})
+            await submit(dialog)
+            await expect(dialog.get_by_text("'mallory' is not an approver of this rollout")).to_be_visible()
+            await page.screenshot(path=tmp_path / "refused.png")
+            mark("invalid approval refused in the dialog")
+            state = await handle.query(RolloutWorkflow.status)
+            assert (state.status, state.pending_approvals) == ("awaiting_approval", [GATE])
+
+            # The valid approval, typed into the same dialog.
+            await enter_payload(dialog, {"stage": GATE, "approver": "alice", "comment": "from the UI"})
+            await submit(dialog)
+            await expect(dialog).to_be_hidden()
+            await expect(page.get_by_text("Update successful").first).to_be_visible()  # toast (+ its live region)
+
+            mark("valid approval accepted")
+            result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+            mark("rollout succeeded")
+            assert result.status == "succeeded", result.reason
+            assert all(s.status == "succeeded" and s.version_now == req.version for s in result.stages)
+            approvals = [(a.who, a.action, a.target, a.detail) for a in result.audit if a.action == "approve"]
+            assert approvals == [("alice", "approve", GATE, "from the UI")]
+            assert not [a for a in result.audit if a.who == "mallory"], "a refused update left an audit entry"
+
+            # The UI shows the outcome too (the worker still answers the metadata query).
+            await page.reload(wait_until="domcontentloaded")
+            details = await current_details(page)
+            await details.get_by_text("succeeded").first.wait_for()
+            await page.screenshot(path=tmp_path / "succeeded.png", full_page=True)
+            mark("UI shows succeeded")
+    except BaseException:
+        await page.screenshot(path=tmp_path / "failure.png", full_page=True)
+        raise
+    finally:
+        print("\n".join([*marks, f"screenshots in {tmp_path}"]))  # shown by pytest on failure, or with -s
+        await page.close()
