@@ -60,3 +60,26 @@ def test_unreachable_temporal_exits_4():
     res = run("submit", "deploy/examples/demo-good.yaml", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{_closed_port()}"})
     assert res.exit_code == 4
     assert "could not reach Temporal" in res.output
+
+
+async def test_submit_follow_reports_outcome_as_exit_code(env, task_queue, tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from bifrost_cli import ops
+    from tests.workflows.helpers import fleet, make_request, running_worker
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    good = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0}], blast_radius={"canary_region": None})
+    bad = make_request(service=good.service, version="2.0.1", regions=[{"name": "us-east-1", "traffic_share": 1.0}],
+                       blast_radius={"canary_region": None})
+    f = fleet(effects=[{"version": "2.0.1", "error_factor": 10}])
+    out = io.StringIO()
+    console = Console(file=out, width=120)
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        assert await ops.submit(good, wait=True, follow=True, task_queue=task_queue, console=console) == 0
+        assert await ops.submit(bad, wait=True, follow=False, task_queue=task_queue, console=console) == 1
+    text = out.getvalue()
+    assert "us-east-1/prod" in text and "succeeded" in text and "rolled_back" in text

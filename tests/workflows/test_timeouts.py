@@ -1,0 +1,41 @@
+"""Waits of hours and days on a time-skipping dev server: approval timeouts and deployment windows."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from tests.workflows.helpers import fleet, make_request, running_worker, start
+
+
+async def test_unanswered_approval_times_out_and_rolls_back(ts_env, task_queue, tmp_path):
+    req = make_request(approvals={"gates": [{"stage": "us-east-1/prod"}], "timeout_hours": 72})
+    f = fleet()
+    async with running_worker(ts_env.client, f, task_queue, tmp_path):
+        result = await (await start(ts_env.client, req, task_queue)).result()
+    assert result.status == "rejected"
+    assert "timed out after 72 h" in result.reason
+    timeout = next(a for a in result.audit if a.action == "approval-timeout")
+    granted = next(a for a in result.audit if a.action == "lock-granted")
+    assert timeout.at - granted.at >= timedelta(hours=72)
+    assert not [c for c in f.calls if c[1] == "us-east-1/prod"]  # the gated stage never started
+    assert all(s.version_now == "1.0.0" for s in result.stages)
+
+
+async def test_a_stage_waits_for_its_window_to_open(ts_env, task_queue, tmp_path):
+    now = datetime.now(timezone.utc)
+    # a window of one hour starting four hours from now, on every day
+    start_t = (now + timedelta(hours=4)).replace(minute=0, second=0, microsecond=0)
+    if start_t.hour == 23:  # windows do not cross midnight
+        start_t -= timedelta(hours=2)
+    end_t = start_t + timedelta(hours=1)
+    window = {"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"],
+              "start": start_t.strftime("%H:%M"), "end": end_t.strftime("%H:%M")}
+    req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0, "environments": ["prod"], "windows": [window]}],
+                       blast_radius={"canary_region": None})
+    async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
+        result = await (await start(ts_env.client, req, task_queue)).result()
+    assert result.status == "succeeded", result.reason
+    stage = result.stages[0]
+    opened = stage.started_at.astimezone(timezone.utc)
+    assert opened.strftime("%H:%M") >= window["start"] and opened.strftime("%H:%M") < window["end"]
+    assert opened - now >= timedelta(hours=1)  # it really waited (virtual time) for the window
