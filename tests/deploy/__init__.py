@@ -1,0 +1,1 @@
+"""Checks of the deploy/ folder: Kubernetes manifests, the CI example and the Dockerfile."""
