@@ -176,6 +176,11 @@ def main() -> None:
                 if sc.name == scenarios[3].name and mode == "bifrost":
                     oracle = sum(o for _, _, o in runs)
                     print(f"           oracle: exact binomial test on error totals (knows the volume), one-sided at 0.1%: {rate_ci(oracle, n)}")
+                    for longer in (120, 240):
+                        more = list(pool.map(analysis, [(mode, sc, longer, 20_000 * i + 3) for i in range(reps[mode] // 4)], chunksize=20))
+                        hit = sum(c["error_rate_5xx_sparse"] in ("High", "Low") for _, c, _ in more)
+                        orc = sum(o for _, _, o in more)
+                        print(f"           with {longer} samples per side ({longer // 60} h): flagged {rate_ci(hit, len(more))}; oracle {rate_ci(orc, len(more))}")
                 if sc.name == scenarios[0].name:
                     fp = {m: sum(c[m] in ("High", "Low") for _, c, _ in runs) for m in (s.name for s in SPECS)}
                     worst = max(fp, key=fp.__getitem__)

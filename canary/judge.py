@@ -83,6 +83,8 @@ def kayenta_params(spec: MetricSpec) -> kayenta.KayentaParams:
 def kayenta_metric(spec: MetricSpec, base: np.ndarray, can: np.ndarray, params: kayenta.KayentaParams | None = None) -> MetricResult:
     """Kayenta's classification of one preprocessed metric, with the p-value and numbers for the report."""
     params = params or kayenta_params(spec)
+    if not (np.isfinite(base).all() and np.isfinite(can).all()):  # Kayenta would compute garbage intervals here
+        return _base(spec, base, can, classification="Error", reason="samples contain infinite values; fix the metric query")
     try:
         c = kayenta.classify(
             can, base, direction=spec.direction, params=params, nan_strategy=spec.nan_strategy,
