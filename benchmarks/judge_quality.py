@@ -1,9 +1,9 @@
 """Judge quality: false alarms and detection on seeded simulations, bifrost and kayenta modes side by side.
 
-Metrics are simulated per interval (one sample per metric per minute, as the simulated fleet does):
-latency is log-normal, error rates are binomial counts over a request volume divided by the volume.
-Run: .venv/bin/python benchmarks/judge_quality.py [--quick]
-"""
+Run: .venv/bin/python benchmarks/judge_quality.py [--quick]"""
+
+# Metrics are simulated per interval (one sample per metric per minute, as the simulated fleet does):
+# latency is log-normal, error rates are binomial counts over a request volume divided by the volume.
 
 from __future__ import annotations
 

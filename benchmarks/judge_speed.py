@@ -1,10 +1,9 @@
-"""Judge speed: 50 metrics x 10,000 samples per side, on one core.
+"""Judge speed: 50 metrics x 10,000 samples per side, on one core, against straightforward root finding.
 
-Times `judge()` in bifrost mode (best of several runs), Kayenta mode, and a straightforward
-per-metric root-finding implementation of the same Mann-Whitney interval (pooled ranking with
-scipy.stats.rankdata at every step, scipy.optimize.brentq for each end and the estimate).
-Run: .venv/bin/python benchmarks/judge_speed.py
-"""
+Run: .venv/bin/python benchmarks/judge_speed.py"""
+
+# The comparison re-ranks the pooled sample (scipy.stats.rankdata) at every step of scipy's brentq,
+# for each interval end and the estimate: the textbook port of R's wilcox.test interval.
 
 from __future__ import annotations
 

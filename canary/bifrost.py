@@ -1,12 +1,12 @@
-"""Bifrost mode: per-metric hypothesis tests with family-wise error control and a practical-effect gate.
+"""Bifrost mode: Mann-Whitney and Welch tests per metric (Simes-combined), Holm across metrics, an effect gate.
 
-Each metric is tested in its harmful direction by two one-sided tests, combined with Simes' rule:
-Mann-Whitney U (ties corrected) for a consistent shift, and Welch's t on the means for regressions
-that ranks under-weight (a slow mode in a bimodal mix, sparse error counts). Holm's procedure keeps
-the chance of any false alarm per analysis at `alpha`. A significant metric is High/Low only if its
-effect (mean ratio or CLES) also exceeds the allowed change. There is no dead zone around the
-Hodges-Lehmann estimate; the estimate and its interval are reported, not used to decide.
+No dead zone: the Hodges-Lehmann estimate and its interval are reported, not used to decide (docs/judge.md).
 """
+
+# Mann-Whitney U (ties corrected) sees consistent shifts; Welch's t on the means sees what ranks
+# under-weight (a slow mode in a bimodal mix, sparse error counts). Holm's procedure keeps the chance
+# of any false alarm per analysis at `alpha`; a significant metric is High/Low only if its effect
+# (mean ratio or CLES) also exceeds the allowed change.
 
 from __future__ import annotations
 
@@ -75,10 +75,9 @@ class Evidence:
 
 
 def simes(p1: float, p2: float) -> float:
-    """Simes' combined p-value of two tests, min(2 * min, max): valid when the tests are positively dependent.
+    """Simes' combined p-value of two tests, min(2 * min, max): valid for positively dependent tests.
 
-    Both one-sided tests here grow with the same shift of the canary, so they are.
-    """
+    Both one-sided tests here grow with the same shift of the canary, so they are."""
     return min(1.0, 2 * min(p1, p2), max(p1, p2))
 
 
@@ -125,12 +124,16 @@ def _change(ev: Evidence) -> str:
     return f"mean {_fmt(ev.mean_c)} vs {_fmt(ev.mean_b)} ({rel})"
 
 
-def gate_open(spec: MetricSpec, ev: Evidence) -> bool:
-    """Whether the effect in the evidence's harmful direction exceeds the allowed change."""
-    side = ev.side(spec.direction)
+def _effect_and_allowed(spec: MetricSpec, ev: Evidence) -> tuple[float, float]:
     effect = ev.u.cles if spec.effect_size == "cles" else ev.ratio
     up_margin, down_margin = _margins(spec)
-    return math.isnan(effect) or (effect >= up_margin if side == "High" else effect <= down_margin)
+    return effect, up_margin if ev.side(spec.direction) == "High" else down_margin
+
+
+def gate_open(spec: MetricSpec, ev: Evidence) -> bool:
+    """Whether the effect in the evidence's harmful direction exceeds the allowed change."""
+    effect, allowed = _effect_and_allowed(spec, ev)
+    return math.isnan(effect) or (effect >= allowed if ev.side(spec.direction) == "High" else effect <= allowed)
 
 
 def decide(
@@ -142,31 +145,27 @@ def decide(
     p_factor: float = 1.0,
     context: str = "",
 ) -> MetricResult:
-    """Classify one metric from its evidence: High/Low when significant at `threshold` and beyond the allowed change.
+    """High/Low when significant at `threshold` and beyond the allowed change, else Pass, with the reason.
 
-    `rejected` overrides the significance decision (Holm's procedure stops at the first non-rejection);
-    `p_factor` multiplies the p-value (a Bonferroni factor) and `context` prefixes the reason.
-    """
+    `rejected` overrides the significance test (Holm); `p_factor` scales the p-value; `context` prefixes the reason."""
     p = min(1.0, ev.p_value(spec.direction) * p_factor)
     side = ev.side(spec.direction)
     significant = p <= threshold if rejected is None else rejected
-    effect = ev.u.cles if spec.effect_size == "cles" else ev.ratio
-    up_margin, down_margin = _margins(spec)
-    gate_open = math.isnan(effect) or (effect >= up_margin if side == "High" else effect <= down_margin)
+    effect, allowed = _effect_and_allowed(spec, ev)
     hl, ci = shift_estimate_and_interval(ev.canary, ev.baseline, ev.u, INTERVAL_LEVEL)
     shift = f"median shift {hl:+.4g} (95% CI {_fmt(ci[0])} to {_fmt(ci[1])})"
-    word = "higher" if side == "High" else "lower"
-    if significant and gate_open:
+    if significant and gate_open(spec, ev):
         label = side
-        reason = f"canary {word}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}"
+        reason = f"canary {'higher' if side == 'High' else 'lower'}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}"
     elif significant:
         label = "Pass"
-        allowed = up_margin if side == "High" else down_margin
         measure = f"CLES {effect:.2f}" if spec.effect_size == "cles" else f"ratio {effect:.3f}"
         reason = f"significant but small: {measure} within allowed {allowed:.3g}; {_change(ev)}, p={p:.2g}"
     else:
         label = "Pass"
-        reason = f"no significant {'change' if spec.direction == 'either' else spec.direction}: {_change(ev)}, {shift}; p={p:.2g} > {threshold:.2g}"
+        what = "change" if spec.direction == "either" else spec.direction
+        level = f"> {threshold:.2g}" if p > threshold else f"<= {threshold:.2g} but Holm's step-down stopped at a smaller p-value"
+        reason = f"no significant {what}: {_change(ev)}, {shift}; p={p:.2g} {level}"
     critical = spec.critical and label != "Pass" and _beyond_critical(spec, effect, label)
     return MetricResult(
         name=spec.name,

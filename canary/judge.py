@@ -1,12 +1,9 @@
 """The canary judge: classify every metric, score the canary 0-100 and give a verdict.
 
-`judge(config, specs, data)` is the API the workflows rely on. `config.mode` picks the algorithm:
-'bifrost' (default; see `canary.bifrost`) or 'kayenta' (Kayenta's NetflixACAJudge; see `canary.kayenta`).
+`config.mode` picks the algorithm: 'bifrost' (default, `canary.bifrost`) or 'kayenta' (`canary.kayenta`).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -15,8 +12,6 @@ from canary.config import JudgeConfig, JudgeResult, MetricResult, MetricSamples,
 from canary.preprocess import clean
 from canary.ranks import u_statistic
 from canary.scoring import Scored, verdict_for, weighted_sum
-
-Mode = str
 
 
 def prepare(spec: MetricSpec, samples: MetricSamples) -> tuple[np.ndarray, np.ndarray]:
@@ -55,12 +50,10 @@ def bifrost_precheck(spec: MetricSpec, base: np.ndarray, can: np.ndarray, min_sa
     return None
 
 
-def classify(spec: MetricSpec, data: MetricSamples, min_samples: int, *, mode: Mode = "bifrost", alpha: float = bifrost.DEFAULT_ALPHA) -> MetricResult:
-    """One metric on its own, as Pass, High, Low, Nodata, NodataFailMetric or Error, with a one-line reason.
+def classify(spec: MetricSpec, data: MetricSamples, min_samples: int, *, mode: str = "bifrost", alpha: float = bifrost.DEFAULT_ALPHA) -> MetricResult:
+    """One metric on its own (its own family at level `alpha`), as Pass, High, Low, Nodata, NodataFailMetric or Error.
 
-    In bifrost mode the metric is its own family (significance level `alpha`); `judge` shares `alpha`
-    between metrics. Kayenta mode ignores `min_samples` and `alpha`, as Kayenta does.
-    """
+    Kayenta mode ignores `min_samples` and `alpha`, as Kayenta does."""
     base, can = prepare(spec, data)
     if mode == "kayenta":
         return kayenta_metric(spec, base, can)
@@ -177,8 +170,3 @@ def _bifrost_verdict(config: JudgeConfig, specs: list[MetricSpec], results: list
         if unknown:
             summary += "; no data for " + ", ".join(r.name for r in unknown)
     return JudgeResult(score=sc.score, verdict=verdict, metrics=results, summary=summary, mode="bifrost", group_scores=sc.group_scores)  # type: ignore[arg-type]
-
-
-def is_finite(x: float | None) -> bool:
-    """True for a real, finite number."""
-    return x is not None and math.isfinite(x)

@@ -1,11 +1,12 @@
-"""Kayenta mode: a re-implementation of Kayenta's NetflixACAJudge Mann-Whitney classifier and scorer.
+"""Kayenta mode: a re-implementation of Kayenta's NetflixACAJudge Mann-Whitney classifier.
 
-The confidence interval inverts the normal approximation of the Wilcoxon rank-sum statistic with
-continuity and tie corrections (as R's `wilcox.test`), finding each root with R's `zeroin` Brent
-variant (tolerance 1e-4, 1000 iterations) exactly as Kayenta does; the estimate is the root at zq = 0.
-A metric is High when the interval's lower end clears tolerance * |estimate| (the "dead zone") and the
-effect size reaches the allowed increase; Low symmetrically.
+Interval: R `wilcox.test` normal approximation inverted with R's `zeroin`; High/Low must clear a dead zone.
 """
+
+# The interval inverts the normal approximation of the rank-sum statistic (continuity and tie
+# corrections), each root found with R's zeroin Brent variant (tolerance 1e-4, 1000 iterations) as
+# Kayenta does; the estimate is the root at zq = 0. High when the interval's lower end clears
+# tolerance * |estimate| and the effect size reaches the allowed increase; Low symmetrically.
 
 from __future__ import annotations
 
@@ -111,9 +112,7 @@ def zeroin(f: Callable[[float], float], ax: float, bx: float, fa: float, fb: flo
 def wilcoxon_diff(mu: float, zq: float, x_sorted: np.ndarray, y_sorted: np.ndarray) -> float:
     """Kayenta's `wilcoxonDiff`: standardised rank-sum of x - mu against y, minus the quantile zq.
 
-    Computed from sorted samples by binary search, with the same floating-point operations as a
-    pooled ranking (the rank sum and tie counts are exact integers or halves).
-    """
+    Binary search on sorted samples; rank sums and tie counts are exact, so results match a pooled ranking."""
     nx, ny = float(len(x_sorted)), float(len(y_sorted))
     shifted = x_sorted - mu
     u = u_statistic(shifted, y_sorted)

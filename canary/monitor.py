@@ -1,17 +1,14 @@
-"""Soak monitoring: repeated looks at the metrics without inflating false alarms.
+"""Soak monitoring: repeated looks without inflating false alarms (alpha spending over looks, union bound).
 
-Bifrost mode spends the soak's false-alarm budget `alpha` evenly over the planned looks (alpha / max_looks
-each). At a look, every metric is tested on suffix windows of the cumulative series — the last 10, 20,
-40, ... samples and the whole soak — so a regression that starts mid-soak is judged on recent data
-rather than diluted by hours of healthy samples. A metric's p-value is its smallest window p-value
-times the number of windows (Bonferroni), and Holm's procedure shares the look's budget between
-metrics. By the union bound, the chance of any false alarm over the whole soak stays at most `alpha`
-whatever the correlation between looks and windows; looks past `max_looks` get a shrinking share
-(alpha / max_looks * (max_looks / look)^2), so even an overrun soak stays below 2 * alpha.
-
-Kayenta mode re-runs Kayenta's judge on the cumulative data and alarms whenever the verdict is not
-'pass' — what a Kayenta user scheduling repeated analyses gets, with no multiplicity control.
+Each look tests recent suffix windows and the whole soak, so a mid-soak regression is not diluted (docs/judge.md).
 """
+
+# Bifrost mode spends the soak's budget `alpha` evenly over the planned looks. A metric's p-value at a
+# look is its smallest window p-value times the number of windows (Bonferroni); Holm shares the look's
+# budget between metrics. By the union bound any false alarm over the soak has probability <= alpha,
+# whatever the correlation between looks and windows; looks past `max_looks` get a shrinking share
+# (alpha / max_looks * (max_looks / look)^2), so an overrun soak stays below 2 * alpha.
+# Kayenta mode re-runs Kayenta's judge on the cumulative data and alarms whenever it does not pass.
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Preprocessing shared by both judge modes: NaN policy, outlier removal and Kayenta's helpers.
 
-Percentiles are R type 7 (numpy's default, linear); outliers are points strictly outside the fences.
-"""
+Percentiles are R type 7 (numpy's default); outliers are points strictly outside the fences."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Rank statistics for two samples: Mann-Whitney U with ties, and order statistics of pairwise differences.
 
-Everything works on sorted arrays in O((n+m) log) time per pass; the n*m pairwise differences are
-never formed unless there are few of them (see `difference_order_stats`).
-"""
+Sorted arrays, O((n+m) log) per pass; the n*m pairwise differences are never formed unless there are few."""
 
 from __future__ import annotations
 
@@ -148,8 +146,7 @@ class _Cut:
 def _select(mx: _Matrix, k: int, first_sample: np.ndarray, cuts: list[_Cut]) -> float:
     """k-th smallest (0-based) entry of the matrix by pivoting, counting and finally enumerating.
 
-    `cuts` holds every pivot counted so far (shared between order statistics of the same matrix).
-    """
+    `cuts` holds every pivot counted so far (shared between order statistics of the same matrix)."""
     total = mx.n * mx.m
     lower = max((c for c in cuts if c.count <= k), key=lambda c: c.t)
     upper = min((c for c in cuts if c.count > k), key=lambda c: c.t)
@@ -198,10 +195,10 @@ def _select(mx: _Matrix, k: int, first_sample: np.ndarray, cuts: list[_Cut]) -> 
 def difference_order_stats(canary: np.ndarray, baseline: np.ndarray, ks: Sequence[int], *, seed: int = 0) -> list[float]:
     """The k-th smallest (0-based) of all canary[i] - baseline[j] for each k, from sorted inputs.
 
-    Randomised selection over the implicit sorted matrix: pivots come from a sample of pairs (or
-    from interpolating counts), each pivot costs one vectorised binary search (O((n+m) log m)), and
-    the last few candidates are enumerated. Expected cost O((n+m) log(n+m)) per order statistic.
-    """
+    Randomised selection over the implicit sorted matrix: each pivot is counted in O((n+m) log m)."""
+
+    # Pivots come from a sample of pairs or from interpolating counts; the last few candidates are
+    # enumerated. Expected cost O((n+m) log(n+m)) per order statistic.
     n, m = len(canary), len(baseline)
     total = n * m
     for k in ks:

@@ -1,8 +1,6 @@
 """Canary report: one self-contained HTML page per analysis, with an ECDF plot per metric.
 
-Plots are drawn with matplotlib's object API on the Agg canvas (no pyplot state, safe in worker
-threads) and embedded as base64 PNG, so the page needs no other file. Returns a string; no I/O.
-"""
+matplotlib's object API on the Agg canvas (no pyplot state), PNGs embedded as base64; returns a string."""
 
 from __future__ import annotations
 

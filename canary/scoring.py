@@ -51,9 +51,7 @@ def group_scores(results: Sequence[Scored], default_group: str = "default") -> t
 def weighted_sum(results: Sequence[Scored], weights: dict[str, float], *, nodata_rule: bool = True) -> ScoreResult:
     """Kayenta's WeightedSumScorer over non-muted results: critical failures and >= 50% Nodata score 0.
 
-    Groups without a counted metric score 100 in the sum (as Kayenta). `nodata_rule=False` (bifrost) drops
-    the 50% rule, leaves such groups out and rescales the remaining weights to sum to 100.
-    """
+    `nodata_rule=False` (bifrost) drops the 50% rule and groups with nothing counted (Kayenta counts them as 100)."""
     scores, empty = group_scores(results)
     critical = [r for r in results if r.critical and r.classification != "Pass"]
     if critical:
