@@ -11,6 +11,7 @@ from temporalio.worker import Worker
 from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
 from activities.lock import LockActivities
+from activities.notify import NotifyActivities
 from activities.registry import AdapterRegistry
 from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -24,9 +25,10 @@ def activities_for(client: Client, task_queue: str, registry: AdapterRegistry, r
     deploy = DeployActivities(registry)
     analysis = AnalysisActivities(registry, reports_dir)
     lock = LockActivities(client, task_queue)
+    notify = NotifyActivities(registry)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
-        deploy.cleanup, analysis.analyze_canary, analysis.soak_check, lock.request_service_lock,
+        deploy.cleanup, analysis.analyze_canary, analysis.soak_check, lock.request_service_lock, notify.notify,
     ]
 
 

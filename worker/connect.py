@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from temporalio.client import Client
@@ -16,6 +17,10 @@ def connect_config(address: str | None = None, namespace: str | None = None) -> 
     """Keyword arguments for `Client.connect`, from the Temporal CLI's env vars and config file."""
     config: dict[str, Any] = dict(ClientConfig.load_client_connect_config())
     config.setdefault("target_host", DEFAULT_ADDRESS)
+    if not config.get("api_key"):  # an empty TEMPORAL_API_KEY must not switch TLS on for a plaintext server
+        config.pop("api_key", None)
+        if config.get("tls") is True and not os.environ.get("TEMPORAL_TLS"):
+            config.pop("tls", None)
     if address:
         config["target_host"] = address
     if namespace:

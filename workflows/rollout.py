@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import RollbackInput, StageOnly, StageRef
+    from activities.models import Notification, RollbackInput, StageOnly, StageRef
     from workflows import options, search
     from workflows.models import (
         TERMINAL, AuditEntry, RolloutResult, RolloutState, RolloutStatus, StageInput, StagePhase, StageResult,
@@ -67,6 +67,7 @@ class RolloutWorkflow:
         try:
             await self._acquire_lock()
             self._set_status("running")
+            await self._notify("rollout_started", f"rolling out across {len(self.plan.waves)} waves")
             await self._inventory()
             for wave in self.plan.waves:
                 self.state.current_wave = wave.index
@@ -83,6 +84,7 @@ class RolloutWorkflow:
             await self._cancel_children()
             await self._finish()
         await self._release_lock()
+        await self._notify(f"rollout_{self.state.status}", self.state.reason)
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.state.ended_at = workflow.now()
         return RolloutResult(
@@ -140,6 +142,18 @@ class RolloutWorkflow:
         if self.stop is None and self.state.status not in TERMINAL:
             self._audit("bifrost", "superseded", None, f"by version {version}")
             self.stop = ("aborted", f"superseded by {self.req.service} {version}", None)
+
+    async def _notify(self, event: str, text: str, stage: str | None = None) -> None:
+        """Tell humans (chat webhooks); a failed notification never fails the rollout."""
+        try:
+            await workflow.execute_activity(
+                "notify",
+                Notification(rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
+                             event=event, text=text, stage=stage),
+                summary=f"notify {event}", **options.NOTIFY,
+            )
+        except ActivityError:
+            workflow.logger.warning("notification %s could not be sent", event)
 
     async def _inventory(self) -> None:
         """Record which version every stage runs before anything changes."""
@@ -248,8 +262,8 @@ class RolloutWorkflow:
                 parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=f"{self.req.service} {self.req.version} in {s.key}",
             )
-            if self.paused:
-                await handles[s.key].signal(StageWorkflow.set_hold, True)
+            if self.paused:  # not awaited: a cancellation must not be absorbed by the signal's await
+                asyncio.ensure_future(handles[s.key].signal(StageWorkflow.set_hold, True))
         self.state.current_stage = ", ".join(handles)
         self._set_status(self.state.status)
 
@@ -274,6 +288,7 @@ class RolloutWorkflow:
             except Exception as err:  # the child itself failed: we cannot know its version for sure
                 res = StageResult(key=key, status="failed", reason=f"stage workflow failed: {err}")
             self._record(st, res)
+            await self._notify(f"stage_{res.status}", res.reason or f"{key} now on {res.final_version}", stage=key)
             if res.status in ("rolled_back", "failed") and self.failed_stage is None and self.stop is None:
                 self.failed_stage = key
         self.children = {}
@@ -366,23 +381,25 @@ class RolloutWorkflow:
         workflow.set_current_details(self._details())
 
     def _details(self) -> str:
+        """Markdown for the UI's Current Details: state, stage, what it waits for, and how to act."""
         s = self.state
         total = len(self.plan.waves) if self.plan else 0
-        lines = [f"## {s.service} `{s.version}` — **{s.status.replace('_', ' ')}**"]
-        if s.current_wave:
-            lines.append(f"Wave {s.current_wave}/{total}; stage: {s.current_stage or '-'}")
+        paras = [f"## {s.service} `{s.version}` — **{s.status.replace('_', ' ')}**"]
+        if s.current_wave and s.status not in TERMINAL:
+            paras.append(f"Wave {s.current_wave}/{total}; current stage: {s.current_stage or '-'}")
         if s.reason:
-            lines.append(f"Reason: {s.reason}")
+            paras.append(f"Reason: {s.reason}")
         if s.waiting_for:
-            lines.append(f"Waiting for: {s.waiting_for}")
-        lines.append("How to act (More actions → Send an Update, or the `bifrost` CLI):")
-        for name, example in self._examples():
-            lines.append(f"- `{name}`: `{json.dumps(example)}`")
-        reports = [f"- {st.key}: {st.verdict} ({st.score:g}) `{st.report_path}`" for st in s.stages if st.report_path and st.score is not None]
+            paras.append(f"Waiting for: {s.waiting_for}")
+        examples = self._examples()
+        if examples:
+            paras.append("How to act (More actions → Send an Update, or the `bifrost` CLI):\n\n"
+                         + "\n".join(f"- `{name}`: `{json.dumps(example)}`" for name, example in examples))
+        reports = [f"- {st.key}: {st.verdict} ({st.score:g}) `{st.report_path}`"
+                   for st in s.stages if st.report_path and st.score is not None]
         if reports:
-            lines.append("Canary reports:")
-            lines.extend(reports)
-        return "\n\n".join(lines[:4]) + "\n\n" + "\n".join(lines[4:])
+            paras.append("Canary reports:\n\n" + "\n".join(reports))
+        return "\n\n".join(paras)
 
     def _examples(self) -> list[tuple[str, dict]]:
         s = self.state

@@ -42,6 +42,7 @@ class StageWorkflow:
         self.promoted = False
         self.hold = False
         self.skip_soak_reason: str | None = None
+        self._outbox: list[asyncio.Future] = []
 
     # -- messages from the parent ------------------------------------------------------------------
     @workflow.query(description="Phase, verdict and soak progress of this stage.")
@@ -69,9 +70,12 @@ class StageWorkflow:
         workflow.set_current_details("\n\n".join(lines))
         parent = workflow.info().parent
         if changed and parent is not None:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(
+            # Fire and forget: a cancellation that lands while a signal is in flight would be absorbed
+            # by the signal's await, and the stage would carry on instead of rolling back.
+            signal = workflow.get_external_workflow_handle(parent.workflow_id).signal(
                 "stage_progress", StagePhase(key=self.ref.key, phase=phase, detail=detail)
             )
+            self._outbox.append(asyncio.ensure_future(signal))
 
     @workflow.run
     async def run(self, inp: StageInput) -> StageResult:
@@ -87,6 +91,7 @@ class StageWorkflow:
             result.reason = f"{self.ref.key} already runs {inp.version}"
             result.ended_at = workflow.now()
             await self._phase("skipped", result.reason)
+            await asyncio.gather(*self._outbox, return_exceptions=True)
             return result
         try:
             await self._deploy_and_judge(result)
@@ -108,6 +113,7 @@ class StageWorkflow:
         else:
             await self._rollback(result)
         result.ended_at = workflow.now()
+        await asyncio.gather(*self._outbox, return_exceptions=True)
         return result
 
     async def _deploy_and_judge(self, result: StageResult) -> None:
