@@ -1,0 +1,88 @@
+"""Record workflow histories for the replay test: `python -m tests.workflows.record_histories`.
+
+Runs a few representative rollouts on a local dev server and writes every workflow's history
+(rollout, stages, service lock) to tests/histories/. Re-record only on purpose: the replay test exists
+to catch changes that would break rollouts already running in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from workflows import search
+from workflows.rollout import RolloutWorkflow
+from workflows.updates import Abort, Approve, Pause, Resume
+
+from tests.workflows.helpers import fleet, make_request, running_worker, start
+
+OUT = Path(__file__).resolve().parent.parent / "histories"
+
+
+async def _save(client: Client, name: str, workflow_ids: list[str]) -> None:
+    for i, wid in enumerate(workflow_ids):
+        history = await client.get_workflow_handle(wid).fetch_history()
+        path = OUT / f"{name}-{i:02d}.json"
+        path.write_text(json.dumps({"workflow_id": wid, "history": json.loads(history.to_json())}, indent=1))
+        print(f"wrote {path.relative_to(OUT.parent.parent)}")
+
+
+async def _children(client: Client, rollout_id: str) -> list[str]:
+    ids = []
+    async for wf in client.list_workflows(f"ParentWorkflowId = '{rollout_id}'"):
+        ids.append(wf.id)
+    return sorted(ids)
+
+
+async def _wait(handle, pred) -> None:
+    async with asyncio.timeout(60):
+        while not pred(await handle.query(RolloutWorkflow.status)):
+            await asyncio.sleep(0.1)
+
+
+async def record() -> None:
+    OUT.mkdir(exist_ok=True)
+    for old in OUT.glob("*.json"):
+        old.unlink()
+    temporal = str(Path(sys.executable).parent / "temporal")
+    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
+                                                data_converter=pydantic_data_converter)
+    client = env.client
+    try:
+        # 1. a good rollout, and 2. a regression in the second production region (scope all)
+        good = make_request()
+        bad = make_request(version="2.0.1")
+        f = fleet(effects=[{"version": "2.0.1", "regions": ["us-east-1"], "environments": ["prod"], "latency_factor": 1.6}])
+        async with running_worker(client, f, "record"):
+            for name, req in (("good", good), ("regression", bad)):
+                h = await start(client, req, "record")
+                await h.result()
+                await _save(client, name, [h.id, *await _children(client, h.id)])
+            # 3. approval gate with pause and resume, then 4. abort during a wave
+            gated = make_request(approvals={"gates": [{"wave": 3}], "approvers": ["alice"]})
+            h = await start(client, gated, "record")
+            await _wait(h, lambda s: s.status == "awaiting_approval")
+            await h.execute_update(RolloutWorkflow.pause, Pause(by="carol", reason="recording"))
+            await h.execute_update(RolloutWorkflow.approve, Approve(wave=3, approver="alice", comment="ok"))
+            await _wait(h, lambda s: s.status == "paused")
+            await h.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
+            await h.result()
+            await _save(client, "approval-pause", [h.id, *await _children(client, h.id)])
+            slow = make_request(canary={"analysis_minutes": 5})
+            h = await start(client, slow, "record")
+            await _wait(h, lambda s: s.stage("ap-south-1/test").status == "analyzing")
+            await h.execute_update(RolloutWorkflow.abort, Abort(by="erin", reason="recording"))
+            await h.result()
+            await _save(client, "abort", [h.id, *await _children(client, h.id), f"service-lock/{slow.service}"])
+    finally:
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(record())

@@ -1,0 +1,28 @@
+"""Replay recorded histories against today's workflow code: a non-deterministic change fails here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from worker.build import WORKFLOWS
+
+HISTORIES = sorted((Path(__file__).resolve().parent.parent / "histories").glob("*.json"))
+
+
+def test_histories_are_recorded():
+    names = {p.name.rsplit("-", 1)[0] for p in HISTORIES}
+    assert {"good", "regression", "approval-pause", "abort"} <= names
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_replay(path: Path):
+    data = json.loads(path.read_text())
+    history = WorkflowHistory.from_json(data["workflow_id"], data["history"])
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    await replayer.replay_workflow(history)
