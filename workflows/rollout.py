@@ -50,6 +50,7 @@ class RolloutWorkflow:
         self.soaking: set[str] = set()
         self.failed_stage: str | None = None
         self.lock: str = "none"  # none -> waiting -> granted | refused
+        self._notifications: list[asyncio.Future] = []
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -85,6 +86,7 @@ class RolloutWorkflow:
             await self._finish()
         await self._release_lock()
         await self._notify(f"rollout_{self.state.status}", self.state.reason)
+        await asyncio.gather(*self._notifications, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.state.ended_at = workflow.now()
         return RolloutResult(
@@ -144,16 +146,13 @@ class RolloutWorkflow:
             self.stop = ("aborted", f"superseded by {self.req.service} {version}", None)
 
     async def _notify(self, event: str, text: str, stage: str | None = None) -> None:
-        """Tell humans (chat webhooks); a failed notification never fails the rollout."""
-        try:
-            await workflow.execute_activity(
-                "notify",
-                Notification(rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
-                             event=event, text=text, stage=stage),
-                summary=f"notify {event}", **options.NOTIFY,
-            )
-        except ActivityError:
-            workflow.logger.warning("notification %s could not be sent", event)
+        """Tell humans (chat webhooks) without waiting: a notification never delays or fails the rollout."""
+        self._notifications.append(asyncio.ensure_future(workflow.execute_activity(
+            "notify",
+            Notification(rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
+                         event=event, text=text, stage=stage),
+            summary=f"notify {event}", **options.NOTIFY,
+        )))
 
     async def _inventory(self) -> None:
         """Record which version every stage runs before anything changes."""
@@ -161,7 +160,7 @@ class RolloutWorkflow:
 
         async def read(s: Stage) -> None:
             ref = StageRef(service=self.req.service, region=s.region, environment=s.environment)
-            v = await workflow.execute_activity(
+            v = await workflow.execute_local_activity(
                 "current_version", StageOnly(stage=ref), result_type=str, summary=f"read version in {s.key}", **options.QUICK
             )
             st = self.state.stage(s.key)
@@ -301,7 +300,10 @@ class RolloutWorkflow:
         st.soak_looks, st.started_at, st.ended_at = res.soak_looks, res.started_at, res.ended_at
         if res.previous_version is not None:
             st.version_before = res.previous_version
-        st.version_now = res.final_version
+        if res.final_version is not None or res.status == "failed":
+            st.version_now = res.final_version  # None after a failed rollback: the version is unknown
+        if res.status == "skipped" and res.final_version is None:
+            st.status = "pending"  # cancelled before it touched anything
         if res.status == "failed":
             self._audit("bifrost", "stage-failed", st.key, res.reason)
 

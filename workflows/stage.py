@@ -79,20 +79,27 @@ class StageWorkflow:
 
     @workflow.run
     async def run(self, inp: StageInput) -> StageResult:
-        started = workflow.now()
+        result = StageResult(key=self.ref.key, status="succeeded", started_at=workflow.now())
         await self._phase("deploying")
-        self.previous = await workflow.execute_activity(
-            "current_version", StageOnly(stage=self.ref), result_type=str, summary=f"read version in {self.ref.key}",
-            **options.QUICK,
-        )
-        result = StageResult(key=self.ref.key, status="succeeded", previous_version=self.previous, started_at=started)
+        try:
+            self.previous = await workflow.execute_local_activity(  # a quick read: no extra server round trip
+                "current_version", StageOnly(stage=self.ref), result_type=str,
+                summary=f"read version in {self.ref.key}", **options.QUICK,
+            )
+        except (asyncio.CancelledError, ActivityError) as err:
+            # nothing was touched yet: report the stage as untouched rather than as failed
+            result.status = "skipped"
+            result.reason = ("cancelled before it started" if isinstance(err, asyncio.CancelledError)
+                             else f"could not read the current version: {_error_text(err)}")
+            if isinstance(err, ActivityError):
+                result.status = "rolled_back"
+            return await self._done(result)
+        result.previous_version = self.previous
         if self.previous == inp.version:
             result.status, result.final_version = "skipped", inp.version
             result.reason = f"{self.ref.key} already runs {inp.version}"
-            result.ended_at = workflow.now()
             await self._phase("skipped", result.reason)
-            await asyncio.gather(*self._outbox, return_exceptions=True)
-            return result
+            return await self._done(result)
         try:
             await self._deploy_and_judge(result)
             if result.status == "succeeded":
@@ -112,6 +119,9 @@ class StageWorkflow:
             await self._phase("succeeded", f"now on `{inp.version}`")
         else:
             await self._rollback(result)
+        return await self._done(result)
+
+    async def _done(self, result: StageResult) -> StageResult:
         result.ended_at = workflow.now()
         await asyncio.gather(*self._outbox, return_exceptions=True)
         return result

@@ -56,7 +56,7 @@ async def test_racing_submits_reject_the_later_one(env, task_queue, tmp_path):
 async def test_racing_submits_supersede_the_earlier_one(env, task_queue, tmp_path):
     f, results = await _race(env, task_queue, tmp_path, "supersede")
     statuses = sorted(r.status for r in results.values())
-    assert statuses == ["aborted", "succeeded"]
+    assert statuses == ["aborted", "succeeded"], [(r.status, r.reason, [(x.key, x.status, x.reason) for x in r.stages]) for r in results.values()]
     loser = next(v for v, r in results.items() if r.status == "aborted")
     winner = next(v for v, r in results.items() if r.status == "succeeded")
     assert "superseded by" in results[loser].reason
