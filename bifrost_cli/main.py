@@ -50,18 +50,28 @@ def _load(path: str):
 
 
 def _run(coro: Any) -> Any:
-    from temporalio.service import RPCError
+    """Run a client coroutine; turn connection failures into exit code 4 with what to do next."""
+    from temporalio.service import RPCError, RPCStatusCode
 
+    address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
+    hint = "Start one with `bifrost server`, or set TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY."
     try:
         return asyncio.run(coro)
-    except (RPCError, RuntimeError, ConnectionError, OSError) as err:
-        if isinstance(err, RuntimeError) and "connect" not in str(err).lower():
+    except RPCError as err:
+        if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAUTHENTICATED):
+            err_console.print(f"[red]could not reach Temporal at {address}: {err.message}[/red]\n{hint}")
+            sys.exit(EXIT_UNREACHABLE)
+        if err.status == RPCStatusCode.NOT_FOUND:
+            err_console.print(f"[red]not found: {err.message}[/red]\n`bifrost list` shows rollouts and their ids.")
+        else:
+            err_console.print(f"[red]Temporal refused the request: {err.message}[/red]\n"
+                              "Is a `bifrost worker` running, and were the search attributes registered "
+                              "(`bifrost server` does this)?")
+        sys.exit(EXIT_ROLLED_BACK)
+    except RuntimeError as err:
+        if "connect" not in str(err).lower():
             raise
-        address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
-        err_console.print(
-            f"[red]could not reach Temporal at {address}: {err}[/red]\n"
-            "Start one with `bifrost server`, or set TEMPORAL_ADDRESS / TEMPORAL_NAMESPACE / TEMPORAL_API_KEY."
-        )
+        err_console.print(f"[red]could not reach Temporal at {address}: {err}[/red]\n{hint}")
         sys.exit(EXIT_UNREACHABLE)
 
 
@@ -76,7 +86,7 @@ def cli() -> None:
       bifrost server &                               # local Temporal + Web UI on :8233
       bifrost worker &                               # runs rollouts (simulated fleet by default)
       bifrost submit deploy/examples/request.yaml --follow
-      bifrost approve rollout/payments/2.4.0 --stage eu-west-1/prod
+      bifrost approve rollout/payments/2.4.0 --stage us-east-1/prod
 
     Connection settings come from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY,
     TEMPORAL_TLS* and TEMPORAL_PROFILE, like the `temporal` CLI.

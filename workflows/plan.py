@@ -150,4 +150,10 @@ def build_plan(request: RolloutRequest) -> Plan:
             if needs_test:
                 add("test", needs_test, "test")
             add("prod", group, "prod")
+    for i, gate in enumerate(request.approvals.gates):
+        if gate.wave is not None and gate.wave > len(waves):
+            raise PlanError(
+                f"approvals.gates[{i}].wave",
+                f"wave {gate.wave} does not exist; this plan has {len(waves)} waves (see `bifrost plan`)",
+            )
     return Plan(waves=waves, canary_region=canary)

@@ -1,7 +1,8 @@
 """The deployment request: what a developer or CI asks Bifrost to roll out, and how carefully.
 
 Loaded from YAML or JSON and validated before anything is deployed. Every error names the field
-and says what is allowed, so a bad file is fixed in one go.
+and says what is allowed. Field errors are reported together; checks across fields (traffic shares,
+gates, groups) run once every field is valid.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class CanarySettings(_Model):
     baseline_replicas: int = Field(default=1, ge=1)
     judge_mode: Literal["bifrost", "kayenta"] = "bifrost"
     thresholds: Thresholds = Field(default_factory=Thresholds)
-    groups: dict[str, float] = Field(default_factory=dict, description="metric group weights (0-100)")
+    groups: dict[str, float] = Field(default_factory=dict, description="metric group weights (0-100, summing to <= 100)")
     soak_check_minutes: float = Field(default=10.0, gt=0, description="how often metrics are checked during soak")
 
     @field_validator("metrics")
@@ -96,6 +97,16 @@ class CanarySettings(_Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"metric names must be unique; repeated: {', '.join(dupes)}")
+        return v
+
+    @field_validator("groups")
+    @classmethod
+    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [f"{k}={w:g}" for k, w in v.items() if not 0 <= w <= 100]
+        if bad:
+            raise ValueError(f"group weights must be between 0 and 100; got {', '.join(bad)}")
+        if sum(v.values()) > 100 + 1e-9:
+            raise ValueError(f"group weights must add up to at most 100; got {sum(v.values()):g}")
         return v
 
     def judge_config(self) -> JudgeConfig:

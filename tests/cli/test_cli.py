@@ -83,3 +83,17 @@ async def test_submit_follow_reports_outcome_as_exit_code(env, task_queue, tmp_p
         assert await ops.submit(bad, wait=True, follow=False, task_queue=task_queue, console=console) == 1
     text = out.getvalue()
     assert "us-east-1/prod" in text and "succeeded" in text and "rolled_back" in text
+
+
+def test_status_of_an_unknown_rollout_says_so(env, monkeypatch):
+    import threading
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    result = {}
+    # the CLI runs its own event loop; run it on a thread so it does not nest inside the test's loop
+    t = threading.Thread(target=lambda: result.update(res=run("status", "rollout/nope/0.0.0")))
+    t.start()
+    t.join(60)
+    res = result["res"]
+    assert res.exit_code == 1
+    assert "not found" in res.output and "bifrost list" in res.output

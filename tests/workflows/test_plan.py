@@ -98,3 +98,12 @@ def test_a_region_too_big_for_its_wave_is_an_error_naming_the_rule():
 def test_canary_region_bigger_than_first_cap_is_refused():
     with pytest.raises(PlanError, match="canary region c carries 60%"):
         build_plan(_req(canary_region="c", prod_traffic_caps=[0.5, 1.0]))
+
+
+def test_a_gate_on_a_wave_that_does_not_exist_is_refused():
+    req = parse_request({
+        "service": "svc", "version": "1", "requested_by": "t", "canary": {"metrics": [{"name": "m"}]},
+        "regions": [{"name": "a", "traffic_share": 1.0}], "approvals": {"gates": [{"wave": 9}]},
+    })
+    with pytest.raises(PlanError, match=r"approvals.gates\[0\].wave: wave 9 does not exist; this plan has 2 waves"):
+        build_plan(req)
