@@ -20,15 +20,18 @@ from workflows.stage import StageWorkflow
 WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow]
 
 
-def activities_for(client: Client, task_queue: str, registry: AdapterRegistry, reports_dir: str | Path) -> list:
+def activities_for(
+    client: Client, task_queue: str, registry: AdapterRegistry, reports_dir: str | Path,
+    lock_holder_check: timedelta | None = None,
+) -> list:
     """Every activity the workflows call, bound to `registry`."""
     deploy = DeployActivities(registry)
     analysis = AnalysisActivities(registry, reports_dir)
-    lock = LockActivities(client, task_queue)
+    lock = LockActivities(client, task_queue, lock_holder_check)
     notify = NotifyActivities(registry)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
-        deploy.cleanup, analysis.analyze_canary, analysis.soak_check, lock.request_service_lock, notify.notify,
+        deploy.cleanup, analysis.analyze_canary, analysis.soak_check, lock.request_service_lock, lock.rollout_is_running, notify.notify,
     ]
 
 
@@ -39,12 +42,13 @@ def build_worker(
     task_queue: str,
     reports_dir: str | Path = ".bifrost/reports",
     graceful_shutdown: timedelta = timedelta(seconds=30),
+    lock_holder_check: timedelta | None = None,
 ) -> Worker:
     """A worker for `task_queue` running the rollout workflows against `registry`."""
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(client, task_queue, registry, reports_dir),
+        activities=activities_for(client, task_queue, registry, reports_dir, lock_holder_check),
         graceful_shutdown_timeout=graceful_shutdown,
     )

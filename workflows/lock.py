@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from temporalio import workflow
 
 IDLE_BEFORE_EXIT = timedelta(minutes=5)
+HOLDER_CHECK_INTERVAL = timedelta(minutes=10)  # how often a lock checks that its holder still runs
 
 
 class LockRequest(BaseModel):
@@ -28,6 +29,7 @@ class LockState(BaseModel):
     holder: LockRequest | None = None
     queue: list[LockRequest] = Field(default_factory=list)
     log: list[str] = Field(default_factory=list)
+    holder_check_seconds: float = Field(default=HOLDER_CHECK_INTERVAL.total_seconds(), gt=0)
 
 
 def lock_id(service: str) -> str:
@@ -47,26 +49,38 @@ class ServiceLockWorkflow:
     async def run(self, state: LockState) -> None:
         while True:
             await self._flush()
-            try:
-                await workflow.wait_condition(
-                    lambda: bool(self.outbox) or (self.state.holder is None and not self.state.queue),
-                    timeout=timedelta(hours=1),
-                )
-            except TimeoutError:
+            if self.state.holder is None and not self.state.queue:
+                try:
+                    await workflow.wait_condition(lambda: bool(self.outbox) or self.state.holder is not None,
+                                                  timeout=IDLE_BEFORE_EXIT, timeout_summary="idle: no rollout waiting")
+                except TimeoutError:
+                    await workflow.wait_condition(workflow.all_handlers_finished)
+                    if not self.outbox and self.state.holder is None and not self.state.queue:
+                        return
                 continue
-            if self.outbox:
-                continue
             try:
-                await workflow.wait_condition(lambda: bool(self.outbox) or self.state.holder is not None,
-                                              timeout=IDLE_BEFORE_EXIT, timeout_summary="idle: no rollout waiting")
+                await workflow.wait_condition(lambda: bool(self.outbox),
+                                              timeout=timedelta(seconds=self.state.holder_check_seconds),
+                                              timeout_summary="check that the holder is still running")
             except TimeoutError:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                if not self.outbox and self.state.holder is None and not self.state.queue:
-                    return
+                await self._check_holder()
             if workflow.info().is_continue_as_new_suggested():
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
+
+    async def _check_holder(self) -> None:
+        """A rollout that was terminated never releases the lock: free it so the queue moves on."""
+        holder = self.state.holder
+        if holder is None:
+            return
+        running = await workflow.execute_activity(
+            "rollout_is_running", holder.workflow_id, result_type=bool,
+            start_to_close_timeout=timedelta(seconds=30), summary=f"is {holder.workflow_id} still running?",
+        )
+        if not running and self.state.holder is holder:
+            self.state.log.append(f"{holder.workflow_id} ended without releasing; lock freed")
+            self.release(holder.workflow_id)
 
     async def _flush(self) -> None:
         while self.outbox:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from bifrost_cli.ops import start_rollout
+from workflows.lock import ServiceLockWorkflow
+from workflows.rollout import RolloutWorkflow
 
 from tests.workflows.helpers import fleet, make_request, running_worker
 
@@ -64,3 +66,27 @@ async def test_racing_submits_supersede_the_earlier_one(env, task_queue, tmp_pat
     if _deploy_ops(f, loser):  # the loser had started: its deploys all precede the winner's
         assert max(_deploy_ops(f, loser)) < min(_deploy_ops(f, winner))
     assert all(v["primary"] == winner for v in f.snapshot().values())
+
+
+async def test_a_terminated_rollout_does_not_hold_the_lock_forever(env, task_queue, tmp_path):
+    from datetime import timedelta
+
+    from activities.registry import AdapterRegistry
+    from worker.build import build_worker
+
+    one_region = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
+    a = make_request(approvals={"gates": [{"stage": "us-east-1/test"}]}, **one_region)
+    b = make_request(service=a.service, version="2.1.0", **one_region)
+    async with build_worker(env.client, AdapterRegistry.simulated(fleet()), task_queue=task_queue, reports_dir=tmp_path,
+                            lock_holder_check=timedelta(seconds=2)):
+        ha = await start_rollout(env.client, a, task_queue)
+        async with asyncio.timeout(30):
+            while (await ha.query(RolloutWorkflow.status)).status != "awaiting_approval":
+                await asyncio.sleep(0.1)
+        await ha.terminate("operator terminated it")  # it never gets to release the lock
+        hb = await start_rollout(env.client, b, task_queue)
+        async with asyncio.timeout(60):
+            result = await hb.result()
+        lock = await env.client.get_workflow_handle(f"service-lock/{a.service}").query(ServiceLockWorkflow.lock_state)
+    assert result.status == "succeeded"
+    assert any("ended without releasing; lock freed" in line for line in lock.log)
