@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from activities.registry import AdapterRegistry
 from activities.simulated import SimulatedFleet
+from workflows.problems import FileProblems, validation_problems
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -213,29 +214,10 @@ class TargetsFile(_Model):
         return next((t for t in self.targets if t.key == key), None)
 
 
-class TargetsError(ValueError):
+class TargetsError(FileProblems):
     """A targets file that cannot be used, one line per problem naming the field."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid targets file {source}:\n{lines}")
-
-
-def _format_errors(err: ValidationError) -> list[str]:
-    problems = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see docs/targets.md)"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] in ("literal_error", "union_tag_invalid"):
-            msg = f"{msg} (got {e.get('input')!r})" if not isinstance(e.get("input"), dict) else msg
-        problems.append(f"{loc}: {msg}")
-    return problems
+    what = "targets file"
 
 
 def parse_targets(data: object, source: str = "<targets>") -> TargetsFile:
@@ -247,7 +229,7 @@ def parse_targets(data: object, source: str = "<targets>") -> TargetsFile:
     try:
         return TargetsFile.model_validate(data)
     except ValidationError as err:
-        raise TargetsError(source, _format_errors(err)) from None
+        raise TargetsError(source, validation_problems(err, "docs/targets.md")) from None
 
 
 def load_targets(path: str | Path) -> TargetsFile:

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from canary.config import JudgeConfig, MetricSpec, Thresholds
+from workflows.problems import FileProblems, validation_problems
 
 EnvKind = Literal["test", "prod"]
 RollbackScope = Literal["stage", "region", "all"]
@@ -248,29 +249,10 @@ class RolloutRequest(_Model):
         return f"rollout/{self.service}/{self.version}"
 
 
-class RequestError(ValueError):
+class RequestError(FileProblems):
     """A request file that cannot be used, with one line per problem naming the field."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
-        self.source = source
-        self.problems = problems
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid request {source}:\n{lines}")
-
-
-def _format_errors(err: ValidationError) -> list[str]:
-    problems = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; see the request reference in README.md)"
-        elif e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] == "literal_error":
-            msg = f"{msg} (got {e['input']!r})"
-        problems.append(f"{loc}: {msg}")
-    return problems
+    what = "request"
 
 
 def parse_request(data: object, source: str = "<request>") -> RolloutRequest:
@@ -280,7 +262,7 @@ def parse_request(data: object, source: str = "<request>") -> RolloutRequest:
     try:
         return RolloutRequest.model_validate(data)
     except ValidationError as err:
-        raise RequestError(source, _format_errors(err)) from None
+        raise RequestError(source, validation_problems(err, "the request reference in README.md")) from None
 
 
 def load_request(path: str | Path) -> RolloutRequest:
