@@ -59,8 +59,9 @@ def state_table(state: RolloutState) -> Table:
     """Per-stage status, versions and verdicts of a rollout."""
     title = Text.assemble(f"{state.service} {state.version}: ", styled(state.status))
     t = Table(title=title, title_justify="left", caption=state.waiting_for and f"waiting for {state.waiting_for}")
-    for col in ("wave", "stage", "status", "before", "now", "verdict", "note"):
-        t.add_column(col, overflow="fold")
+    for col in ("wave", "stage", "status", "before", "now", "verdict"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("note", overflow="fold", ratio=1)
     for s in state.stages:
         verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")
         t.add_row(str(s.wave), s.key, styled(s.status), s.version_before or "?", s.version_now or "?", verdict,
