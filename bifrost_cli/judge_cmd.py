@@ -161,7 +161,9 @@ def print_table(result: JudgeResult, console: Console) -> None:
     console.print(table)
     colour = "green" if result.verdict == "pass" else "red" if result.verdict == "fail" else "yellow"
     console.print(f"[bold {colour}]{result.verdict.upper()}[/] score {result.score:.2f}", highlight=False)
-    console.print(result.summary, highlight=False, markup=False)
+    detail = result.summary.split(" — ", 1)[1] if " — " in result.summary else ""
+    if detail:  # the summary starts with the verdict and score already printed above
+        console.print(detail, highlight=False, markup=False)
 
 
 @click.command("judge")
