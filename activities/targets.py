@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from activities.adapters import DeployError, MetricsError
+from activities.models import StageRef
 from activities.registry import AdapterRegistry
 from activities.simulated import SimulatedFleet
 from workflows.problems import FileProblems, validation_problems
@@ -195,7 +197,9 @@ class TargetsFile(_Model):
 
     version: Literal[1] = 1
     aws: AwsConfig = Field(default_factory=AwsConfig)
-    defaults: Defaults = Field(default_factory=Defaults)
+    defaults: Defaults | None = Field(
+        default=None, description="adapters for stages not listed; omitted: such stages are refused, never simulated"
+    )
     targets: list[Target] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
 
@@ -314,13 +318,44 @@ class _Builder:
                                                    connection=_aws_connection(self.targets.aws)))
 
 
+class Unconfigured:
+    """Serves stages a targets file does not cover: every call fails, non-retryable, saying how to fix it."""
+
+    def __init__(self, source: str = "the targets file") -> None:
+        self.source = source
+
+    def _why(self, stage: StageRef) -> str:
+        return (f"{stage.key} has no target in {self.source} and the file sets no `defaults`; "
+                "add a target for it (docs/targets.md) — nothing was deployed")
+
+    async def current_version(self, stage: StageRef) -> str | None:
+        raise DeployError(self._why(stage), retryable=False)
+
+    async def deploy(self, stage: StageRef, role: str, version: str, image: str | None, replicas: int) -> None:
+        raise DeployError(self._why(stage), retryable=False)
+
+    async def promote(self, stage: StageRef, version: str, image: str) -> str | None:
+        raise DeployError(self._why(stage), retryable=False)
+
+    async def rollback(self, stage: StageRef, to_version: str | None, image: str | None) -> None:
+        raise DeployError(self._why(stage), retryable=False)
+
+    async def cleanup(self, stage: StageRef) -> None:
+        raise DeployError(self._why(stage), retryable=False)
+
+    async def fetch(self, stage: StageRef, metric: Any, window: Any, baseline: Any, canary: Any) -> Any:
+        raise MetricsError(self._why(stage), retryable=False)
+
+
 def build_registry(targets: TargetsFile, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
     """The AdapterRegistry for a targets file: per region/env adapters, defaults for the rest, webhooks."""
     fleet = fleet or SimulatedFleet()
     b = _Builder(targets, fleet)
+    unconfigured = Unconfigured()
+    defaults = targets.defaults
     registry = AdapterRegistry(
-        default_deployer=b.deployer(targets.defaults.deployer),
-        default_metrics=b.metrics(targets.defaults.metrics),
+        default_deployer=b.deployer(defaults.deployer) if defaults else unconfigured,
+        default_metrics=b.metrics(defaults.metrics) if defaults else unconfigured,
     )
     routers: dict[tuple[str, str, str], Any] = {}
     for t in targets.targets:

@@ -43,10 +43,21 @@ def test_the_example_selects_real_adapters_per_region(monkeypatch: pytest.Monkey
     assert reg.notifier.webhooks[1].wants("rollout_failed") and not reg.notifier.webhooks[1].wants("stage_started")
 
 
-def test_an_empty_file_means_everything_simulated():
+async def test_stages_a_file_does_not_cover_are_refused_not_simulated():
+    from activities.adapters import DeployError
+    from activities.targets import Unconfigured
+
     reg = build_registry(parse_targets(None))
-    assert isinstance(reg.default_deployer, SimulatedFleet) and reg.default_deployer is reg.default_metrics
+    assert isinstance(reg.default_deployer, Unconfigured) and reg.default_deployer is reg.default_metrics
+    with pytest.raises(DeployError, match="us-east-1/prod has no target .* nothing was deployed") as info:
+        await reg.deployer(stage("us-east-1", "prod")).current_version(stage("us-east-1", "prod"))
+    assert info.value.retryable is False
     assert reg.notifier is None and reg.traffic == {}
+
+
+def test_explicit_defaults_may_choose_the_simulated_fleet():
+    reg = build_registry(parse_targets({"defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}}}))
+    assert isinstance(reg.default_deployer, SimulatedFleet) and reg.default_deployer is reg.default_metrics
     sim = AdapterRegistry.simulated(SimulatedFleet())  # the existing constructor still works
     assert sim.notifier is None and sim.traffic_for(stage("us-east-1", "prod")) is None
 
