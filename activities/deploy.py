@@ -22,7 +22,10 @@ class DeployActivities:
 
     @activity.defn(name="current_version")
     async def current_version(self, inp: StageOnly) -> str | None:
-        return await self.registry.deployer(inp.stage).current_version(inp.stage)
+        try:
+            return await self.registry.deployer(inp.stage).current_version(inp.stage)
+        except DeployError as err:
+            raise _as_application_error(err) from err
 
     @activity.defn(name="deploy_canary")
     async def deploy_canary(self, inp: DeployInput) -> None:

@@ -167,7 +167,13 @@ class RolloutWorkflow:
             assert st is not None
             st.version_before = st.version_now = v
 
-        await asyncio.gather(*(read(s) for s in self.plan.stages()))
+        outcomes = await asyncio.gather(*(read(s) for s in self.plan.stages()), return_exceptions=True)
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors:
+            first = errors[0]
+            cause = first.cause if isinstance(first, ActivityError) and first.cause else first
+            self.stop = ("failed", f"nothing was deployed: could not read the current versions: {cause}", "stage")
+            raise _Stop()
 
     async def _before_wave(self, wave: Wave) -> None:
         """Safe point: honour pause, approval gates and deployment windows before a wave starts."""

@@ -141,7 +141,10 @@ class StageWorkflow:
                 summary=f"canary {inp.version} in {self.ref.key}", **options.DEPLOY,
             ),
         ]
-        await asyncio.gather(*deploys)
+        # let both deploys settle before acting on a failure, so a rollback never races a running deploy
+        for outcome in await asyncio.gather(*deploys, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
         start = workflow.now()
         if canary.analysis_minutes > 0:
             await self._phase("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")

@@ -105,3 +105,20 @@ async def test_plan_error_is_refused_before_any_deploy(env, task_queue, tmp_path
         except WorkflowFailureError as err:
             assert "prod_traffic_caps" in str(err.cause)
     assert f.calls == []
+
+
+async def test_a_stage_without_a_target_fails_before_anything_is_deployed(env, task_queue, tmp_path):
+    from activities.registry import AdapterRegistry
+    from activities.targets import Unconfigured
+    from worker.build import build_worker
+
+    req = make_request()
+    f = fleet()
+    registry = AdapterRegistry(default_deployer=Unconfigured("targets.yaml"), default_metrics=f,
+                               deployers={"ap-south-1/test": f, "ap-south-1/prod": f})
+    async with build_worker(env.client, registry, task_queue=task_queue, reports_dir=tmp_path):
+        result = await (await start(env.client, req, task_queue)).result()
+    assert result.status == "failed"
+    assert "nothing was deployed" in result.reason and "has no target in targets.yaml" in result.reason
+    assert [c for c in f.calls if c[0] != "rollback"] == []
+    assert all(s.status == "pending" for s in result.stages)
