@@ -627,7 +627,7 @@ class FakeKubeApi:
                     new = json_patch(current, body or [])
                     precondition = None
                 else:
-                    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - accepted media types include: "
+                    raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: "
                                    "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
                 if precondition is None:
                     new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 import time
@@ -18,6 +17,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from tests.conftest import require_or_skip
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration import promdata
 
@@ -27,13 +27,6 @@ SERVICE = "checkout"
 BASELINE, GOOD, BAD, PARTIAL, IDLE = "1.0.0", "1.1.0", "2.0.0", "1.2.0", "1.3.0"
 PROD_ONLY_BAD = "3.0.0"  # healthy in test environments, regressed in prod
 PROM_REGIONS = [("us-east-1", "test"), ("us-east-1", "prod"), ("eu-west-1", "prod")]
-
-
-def require_or_skip(what: str, why: str) -> None:
-    """Skip when a real component is missing on a laptop; fail instead when CI sets BIFROST_REQUIRE_INTEGRATION=1."""
-    if os.environ.get("BIFROST_REQUIRE_INTEGRATION") == "1":
-        pytest.fail(f"{what} is required (BIFROST_REQUIRE_INTEGRATION=1) but unavailable: {why}", pytrace=False)
-    pytest.skip(f"{what} unavailable: {why}")
 
 
 def prometheus_sets(now: int) -> list[promdata.SeriesSet]:

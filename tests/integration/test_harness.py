@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.conftest import require_or_skip
+from tests.conftest import require_or_skip
 
 
 def test_a_missing_component_skips_on_a_laptop(monkeypatch: pytest.MonkeyPatch):
