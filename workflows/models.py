@@ -11,7 +11,7 @@ from canary.config import JudgeResult, MonitorResult
 from workflows.request import CanarySettings, EnvKind
 
 StageStatus = Literal[
-    "pending", "waiting", "deploying", "analyzing", "promoting", "soaking", "succeeded",
+    "pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
     "rolling_back", "rolled_back", "skipped", "failed",
 ]
 RolloutStatus = Literal[
@@ -123,10 +123,6 @@ class RolloutState(BaseModel):
 
     def stage(self, key: str) -> StageState | None:
         return next((s for s in self.stages if s.key == key), None)
-
-    @property
-    def region_versions(self) -> dict[str, str | None]:
-        return {s.key: s.version_now for s in self.stages}
 
 
 class RolloutResult(BaseModel):

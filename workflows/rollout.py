@@ -47,7 +47,6 @@ class RolloutWorkflow:
         self.window_overrides: set[str] = set()
         self.waiting_window: set[str] = set()
         self.children: dict[str, workflow.ChildWorkflowHandle] = {}
-        self.soaking: set[str] = set()
         self.failed_stage: str | None = None
         self.lock: str = "none"  # none -> waiting -> granted | refused
         self._notifications: list[asyncio.Future] = []
@@ -121,10 +120,6 @@ class RolloutWorkflow:
         st = self.state.stage(update.key)
         if st is not None and update.key in self.children and not self.children[update.key].done():
             st.status = update.phase
-            if update.phase == "soaking":
-                self.soaking.add(update.key)
-            else:
-                self.soaking.discard(update.key)
             workflow.set_current_details(self._details())
 
     @workflow.signal(description="Internal: the service lock is ours.")
@@ -297,7 +292,6 @@ class RolloutWorkflow:
             if res.status in ("rolled_back", "failed") and self.failed_stage is None and self.stop is None:
                 self.failed_stage = key
         self.children = {}
-        self.soaking.clear()
 
     def _record(self, st: StageState, res: StageResult) -> None:
         st.status = res.status
@@ -546,8 +540,9 @@ class RolloutWorkflow:
         self._check_running()
         self._check_approver(req.by)
         self._check_stage(req.stage)
-        if req.stage not in self.soaking:
-            raise ValueError(f"{req.stage} is not soaking; soaking now: {', '.join(sorted(self.soaking)) or 'none'}")
+        soaking = self._soaking()
+        if req.stage not in soaking:
+            raise ValueError(f"{req.stage} is not soaking; soaking now: {', '.join(soaking) or 'none'}")
 
     @workflow.update(description='Start a stage outside its deployment window. JSON: {"stage": "eu-west-1/prod", "by": "alice", "reason": "why"}.')
     def override_window(self, req: OverrideWindow) -> Ack:
@@ -563,6 +558,11 @@ class RolloutWorkflow:
         if req.stage not in self.waiting_window:
             waiting = ", ".join(sorted(self.waiting_window)) or "none"
             raise ValueError(f"{req.stage} is not waiting for a deployment window; waiting: {waiting}")
+
+    def _soaking(self) -> list[str]:
+        """Running stages whose last reported phase is the soak."""
+        return sorted(st.key for st in self.state.stages
+                      if st.status == "soaking" and st.key in self.children and not self.children[st.key].done())
 
     def _check_stage(self, key: str) -> None:
         if self.state.stage(key) is None:
