@@ -6,31 +6,17 @@ import asyncio
 import getpass
 import os
 import sys
-
 from typing import Any
 
 import click
 from rich.console import Console
 
+from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from workflows.plan import PlanError, build_plan
 from workflows.request import RequestError, load_request
 
 console = Console()
 err_console = Console(stderr=True)
-
-EXIT_OK, EXIT_ROLLED_BACK, EXIT_INVALID, EXIT_ABORTED, EXIT_UNREACHABLE = 0, 1, 2, 3, 4
-EXIT_CODES_HELP = """\b
-Exit codes:
-  0  the rollout succeeded
-  1  it was rolled back (failed judgement, soak alarm, deploy error)
-  2  the request is invalid (nothing was deployed)
-  3  it was aborted or rejected (or refused by the service lock)
-  4  Temporal could not be reached
-"""
-
-
-def exit_code_for(status: str) -> int:
-    return {"succeeded": EXIT_OK, "aborted": EXIT_ABORTED, "rejected": EXIT_ABORTED}.get(status, EXIT_ROLLED_BACK)
 
 
 def _identity() -> str:

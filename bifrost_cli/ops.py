@@ -11,6 +11,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError
 
+from bifrost_cli.exits import exit_code_for
 from bifrost_cli.render import state_table
 from worker.connect import connect
 from workflows import search
@@ -65,8 +66,6 @@ async def follow_rollout(handle: WorkflowHandle, console: Console, interval: flo
 
 
 async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: str, console: Console) -> int:
-    from bifrost_cli.main import exit_code_for
-
     client = await connect()
     handle = await start_rollout(client, req, task_queue)
     console.print(f"rollout [bold]{handle.id}[/bold] (run {handle.result_run_id})")

@@ -19,7 +19,7 @@ import yaml
 from kubernetes import config as kube_config
 
 from activities.targets import KubernetesDeployerConfig, SimulatedDeployerConfig, TargetsFile, parse_targets
-from bifrost_cli.main import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
+from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from tests.deploy.manifests import (
     DEPLOY, KUBERNETES, KUSTOMIZATION, MODELS, ROOT, find, kubernetes_objects, load_documents, lost_fields,
     round_trip, yaml_files,
