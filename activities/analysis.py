@@ -7,15 +7,13 @@ import re
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities.adapters import MetricsError
-from activities.models import AnalysisInput, AnalysisResult, MetricWindow, Role, SoakCheckInput, SoakCheckResult, StageRef
-from activities.registry import AdapterRegistry
-from canary import judge as judge_mod
-from canary import monitor as monitor_mod
-from canary import report as report_mod
+from activities.adapters.registry import AdapterRegistry
+from activities.errors import reports_adapter_errors
+from activities.models import AnalysisInput, AnalysisResult, SoakCheckInput, SoakCheckResult
+from canary import judge, report
 from canary.config import MetricSamples, MetricSpec
+from common.types import MetricWindow, Role, StageRef
 
 
 class AnalysisActivities:
@@ -34,30 +32,31 @@ class AnalysisActivities:
         canary: tuple[Role, str],
     ) -> list[MetricSamples]:
         source = self.registry.metrics(stage)
-        try:
-            return list(await asyncio.gather(*(source.fetch(stage, m, window, baseline, canary) for m in metrics)))
-        except MetricsError as err:
-            raise ApplicationError(str(err), type="MetricsError", non_retryable=not err.retryable) from err
+        return list(await asyncio.gather(*(source.fetch(stage, m, window, baseline, canary) for m in metrics)))
 
-    @activity.defn(name="analyze_canary")
+    @activity.defn
+    @reports_adapter_errors
     async def analyze_canary(self, inp: AnalysisInput) -> AnalysisResult:
+        """Judge the canary against the baseline over the analysis window and write its HTML report."""
         data = await self._fetch(
             inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
         )
-        result = judge_mod.judge(inp.judge, inp.metrics, data)
+        result = judge.judge(inp.judge, inp.metrics, data)
         path = self.reports_dir / _safe(inp.rollout_id) / f"{_safe(inp.analysis_id)}.html"
         title = f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}"
-        html = report_mod.render_html(result, inp.metrics, data, title=title)
+        html = report.render_html(result, inp.metrics, data, title=title)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(html)
         return AnalysisResult(result=result, report_path=str(path.resolve()))
 
-    @activity.defn(name="soak_check")
+    @activity.defn
+    @reports_adapter_errors
     async def soak_check(self, inp: SoakCheckInput) -> SoakCheckResult:
+        """One look of the soak monitor: the promoted primary against the baseline, over the soak so far."""
         data = await self._fetch(
             inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), ("primary", inp.canary_version)
         )
-        look = monitor_mod.soak_look(inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks)
+        look = judge.soak_look(inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks)
         return SoakCheckResult(monitor=look)
 
 

@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
-from activities.adapters import DeployError
+from activities.adapters.registry import AdapterRegistry
+from activities.errors import reports_adapter_errors
 from activities.models import DeployInput, PromoteInput, PromoteResult, RollbackInput, StageOnly
-from activities.registry import AdapterRegistry
-
-
-def _as_application_error(err: DeployError) -> ApplicationError:
-    return ApplicationError(str(err), type="DeployError", non_retryable=not err.retryable)
 
 
 class DeployActivities:
@@ -20,49 +15,44 @@ class DeployActivities:
     def __init__(self, registry: AdapterRegistry) -> None:
         self.registry = registry
 
-    @activity.defn(name="current_version")
+    @activity.defn
+    @reports_adapter_errors
     async def current_version(self, inp: StageOnly) -> str | None:
-        try:
-            return await self.registry.deployer(inp.stage).current_version(inp.stage)
-        except DeployError as err:
-            raise _as_application_error(err) from err
+        """The version the stage's primary runs now (None when there is no primary yet)."""
+        return await self.registry.deployer(inp.stage).current_version(inp.stage)
 
-    @activity.defn(name="deploy_canary")
+    @activity.defn
+    @reports_adapter_errors
     async def deploy_canary(self, inp: DeployInput) -> None:
-        await self._deploy(inp, "canary")
+        """Run the new version as the canary beside the primary, and wait until it is available."""
+        activity.logger.info("deploy canary %s to %s", inp.version, inp.stage.key)
+        await self.registry.deployer(inp.stage).deploy(inp.stage, "canary", inp.version, inp.image, inp.replicas)
 
-    @activity.defn(name="deploy_baseline")
+    @activity.defn
+    @reports_adapter_errors
     async def deploy_baseline(self, inp: DeployInput) -> None:
-        await self._deploy(inp, "baseline")
+        """Run a fresh copy of the current version as the baseline, and wait until it is available."""
+        activity.logger.info("deploy baseline %s to %s", inp.version, inp.stage.key)
+        await self.registry.deployer(inp.stage).deploy(inp.stage, "baseline", inp.version, inp.image, inp.replicas)
 
-    async def _deploy(self, inp: DeployInput, role: str) -> None:
-        activity.logger.info("deploy %s %s to %s", role, inp.version, inp.stage.key)
-        try:
-            await self.registry.deployer(inp.stage).deploy(inp.stage, role, inp.version, inp.image, inp.replicas)  # type: ignore[arg-type]
-        except DeployError as err:
-            raise _as_application_error(err) from err
-
-    @activity.defn(name="promote")
+    @activity.defn
+    @reports_adapter_errors
     async def promote(self, inp: PromoteInput) -> PromoteResult:
-        try:
-            previous = await self.registry.deployer(inp.stage).promote(inp.stage, inp.version, inp.image)
-        except DeployError as err:
-            raise _as_application_error(err) from err
+        """Make the new version the primary; report the version it replaced."""
+        previous = await self.registry.deployer(inp.stage).promote(inp.stage, inp.version, inp.image)
         return PromoteResult(previous_version=previous)
 
-    @activity.defn(name="rollback")
+    @activity.defn
+    @reports_adapter_errors
     async def rollback(self, inp: RollbackInput) -> None:
+        """Put the primary back on the version it ran before, then remove canary and baseline."""
         activity.logger.info("rollback %s to %s: %s", inp.stage.key, inp.to_version, inp.reason)
         deployer = self.registry.deployer(inp.stage)
-        try:
-            await deployer.rollback(inp.stage, inp.to_version, inp.image)
-            await deployer.cleanup(inp.stage)
-        except DeployError as err:
-            raise _as_application_error(err) from err
+        await deployer.rollback(inp.stage, inp.to_version, inp.image)
+        await deployer.cleanup(inp.stage)
 
-    @activity.defn(name="cleanup")
+    @activity.defn
+    @reports_adapter_errors
     async def cleanup(self, inp: StageOnly) -> None:
-        try:
-            await self.registry.deployer(inp.stage).cleanup(inp.stage)
-        except DeployError as err:
-            raise _as_application_error(err) from err
+        """Remove canary and baseline (a no-op when they are gone)."""
+        await self.registry.deployer(inp.stage).cleanup(inp.stage)

@@ -1,4 +1,4 @@
-"""Lock activity: signal-with-start the service lock on behalf of a rollout (needs a Temporal client)."""
+"""Lock activities: reach the service lock workflow on behalf of a rollout (they need a Temporal client)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from workflows.lock import LockRequest, LockState, ServiceLockWorkflow, lock_id
+from common.lock import ACQUIRE_SIGNAL, LOCK_WORKFLOW, LockRequest, LockState, lock_id
 
 
 class LockActivities:
@@ -19,22 +19,24 @@ class LockActivities:
         self.task_queue = task_queue
         self.holder_check = holder_check
 
-    @activity.defn(name="request_service_lock")
+    @activity.defn
     async def request_service_lock(self, req: LockRequest) -> None:
-        service = req.service
+        """Signal-with-start the service's lock: atomic, so racing rollouts are ordered by the server."""
+        state = LockState(service=req.service)
+        if self.holder_check is not None:
+            state.holder_check_seconds = self.holder_check.total_seconds()
         await self.client.start_workflow(
-            ServiceLockWorkflow.run,
-            LockState(service=service, **({"holder_check_seconds": self.holder_check.total_seconds()}
-                                          if self.holder_check else {})),
-            id=lock_id(service),
+            LOCK_WORKFLOW,
+            state,
+            id=lock_id(req.service),
             task_queue=self.task_queue,
-            start_signal="acquire",
+            start_signal=ACQUIRE_SIGNAL,
             start_signal_args=[req],
-            static_summary=f"one rollout at a time for {service}",
+            static_summary=f"one rollout at a time for {req.service}",
             task_timeout=timedelta(seconds=10),
         )
 
-    @activity.defn(name="rollout_is_running")
+    @activity.defn
     async def rollout_is_running(self, workflow_id: str) -> bool:
         """False once the rollout has closed (completed, failed, terminated) or does not exist."""
         try:

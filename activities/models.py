@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
 from canary.config import JudgeConfig, JudgeResult, MetricSpec, MonitorResult
-
-Role = Literal["primary", "canary", "baseline"]
-
-
-class StageRef(BaseModel):
-    """Which service, region and environment an activity acts on."""
-
-    service: str
-    region: str
-    environment: Literal["test", "prod"]
-
-    @property
-    def key(self) -> str:
-        return f"{self.region}/{self.environment}"
+from common.types import MetricWindow, Role, StageRef
 
 
 class DeployInput(BaseModel):
@@ -56,14 +40,6 @@ class RollbackInput(BaseModel):
 
 class StageOnly(BaseModel):
     stage: StageRef
-
-
-class MetricWindow(BaseModel):
-    """A time window sampled once per `interval_seconds`."""
-
-    start: datetime
-    end: datetime
-    interval_seconds: int = 60
 
 
 class AnalysisInput(BaseModel):
@@ -103,14 +79,3 @@ class SoakCheckInput(BaseModel):
 
 class SoakCheckResult(BaseModel):
     monitor: MonitorResult
-
-
-class Notification(BaseModel):
-    """A rollout or stage event for humans (chat webhooks); never fails a rollout."""
-
-    rollout_id: str
-    service: str
-    version: str
-    event: str
-    text: str
-    stage: str | None = None

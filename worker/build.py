@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from activities.adapters.registry import AdapterRegistry
 from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
-from activities.registry import AdapterRegistry
 from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
@@ -23,7 +25,7 @@ WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow]
 def activities_for(
     client: Client, task_queue: str, registry: AdapterRegistry, reports_dir: str | Path,
     lock_holder_check: timedelta | None = None,
-) -> list:
+) -> list[Callable[..., Any]]:
     """Every activity the workflows call, bound to `registry`."""
     deploy = DeployActivities(registry)
     analysis = AnalysisActivities(registry, reports_dir)

@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from activities.registry import AdapterRegistry
-from activities.simulated import FleetScenario, SimulatedFleet
+from activities.adapters.registry import AdapterRegistry, registry_from_targets
+from activities.adapters.simulated import FleetScenario, SimulatedFleet
+from activities.adapters.targets import load_targets
 from worker.build import build_worker
 from worker.connect import connect
 
@@ -44,9 +45,7 @@ def build_registry(fleet_file: str | None, targets_file: str | None) -> AdapterR
     """Adapters from a targets file when given; the simulated fleet serves everything else."""
     fleet = SimulatedFleet(FleetScenario.load(fleet_file) if fleet_file else FleetScenario(min_samples=60))
     if targets_file:
-        from activities.targets import build_registry as from_targets, load_targets
-
-        return from_targets(load_targets(targets_file), fleet=fleet)
+        return registry_from_targets(load_targets(targets_file), fleet=fleet)
     return AdapterRegistry.simulated(fleet)
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import time

@@ -18,11 +18,20 @@ import pytest
 import yaml
 from kubernetes import config as kube_config
 
-from activities.targets import KubernetesDeployerConfig, SimulatedDeployerConfig, TargetsFile, parse_targets
+from activities.adapters.targets import KubernetesDeployerConfig, SimulatedDeployerConfig, TargetsFile, parse_targets
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from tests.deploy.manifests import (
-    DEPLOY, KUBERNETES, KUSTOMIZATION, MODELS, ROOT, find, kubernetes_objects, load_documents, lost_fields,
-    round_trip, yaml_files,
+    DEPLOY,
+    KUBERNETES,
+    KUSTOMIZATION,
+    MODELS,
+    ROOT,
+    find,
+    kubernetes_objects,
+    load_documents,
+    lost_fields,
+    round_trip,
+    yaml_files,
 )
 from worker.build import build_worker
 from workflows.plan import build_plan

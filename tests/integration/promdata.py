@@ -68,7 +68,7 @@ def openmetrics(sets: list[SeriesSet]) -> str:
     """OpenMetrics text with both families contiguous, timestamps in seconds, ending in # EOF."""
     hist: list[str] = []
     reqs: list[str] = []
-    for i, s in enumerate(sets):
+    for s in sets:
         rng = random.Random(f"{s.service}|{s.region}|{s.env}|{s.role}|{s.version}")
         base = f'service="{s.service}",region="{s.region}",env="{s.env}",role="{s.role}",version="{s.version}"'
         count = errors = total_latency = 0.0

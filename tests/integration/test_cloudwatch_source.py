@@ -5,15 +5,16 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activities.adapters import MetricsError
-from activities.cloudwatch import AwsConnection, CloudWatchMetric, CloudWatchSettings, CloudWatchSource
-from activities.models import MetricWindow, StageRef
+from activities.adapters.aws import AwsConnection
+from activities.adapters.base import MetricsError
+from activities.adapters.cloudwatch import CloudWatchMetric, CloudWatchSettings, CloudWatchSource
 from canary import judge
 from canary.config import JudgeConfig, MetricSpec
+from common.types import MetricWindow, StageRef
 from tests.integration.conftest import MotoServer
 
 pytestmark = pytest.mark.integration
@@ -60,7 +61,7 @@ def history(moto_server: MotoServer, aws_credentials: None) -> History:
     """
     namespace = f"Bifrost/Test/{uuid.uuid4().hex[:8]}"
     service = f"checkout-{uuid.uuid4().hex[:6]}"
-    start = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=MINUTES + 5)
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=MINUTES + 5)
     rng = random.Random(5)
     series = {
         "1.0.0": [rng.gauss(120, 12) for _ in range(MINUTES)],
@@ -120,7 +121,7 @@ async def test_unreachable_endpoint_is_retryable(aws_credentials):
     conn = AwsConnection(endpoint_url="http://127.0.0.1:9", max_attempts=1, timeout_seconds=1)
     src = CloudWatchSource(CloudWatchSettings(metrics={"latency_p99": CloudWatchMetric("N", "Latency", {"V": "{version}"})},
                                               connection=conn))
-    w = MetricWindow(start=datetime.now(timezone.utc) - timedelta(minutes=30), end=datetime.now(timezone.utc))
+    w = MetricWindow(start=datetime.now(UTC) - timedelta(minutes=30), end=datetime.now(UTC))
     with pytest.raises(MetricsError) as err:
         await src.fetch(STAGE, LATENCY, w, ("baseline", "1.0.0"), ("canary", "1.1.0"))
     assert err.value.retryable and "cannot reach CloudWatch" in str(err.value)

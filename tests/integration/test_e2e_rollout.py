@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,18 @@ import pytest
 import yaml
 from temporalio.client import Client, WorkflowHandle
 
-from activities.targets import build_registry, load_targets
+from activities.adapters.registry import registry_from_targets
+from activities.adapters.targets import load_targets
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import (
-    BASELINE, GOOD, PROD_ONLY_BAD, SERVICE, Front, MotoServer, PrometheusServer, Receiver,
+    BASELINE,
+    GOOD,
+    PROD_ONLY_BAD,
+    SERVICE,
+    Front,
+    MotoServer,
+    PrometheusServer,
+    Receiver,
 )
 from tests.integration.promdata import QUERIES
 from worker.build import build_worker
@@ -50,7 +58,7 @@ class Secrets:
 def cloudwatch_history(moto_server: MotoServer) -> None:
     """Per-minute latency and error rate for eu-west-1/prod from 10 minutes ago to 6 hours ahead."""
     cw = moto_server.client("cloudwatch", "eu-west-1")
-    start = datetime.now(timezone.utc).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=10)
     rng = random.Random(11)
     for role, version in (("baseline", BASELINE), ("canary", GOOD)):
         dims = [{"Name": "Service", "Value": SERVICE}, {"Name": "Version", "Value": version},
@@ -105,7 +113,7 @@ def request(version: str, requested_by: str) -> RolloutRequest:
         "canary": {"metrics": [
             {"name": "latency_p99", "kind": "latency", "direction": "increase", "allowed_increase": 1.2},
             {"name": "error_rate", "kind": "error_rate", "direction": "increase", "critical": True, "allowed_increase": 1.5},
-        ], "analysis_minutes": 30, "interval_seconds": 60, "min_samples": 20},
+        ], "analysis_minutes": 30, "interval_seconds": 60, "judge": {"min_samples": 20}},
         "soak": {"test_hours": 0, "prod_hours": 0},
         "blast_radius": {"canary_region": "us-east-1"},
         "rollback_scope": "all",
@@ -138,7 +146,7 @@ TASK_QUEUE = f"e2e-{uuid.uuid4().hex}"
 
 async def run_rollout(env: Any, tmp_path: Path, kube: FakeKubeApi, prom_url: str, moto: MotoServer,
                       version: str) -> tuple[Any, bytes, list[str], str]:
-    registry = build_registry(load_targets(write_targets(tmp_path, kube, prom_url, moto)))
+    registry = registry_from_targets(load_targets(write_targets(tmp_path, kube, prom_url, moto)))
     task_queue = TASK_QUEUE
     requested_by = f"e2e-tester-{uuid.uuid4().hex[:8]}"  # appears only inside payloads: the scan's positive control
     req = request(version, requested_by)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.adapters import DeployError
-from activities.kubernetes import (
-    PREVIOUS_TEMPLATE_ANNOTATION, ROLE_LABEL, VERSION_ANNOTATION, VERSION_LABEL, KubernetesDeployer, KubeSettings,
-    kube_api_client,
-)
-from activities.models import StageRef
+from activities.adapters.base import DeployError
+from activities.adapters.kubernetes.deployer import KubernetesDeployer, KubeSettings, kube_api_client
+from activities.adapters.kubernetes.manifests import PREVIOUS_TEMPLATE_ANNOTATION, ROLE_LABEL, VERSION_ANNOTATION, VERSION_LABEL
+from common.types import StageRef
 from tests.fakes.kube_api import FakeKubeApi
 
 pytestmark = pytest.mark.integration

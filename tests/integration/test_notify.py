@@ -8,10 +8,11 @@ import threading
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.models import Notification
-from activities.notify import NotifyActivities, Webhook, WebhookNotifier
-from activities.registry import AdapterRegistry
-from activities.simulated import SimulatedFleet
+from activities.adapters.registry import AdapterRegistry
+from activities.adapters.simulated import SimulatedFleet
+from activities.adapters.webhooks import Webhook, WebhookNotifier
+from activities.notify import NotifyActivities
+from common.types import Notification
 from tests.integration.conftest import Receiver
 
 pytestmark = pytest.mark.integration

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activities.adapters import MetricsError
-from activities.models import MetricWindow, StageRef
-from activities.prometheus import PrometheusSettings, PrometheusSource
+from activities.adapters.base import MetricsError
+from activities.adapters.prometheus import PrometheusSettings, PrometheusSource
 from canary import judge
 from canary.config import JudgeConfig, MetricSpec
+from common.types import MetricWindow, StageRef
 from tests.integration.conftest import BAD, BASELINE, GOOD, IDLE, PARTIAL, SERVICE, Front, PrometheusServer
 from tests.integration.promdata import QUERIES
 
@@ -26,7 +26,7 @@ SPECS = [
 
 
 def window(prom: PrometheusServer, minutes: int = 60, interval: int = 60) -> MetricWindow:
-    end = datetime.fromtimestamp(prom.now, timezone.utc)
+    end = datetime.fromtimestamp(prom.now, UTC)
     return MetricWindow(start=end - timedelta(minutes=minutes), end=end, interval_seconds=interval)
 
 

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from activities.route53 import Route53Traffic, TrafficError, WeightedRecord, plan_steps, shares
+from activities.adapters.base import TrafficError
+from activities.adapters.route53 import Route53Traffic, WeightedRecord, plan_steps, shares
 from tests.integration.conftest import MotoServer
 
 pytestmark = pytest.mark.integration

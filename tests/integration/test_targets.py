@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from activities.cloudwatch import CloudWatchSource
-from activities.kubernetes import KubernetesDeployer
-from activities.models import StageRef
-from activities.prometheus import PrometheusSource
-from activities.registry import AdapterRegistry
-from activities.simulated import SimulatedFleet
-from activities.targets import TargetsError, build_registry, load_targets, parse_targets
+from activities.adapters.cloudwatch import CloudWatchSource
+from activities.adapters.kubernetes.deployer import KubernetesDeployer
+from activities.adapters.prometheus import PrometheusSource
+from activities.adapters.registry import AdapterRegistry, registry_from_targets
+from activities.adapters.simulated import SimulatedFleet
+from activities.adapters.targets import TargetsError, load_targets, parse_targets
+from common.types import StageRef
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "examples" / "targets.yaml"
 
@@ -25,7 +25,7 @@ def test_the_example_selects_real_adapters_per_region(monkeypatch: pytest.Monkey
     for name in ("BIFROST_KUBE_TOKEN_EUW1", "BIFROST_SLACK_WEBHOOK_URL", "BIFROST_ONCALL_WEBHOOK_URL"):
         monkeypatch.delenv(name, raising=False)  # building never reads secrets; activities do, when they run
     fleet = SimulatedFleet()
-    reg = build_registry(load_targets(EXAMPLE), fleet)
+    reg = registry_from_targets(load_targets(EXAMPLE), fleet)
 
     use1_test, use1_prod, euw1 = reg.deployer(stage("us-east-1", "test")), reg.deployer(stage("us-east-1", "prod")), \
         reg.deployer(stage("eu-west-1", "prod"))
@@ -44,10 +44,10 @@ def test_the_example_selects_real_adapters_per_region(monkeypatch: pytest.Monkey
 
 
 async def test_stages_a_file_does_not_cover_are_refused_not_simulated():
-    from activities.adapters import DeployError
-    from activities.targets import Unconfigured
+    from activities.adapters.base import DeployError
+    from activities.adapters.registry import Unconfigured
 
-    reg = build_registry(parse_targets(None))
+    reg = registry_from_targets(parse_targets(None))
     assert isinstance(reg.default_deployer, Unconfigured) and reg.default_deployer is reg.default_metrics
     with pytest.raises(DeployError, match="us-east-1/prod has no target .* nothing was deployed") as info:
         await reg.deployer(stage("us-east-1", "prod")).current_version(stage("us-east-1", "prod"))
@@ -56,7 +56,7 @@ async def test_stages_a_file_does_not_cover_are_refused_not_simulated():
 
 
 def test_explicit_defaults_may_choose_the_simulated_fleet():
-    reg = build_registry(parse_targets({"defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}}}))
+    reg = registry_from_targets(parse_targets({"defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}}}))
     assert isinstance(reg.default_deployer, SimulatedFleet) and reg.default_deployer is reg.default_metrics
     sim = AdapterRegistry.simulated(SimulatedFleet())  # the existing constructor still works
     assert sim.notifier is None and sim.traffic_for(stage("us-east-1", "prod")) is None

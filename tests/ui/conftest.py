@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import AsyncIterator
 
 import pytest
 import pytest_asyncio

@@ -9,18 +9,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
 
-from activities.adapters import MetricsError
-from activities.models import MetricWindow, Role, StageRef
-from activities.secrets import SecretError, resolve_secret
+from activities.adapters.aws import AwsConnection
+from activities.adapters.base import MetricsError
+from activities.adapters.secrets import SecretError
 from canary.config import MetricSamples, MetricSpec
+from common.types import MetricWindow, Role, StageRef
 
 log = logging.getLogger(__name__)
 
@@ -30,34 +30,6 @@ _NON_RETRYABLE = {
     "AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId",
     "InvalidNextToken", "InvalidSignatureException", "SignatureDoesNotMatch",
 }
-
-
-@dataclass(frozen=True)
-class AwsConnection:
-    """How to reach AWS: optional endpoint (moto, VPC endpoints), profile, and credentials by env-var name."""
-
-    endpoint_url: str | None = None
-    profile: str | None = None
-    access_key_id_env: str | None = None
-    secret_access_key_env: str | None = None
-    session_token_env: str | None = None
-    timeout_seconds: float = 10.0
-    max_attempts: int = 3
-
-    def client(self, service: str, region_name: str) -> Any:
-        """A boto3 client; secrets are read from the environment here, inside the activity, never earlier."""
-        creds: dict[str, str] = {}
-        if self.access_key_id_env and self.secret_access_key_env:
-            creds["aws_access_key_id"] = resolve_secret(self.access_key_id_env, f"AWS {service}")
-            creds["aws_secret_access_key"] = resolve_secret(self.secret_access_key_env, f"AWS {service}")
-            if self.session_token_env:
-                creds["aws_session_token"] = resolve_secret(self.session_token_env, f"AWS {service}")
-        session = boto3.session.Session(profile_name=self.profile)
-        config = Config(
-            connect_timeout=self.timeout_seconds, read_timeout=self.timeout_seconds,
-            retries={"mode": "standard", "max_attempts": self.max_attempts},
-        )
-        return session.client(service, region_name=region_name, endpoint_url=self.endpoint_url, config=config, **creds)
 
 
 @dataclass(frozen=True)

@@ -6,18 +6,10 @@ Values never enter workflow inputs or results, so they never reach Temporal's hi
 from __future__ import annotations
 
 import os
-import re
-
-_ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 class SecretError(RuntimeError):
     """A referenced secret is not set in the worker's environment."""
-
-
-def is_env_name(name: str) -> bool:
-    """True when `name` can be an environment variable name (used by the targets file validators)."""
-    return re.fullmatch(_ENV_NAME, name) is not None
 
 
 def resolve_secret(env_name: str, purpose: str) -> str:

@@ -12,25 +12,19 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from temporalio import activity
 
-from activities.secrets import SecretError
+from activities.adapters.base import TrafficError
+from activities.adapters.secrets import SecretError
 
 log = logging.getLogger(__name__)
 
 MAX_WEIGHT = 255
-
-
-class TrafficError(Exception):
-    """Traffic weights could not be read or set. `retryable=False` for invalid weights or unknown records."""
-
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
-        super().__init__(message)
-        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -74,7 +68,7 @@ def plan_steps(current: dict[str, int], target: dict[str, int], max_step: int) -
     full = {**current, **target}
     biggest = max((abs(full[k] - current.get(k, 0)) for k in full), default=0)
     n = max(1, math.ceil(biggest / max_step))
-    steps = []
+    steps: list[dict[str, int]] = []
     for i in range(1, n + 1):
         step = {k: round(current.get(k, 0) + (full[k] - current.get(k, 0)) * i / n) for k in full}
         if not steps or step != steps[-1]:

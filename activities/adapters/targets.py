@@ -1,26 +1,20 @@
 """The targets file: which deployer, metric source, traffic record and webhooks serve each region/environment.
 
 Loaded from YAML and validated before a worker starts; every error names the field. Secrets appear only
-as environment-variable names (`*_env`) and are read inside activities. `build_registry` turns the file
-into the AdapterRegistry the activities use.
+as environment-variable names (`*_env`) and are read inside activities. `registry.registry_from_targets` turns
+the file into the lookup the activities use.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Union
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from activities.adapters import DeployError, MetricsError
-from activities.models import StageRef
-from activities.registry import AdapterRegistry
-from activities.simulated import SimulatedFleet
-from workflows.problems import FileProblems, validation_problems
-
-if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
+from common.problems import FileProblems, validation_problems
+from common.types import EnvKind, stage_key
 
 _ENV = r"^[A-Za-z_][A-Za-z0-9_]*$"
 EnvName = Annotated[str, Field(pattern=_ENV, description="name of an environment variable holding the secret")]
@@ -64,7 +58,7 @@ class KubernetesDeployerConfig(_Model):
         return self
 
 
-DeployerConfig = Annotated[Union[SimulatedDeployerConfig, KubernetesDeployerConfig], Field(discriminator="kind")]
+DeployerConfig = Annotated[SimulatedDeployerConfig | KubernetesDeployerConfig, Field(discriminator="kind")]
 
 
 class SimulatedMetricsConfig(_Model):
@@ -85,7 +79,7 @@ class PrometheusConfig(_Model):
     @field_validator("queries")
     @classmethod
     def _placeholders(cls, v: dict[str, str]) -> dict[str, str]:
-        from activities.prometheus import PLACEHOLDERS, unknown_placeholders
+        from activities.adapters.prometheus import PLACEHOLDERS, unknown_placeholders
 
         for name, q in v.items():
             bad = unknown_placeholders(q)
@@ -108,7 +102,7 @@ class CloudWatchMetricConfig(_Model):
     @field_validator("period_seconds")
     @classmethod
     def _period(cls, v: int | None) -> int | None:
-        from activities.cloudwatch import valid_period
+        from activities.adapters.cloudwatch import valid_period
 
         if v is not None and not valid_period(v):
             raise ValueError(f"{v}: CloudWatch periods are 1, 5, 10, 30 or a multiple of 60")
@@ -128,7 +122,7 @@ class CloudWatchConfig(_Model):
         return self
 
 
-MetricsConfig = Annotated[Union[SimulatedMetricsConfig, PrometheusConfig, CloudWatchConfig], Field(discriminator="kind")]
+MetricsConfig = Annotated[SimulatedMetricsConfig | PrometheusConfig | CloudWatchConfig, Field(discriminator="kind")]
 
 
 class Route53Config(_Model):
@@ -166,14 +160,14 @@ class Target(_Model):
     """One region and environment."""
 
     region: str = Field(pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-    environment: Literal["test", "prod"]
+    environment: EnvKind
     deployer: DeployerConfig | None = Field(default=None, description="default: defaults.deployer")
     metrics: MetricsConfig | None = Field(default=None, description="default: defaults.metrics")
     traffic: TrafficConfig | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.region}/{self.environment}"
+        return stage_key(self.region, self.environment)
 
 
 class Defaults(_Model):
@@ -248,146 +242,3 @@ def load_targets(path: str | Path) -> TargetsFile:
     except yaml.YAMLError as err:
         raise TargetsError(str(p), [f"not valid YAML: {err}"]) from None
     return parse_targets(data, str(p))
-
-
-# -- building adapters ------------------------------------------------------------------------------
-def _aws_connection(aws: AwsConfig) -> Any:
-    from activities.cloudwatch import AwsConnection
-
-    return AwsConnection(
-        endpoint_url=aws.endpoint_url, profile=aws.profile, access_key_id_env=aws.access_key_id_env,
-        secret_access_key_env=aws.secret_access_key_env, session_token_env=aws.session_token_env,
-        timeout_seconds=aws.timeout_seconds, max_attempts=aws.max_attempts,
-    )
-
-
-class _Builder:
-    """Builds adapters once per distinct configuration, sharing API clients between targets."""
-
-    def __init__(self, targets: TargetsFile, fleet: SimulatedFleet) -> None:
-        self.targets = targets
-        self.fleet = fleet
-        self._kube_clients: dict[tuple[Any, ...], Callable[[], "ApiClient"]] = {}
-
-    def _kube_factory(self, c: KubernetesDeployerConfig) -> Callable[[], "ApiClient"]:
-        key = (c.api_url, c.token_env, c.verify_tls, c.ca_file, c.kubeconfig, c.context)
-        if key not in self._kube_clients:
-            from activities.kubernetes import kube_api_client
-
-            cache: list[ApiClient] = []
-
-            def factory() -> "ApiClient":  # created on first use, inside an activity, so the token is read there
-                if not cache:
-                    cache.append(kube_api_client(kubeconfig=c.kubeconfig, context=c.context, api_url=c.api_url,
-                                                 token_env=c.token_env, verify_tls=c.verify_tls, ca_file=c.ca_file))
-                return cache[0]
-
-            self._kube_clients[key] = factory
-        return self._kube_clients[key]
-
-    def deployer(self, c: SimulatedDeployerConfig | KubernetesDeployerConfig) -> Any:
-        if isinstance(c, SimulatedDeployerConfig):
-            return self.fleet
-        from activities.kubernetes import KubernetesDeployer, KubeSettings
-
-        settings = KubeSettings(
-            namespace=c.namespace, workload=c.workload, container=c.container,
-            progress_deadline_seconds=c.progress_deadline_seconds, poll_seconds=c.poll_seconds,
-            image_pull_grace_seconds=c.image_pull_grace_seconds,
-        )
-        return KubernetesDeployer(self._kube_factory(c), settings)
-
-    def metrics(self, c: SimulatedMetricsConfig | PrometheusConfig | CloudWatchConfig) -> Any:
-        if isinstance(c, SimulatedMetricsConfig):
-            return self.fleet
-        if isinstance(c, PrometheusConfig):
-            from activities.prometheus import PrometheusSettings, PrometheusSource
-
-            return PrometheusSource(PrometheusSettings(
-                url=c.url, queries=dict(c.queries), token_env=c.token_env, step_seconds=c.step_seconds,
-                timeout_seconds=c.timeout_seconds, max_attempts=c.max_attempts,
-            ))
-        from activities.cloudwatch import CloudWatchMetric, CloudWatchSettings, CloudWatchSource
-
-        metrics = {
-            name: CloudWatchMetric(namespace=m.namespace, metric_name=m.metric_name, dimensions=dict(m.dimensions),
-                                   statistic=m.statistic, period_seconds=m.period_seconds, unit=m.unit)
-            for name, m in c.metrics.items()
-        }
-        return CloudWatchSource(CloudWatchSettings(metrics=metrics, aws_region=c.aws_region,
-                                                   connection=_aws_connection(self.targets.aws)))
-
-
-class Unconfigured:
-    """Serves stages a targets file does not cover: every call fails, non-retryable, saying how to fix it."""
-
-    def __init__(self, source: str = "the targets file") -> None:
-        self.source = source
-
-    def _why(self, stage: StageRef) -> str:
-        return (f"{stage.key} has no target in {self.source} and the file sets no `defaults`; "
-                "add a target for it (docs/targets.md) — nothing was deployed")
-
-    async def current_version(self, stage: StageRef) -> str | None:
-        raise DeployError(self._why(stage), retryable=False)
-
-    async def deploy(self, stage: StageRef, role: str, version: str, image: str | None, replicas: int) -> None:
-        raise DeployError(self._why(stage), retryable=False)
-
-    async def promote(self, stage: StageRef, version: str, image: str) -> str | None:
-        raise DeployError(self._why(stage), retryable=False)
-
-    async def rollback(self, stage: StageRef, to_version: str | None, image: str | None) -> None:
-        raise DeployError(self._why(stage), retryable=False)
-
-    async def cleanup(self, stage: StageRef) -> None:
-        raise DeployError(self._why(stage), retryable=False)
-
-    async def fetch(self, stage: StageRef, metric: Any, window: Any, baseline: Any, canary: Any) -> Any:
-        raise MetricsError(self._why(stage), retryable=False)
-
-
-def build_registry(targets: TargetsFile, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
-    """The AdapterRegistry for a targets file: per region/env adapters, defaults for the rest, webhooks."""
-    fleet = fleet or SimulatedFleet()
-    b = _Builder(targets, fleet)
-    unconfigured = Unconfigured()
-    defaults = targets.defaults
-    registry = AdapterRegistry(
-        default_deployer=b.deployer(defaults.deployer) if defaults else unconfigured,
-        default_metrics=b.metrics(defaults.metrics) if defaults else unconfigured,
-    )
-    routers: dict[tuple[str, str, str], Any] = {}
-    for t in targets.targets:
-        if t.deployer is not None:
-            registry.deployers[t.key] = b.deployer(t.deployer)
-        if t.metrics is not None:
-            registry.metric_sources[t.key] = b.metrics(t.metrics)
-        if t.traffic is not None:
-            from activities.route53 import RegionTraffic, Route53Traffic, WeightedRecord
-
-            r = t.traffic.route53
-            rk = (r.zone_id, r.record_name.rstrip("."), r.record_type)
-            if rk not in routers:
-                conn = _aws_connection(targets.aws)
-                routers[rk] = Route53Traffic(WeightedRecord(r.zone_id, r.record_name, r.record_type),
-                                             lambda conn=conn: conn.client("route53", "us-east-1"))
-            registry.traffic[t.key] = RegionTraffic(routers[rk], r.set_identifier or t.region)
-    if targets.notifications.webhooks:
-        from activities.notify import Webhook, WebhookNotifier
-
-        registry.notifier = WebhookNotifier([
-            Webhook(name=w.name, url_env=w.url_env, events=frozenset(w.events), timeout_seconds=w.timeout_seconds)
-            for w in targets.notifications.webhooks
-        ])
-    return registry
-
-
-def registry_from_file(path: str | Path, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
-    """Load a targets file and build its registry (what a worker calls at start-up)."""
-    return build_registry(load_targets(path), fleet)
-
-
-__all__ = [
-    "TargetsFile", "TargetsError", "Target", "load_targets", "parse_targets", "build_registry", "registry_from_file",
-]

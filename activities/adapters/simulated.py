@@ -15,9 +15,9 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, Field
 
-from activities.adapters import DeployError
-from activities.models import MetricWindow, Role, StageRef
+from activities.adapters.base import DeployError
 from canary.config import MetricSamples, MetricSpec
+from common.types import MetricWindow, Role, StageRef
 
 
 class VersionEffect(BaseModel):

@@ -1,30 +1,37 @@
-"""Interfaces every target adapter implements. Activities call these; adapters do the I/O.
+"""What every target adapter implements, and the one error type adapters raise.
 
-Adapters must be idempotent: calling a method twice leaves the target as calling it once.
+Activities call these; adapters do the I/O. Adapters must be idempotent: calling a method twice leaves
+the target as calling it once.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from activities.models import MetricWindow, Role, StageRef
 from canary.config import MetricSamples, MetricSpec
+from common.types import MetricWindow, Role, StageRef
 
 
-class DeployError(Exception):
-    """A deploy step failed. `retryable=False` means retrying cannot help (bad image, forbidden, not found)."""
+class AdapterError(Exception):
+    """A target could not do what was asked. `retryable=False` means retrying cannot help.
 
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
-        super().__init__(message)
-        self.retryable = retryable
-
-
-class MetricsError(Exception):
-    """Metrics could not be read. `retryable=False` for bad queries or permissions."""
+    The message is one line a human can act on: what failed, on which object, and what to do."""
 
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class DeployError(AdapterError):
+    """A deploy step failed (bad image, forbidden, not found, rollout stuck, API down)."""
+
+
+class MetricsError(AdapterError):
+    """Metrics could not be read (bad query, permissions, source down)."""
+
+
+class TrafficError(AdapterError):
+    """Traffic weights could not be read or set (unknown record, invalid weights, DNS API down)."""
 
 
 class Deployer(Protocol):

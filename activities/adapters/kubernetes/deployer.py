@@ -7,40 +7,41 @@ nothing harmful. Writes carry the read `resourceVersion`; a 409 re-reads and tri
 from __future__ import annotations
 
 import asyncio
-import copy
-import hashlib
 import json
 import logging
-import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
-from activities.adapters import DeployError
-from activities.models import Role, StageRef
-from activities.secrets import SecretError, resolve_secret
+from activities.adapters.base import DeployError
+from activities.adapters.kubernetes.manifests import (
+    FATAL_WAITING,
+    PREVIOUS_TEMPLATE_ANNOTATION,
+    PREVIOUS_VERSION_ANNOTATION,
+    PULL_WAITING,
+    ROLE_LABEL,
+    ROLLED_BACK_FROM_ANNOTATION,
+    SPEC_HASH_ANNOTATION,
+    check_image,
+    container_index,
+    image_patch,
+    manifest_image,
+    promote_annotations,
+    restored_primary,
+    role_manifest,
+    rollout_state,
+    version_of,
+)
+from activities.adapters.secrets import SecretError, resolve_secret
+from common.types import Role, StageRef
 
 log = logging.getLogger(__name__)
-
-NAME_LABEL = "app.kubernetes.io/name"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-ROLE_LABEL = "bifrost.dev/role"
-VERSION_LABEL = "bifrost.dev/version"
-VERSION_ANNOTATION = "bifrost.dev/version"
-PREVIOUS_VERSION_ANNOTATION = "bifrost.dev/previous-version"
-PREVIOUS_TEMPLATE_ANNOTATION = "bifrost.dev/previous-template"
-ROLLED_BACK_FROM_ANNOTATION = "bifrost.dev/rolled-back-from"
-SPEC_HASH_ANNOTATION = "bifrost.dev/spec-hash"
-
-# Container states that mean the image will not run without a new deploy.
-_FATAL_WAITING = {"InvalidImageName", "ErrImageNeverPull"}
-_PULL_WAITING = {"ErrImagePull", "ImagePullBackOff"}
-_IMAGE_REF = re.compile(r"^[a-z0-9]+([._/:@-][A-Za-z0-9_.+-]+)*$")
 
 T = TypeVar("T")
 
@@ -70,22 +71,6 @@ def _heartbeat(*details: object) -> None:
         activity.heartbeat(*details)
 
 
-def label_value(version: str) -> str:
-    """A version as a valid label value (63 chars of [A-Za-z0-9_.-]); the exact version goes in an annotation."""
-    value = re.sub(r"[^A-Za-z0-9_.-]", "_", version)[:63]
-    return value.strip("_.-") or "unknown"
-
-
-def check_image(image: str) -> None:
-    """Reject image references the cluster could never pull, before touching anything."""
-    if not image or image != image.strip() or not _IMAGE_REF.match(image):
-        raise DeployError(
-            f"invalid image reference {image!r}: expected e.g. 'registry.example.com/team/app:1.2.3'; "
-            "fix the request's artifact",
-            retryable=False,
-        )
-
-
 def _status_message(err: ApiException) -> str:
     """The API server's own explanation from the Status body, or the HTTP reason."""
     try:
@@ -93,28 +78,6 @@ def _status_message(err: ApiException) -> str:
         return str(body.get("message") or err.reason or "")
     except (ValueError, TypeError):
         return str(err.body or err.reason or "")
-
-
-def rollout_state(dep: k8s.V1Deployment) -> tuple[str, str]:
-    """('complete' | 'progressing' | 'failed', detail), judged like `kubectl rollout status`."""
-    status = dep.status or k8s.V1DeploymentStatus()
-    want = dep.spec.replicas if dep.spec.replicas is not None else 1
-    generation = dep.metadata.generation or 0
-    for cond in status.conditions or []:
-        if cond.type == "Progressing" and cond.reason == "ProgressDeadlineExceeded":
-            return "failed", f"progress deadline exceeded: {cond.message or 'no progress'}"
-    if (status.observed_generation or 0) < generation:
-        return "progressing", f"waiting for the controller to observe generation {generation}"
-    updated = status.updated_replicas or 0
-    total = status.replicas or 0
-    available = status.available_replicas or 0
-    if updated < want:
-        return "progressing", f"{updated} of {want} replicas updated"
-    if total > updated:
-        return "progressing", f"{total - updated} old replicas pending termination"
-    if available < updated:
-        return "progressing", f"{available} of {updated} updated replicas available"
-    return "complete", f"{available} of {want} replicas available"
 
 
 def kube_api_client(
@@ -233,32 +196,15 @@ class KubernetesDeployer:
             )
         return dep
 
-    def _container_index(self, dep: k8s.V1Deployment) -> int:
-        containers = dep.spec.template.spec.containers or []
-        want = self.settings.container
-        if want is None:
-            return 0
-        for i, c in enumerate(containers):
-            if c.name == want:
-                return i
-        names = ", ".join(c.name for c in containers)
-        raise DeployError(
-            f"Deployment {dep.metadata.namespace}/{dep.metadata.name} has no container {want!r} (has: {names}); "
-            "fix `container` in the targets file",
-            retryable=False,
-        )
+    def _container(self, dep: k8s.V1Deployment) -> int:
+        return container_index(dep, self.settings.container)
 
     def version_of(self, dep: k8s.V1Deployment) -> str | None:
-        """The version a Deployment runs: Bifrost's annotation, else app.kubernetes.io/version, else the image tag."""
-        ann = dep.metadata.annotations or {}
-        labels = dep.metadata.labels or {}
-        if ann.get(VERSION_ANNOTATION):
-            return ann[VERSION_ANNOTATION]
-        if labels.get("app.kubernetes.io/version"):
-            return labels["app.kubernetes.io/version"]
-        image = dep.spec.template.spec.containers[self._container_index(dep)].image or ""
-        tail = image.rsplit("/", 1)[-1]
-        return tail.split(":", 1)[1].split("@", 1)[0] if ":" in tail else None
+        """The version a Deployment runs (see `manifests.version_of`)."""
+        return version_of(dep, self._container(dep))
+
+    def _as_dict(self, obj: object) -> dict[str, Any]:
+        return self._api_client().sanitize_for_serialization(obj)
 
     # -- waiting -----------------------------------------------------------------------------------
     async def _wait_rollout(self, ns: str, name: str, image: str | None, purpose: str) -> None:
@@ -318,9 +264,9 @@ class KubernetesDeployer:
                 waiting = cs.state.waiting if cs.state else None
                 if waiting is None or cs.image != image:
                     continue
-                if waiting.reason in _FATAL_WAITING:
+                if waiting.reason in FATAL_WAITING:
                     return True, f"{waiting.reason}: {waiting.message or ''}".strip()
-                if waiting.reason in _PULL_WAITING:
+                if waiting.reason in PULL_WAITING:
                     return False, f"{waiting.reason}: {waiting.message or ''}".strip()
         return None
 
@@ -329,39 +275,6 @@ class KubernetesDeployer:
         ns, name = self._where(stage)
         dep = await self._read(ns, name)
         return None if dep is None else self.version_of(dep)
-
-    def _role_body(self, primary: k8s.V1Deployment, role: Role, version: str, image: str | None, replicas: int) -> dict[str, Any]:
-        """The wanted canary/baseline Deployment: the primary's pod template with role and version labels."""
-        ns, workload = primary.metadata.namespace, primary.metadata.name
-        api = self._api_client()
-        template: dict[str, Any] = copy.deepcopy(api.sanitize_for_serialization(primary.spec.template))
-        meta = template.setdefault("metadata", {})
-        meta.setdefault("labels", {}).update({ROLE_LABEL: role, VERSION_LABEL: label_value(version)})
-        meta.setdefault("annotations", {})[VERSION_ANNOTATION] = version
-        # A baseline without an image, or of the version the primary runs, is a fresh copy of the primary.
-        if image is not None and not (role == "baseline" and self.version_of(primary) == version):
-            template["spec"]["containers"][self._container_index(primary)]["image"] = image
-        selector = copy.deepcopy(api.sanitize_for_serialization(primary.spec.selector))
-        selector.setdefault("matchLabels", {})[ROLE_LABEL] = role
-        spec = {
-            "replicas": replicas,
-            "selector": selector,
-            "template": template,
-            "progressDeadlineSeconds": max(1, int(self.settings.progress_deadline_seconds)),
-            "revisionHistoryLimit": 2,
-        }
-        digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-        return {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {
-                "name": f"{workload}-{role}",
-                "namespace": ns,
-                "labels": {NAME_LABEL: workload, MANAGED_BY_LABEL: "bifrost", ROLE_LABEL: role, VERSION_LABEL: label_value(version)},
-                "annotations": {VERSION_ANNOTATION: version, SPEC_HASH_ANNOTATION: digest},
-            },
-            "spec": spec,
-        }
 
     async def deploy(self, stage: StageRef, role: Role, version: str, image: str | None, replicas: int) -> None:
         if role not in ("canary", "baseline"):
@@ -386,22 +299,25 @@ class KubernetesDeployer:
                     f"{running}, not {version}; pass the baseline image explicitly",
                     retryable=False,
                 )
-            body = self._role_body(primary, role, version, image, replicas)
+            idx = self._container(primary)
+            body = role_manifest(
+                self._as_dict(primary), role=role, version=version, image=image, replicas=replicas, container=idx,
+                primary_version=running, progress_deadline_seconds=self.settings.progress_deadline_seconds,
+            )
             current = await self._read(ns, name)
             if current is None:
                 await self._call(f"{purpose}: create {ns}/{name}", apps.create_namespaced_deployment, ns, k8s.V1Deployment.from_dict(body))
-                return body["spec"]["template"]["spec"]["containers"][self._container_index(primary)]["image"]
+                return manifest_image(body, idx)
             if (current.metadata.annotations or {}).get(SPEC_HASH_ANNOTATION) == body["metadata"]["annotations"][SPEC_HASH_ANNOTATION]:
-                return body["spec"]["template"]["spec"]["containers"][self._container_index(primary)]["image"]
-            api = self._api_client()
-            if api.sanitize_for_serialization(current.spec.selector) != body["spec"]["selector"]:
+                return manifest_image(body, idx)
+            if self._as_dict(current.spec.selector) != body["spec"]["selector"]:
                 # The selector is immutable: replace the whole Deployment.
                 await self._call(f"{purpose}: delete {ns}/{name} (selector changed)", apps.delete_namespaced_deployment,
                                  name, ns, missing_ok=True, propagation_policy="Background")
                 raise _Conflict("selector changed; recreating")
             body["metadata"]["resourceVersion"] = current.metadata.resource_version
             await self._call(f"{purpose}: update {ns}/{name}", apps.replace_namespaced_deployment, name, ns, k8s.V1Deployment.from_dict(body))
-            return body["spec"]["template"]["spec"]["containers"][self._container_index(primary)]["image"]
+            return manifest_image(body, idx)
 
         running_image = await self._converge(purpose, step)
         await self._wait_rollout(ns, name, running_image, purpose)
@@ -415,36 +331,20 @@ class KubernetesDeployer:
         async def step() -> str | None:
             primary = await self._read_primary(ns, name, purpose)
             ann = primary.metadata.annotations or {}
-            idx = self._container_index(primary)
+            idx = self._container(primary)
             current = self.version_of(primary)
-            running = primary.spec.template.spec.containers[idx].image
             if current == version:
                 previous = ann.get(PREVIOUS_VERSION_ANNOTATION)
-                if running == image:
+                if primary.spec.template.spec.containers[idx].image == image:
                     return previous  # already promoted: report what the first call replaced
                 annotations: dict[str, str | None] = {}
             else:
                 previous = current
-                template = self._api_client().sanitize_for_serialization(primary.spec.template)
-                annotations = {
-                    PREVIOUS_VERSION_ANNOTATION: previous,
-                    PREVIOUS_TEMPLATE_ANNOTATION: json.dumps(template, sort_keys=True, separators=(",", ":")),
-                    ROLLED_BACK_FROM_ANNOTATION: None,
-                }
-            annotations[VERSION_ANNOTATION] = version
-            container = primary.spec.template.spec.containers[idx].name
-            patch = {
-                "metadata": {
-                    "resourceVersion": primary.metadata.resource_version,
-                    "labels": {VERSION_LABEL: label_value(version)},
-                    "annotations": annotations,
-                },
-                "spec": {"template": {
-                    "metadata": {"labels": {VERSION_LABEL: label_value(version), ROLE_LABEL: "primary"},
-                                 "annotations": {VERSION_ANNOTATION: version}},
-                    "spec": {"containers": [{"name": container, "image": image}]},
-                }},
-            }
+                annotations = promote_annotations(previous, self._as_dict(primary.spec.template))
+            patch = image_patch(
+                resource_version=primary.metadata.resource_version, container_name=primary.spec.template.spec.containers[idx].name,
+                version=version, image=image, annotations=annotations, template_labels={ROLE_LABEL: "primary"},
+            )
             await self._call(f"{purpose}: patch {ns}/{name}", apps.patch_namespaced_deployment, name, ns, patch)
             return previous
 
@@ -470,16 +370,7 @@ class KubernetesDeployer:
             ann = primary.metadata.annotations or {}
             stored = ann.get(PREVIOUS_TEMPLATE_ANNOTATION)
             if ann.get(PREVIOUS_VERSION_ANNOTATION) == to_version and stored:
-                body = self._api_client().sanitize_for_serialization(primary)
-                body.pop("status", None)
-                body["spec"]["template"] = json.loads(stored)
-                meta = body["metadata"]
-                meta.setdefault("labels", {})[VERSION_LABEL] = label_value(to_version)
-                annotations = meta.setdefault("annotations", {})
-                annotations.pop(PREVIOUS_TEMPLATE_ANNOTATION, None)
-                annotations.pop(PREVIOUS_VERSION_ANNOTATION, None)
-                annotations[VERSION_ANNOTATION] = to_version
-                annotations[ROLLED_BACK_FROM_ANNOTATION] = current or "unknown"
+                body = restored_primary(self._as_dict(primary), stored, to_version, current)
                 await self._call(f"{purpose}: restore template of {ns}/{name}", apps.replace_namespaced_deployment,
                                  name, ns, k8s.V1Deployment.from_dict(body))
                 return
@@ -490,19 +381,13 @@ class KubernetesDeployer:
                     "or pass the image to roll back to",
                     retryable=False,
                 )
-            container = primary.spec.template.spec.containers[self._container_index(primary)].name
-            patch = {
-                "metadata": {
-                    "resourceVersion": primary.metadata.resource_version,
-                    "labels": {VERSION_LABEL: label_value(to_version)},
-                    "annotations": {VERSION_ANNOTATION: to_version, ROLLED_BACK_FROM_ANNOTATION: current or "unknown",
-                                    PREVIOUS_VERSION_ANNOTATION: None, PREVIOUS_TEMPLATE_ANNOTATION: None},
-                },
-                "spec": {"template": {
-                    "metadata": {"labels": {VERSION_LABEL: label_value(to_version)}, "annotations": {VERSION_ANNOTATION: to_version}},
-                    "spec": {"containers": [{"name": container, "image": image}]},
-                }},
-            }
+            patch = image_patch(
+                resource_version=primary.metadata.resource_version,
+                container_name=primary.spec.template.spec.containers[self._container(primary)].name,
+                version=to_version, image=image, template_labels={},
+                annotations={ROLLED_BACK_FROM_ANNOTATION: current or "unknown", PREVIOUS_VERSION_ANNOTATION: None,
+                             PREVIOUS_TEMPLATE_ANNOTATION: None},
+            )
             await self._call(f"{purpose}: patch {ns}/{name}", apps.patch_namespaced_deployment, name, ns, patch)
 
         await self._converge(purpose, step)

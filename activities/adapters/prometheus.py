@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 
-from activities.adapters import MetricsError
-from activities.models import MetricWindow, Role, StageRef
-from activities.secrets import SecretError, resolve_secret
+from activities.adapters.base import MetricsError
+from activities.adapters.secrets import SecretError, resolve_secret
 from canary.config import MetricSamples, MetricSpec
+from common.types import MetricWindow, Role, StageRef
 
 log = logging.getLogger(__name__)
 

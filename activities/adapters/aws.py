@@ -1,0 +1,39 @@
+"""How the worker reaches AWS (Route 53, CloudWatch): endpoint, profile and credentials by env-var name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from activities.adapters.secrets import resolve_secret
+
+
+@dataclass(frozen=True)
+class AwsConnection:
+    """How to reach AWS: optional endpoint (moto, VPC endpoints), profile, and credentials by env-var name."""
+
+    endpoint_url: str | None = None
+    profile: str | None = None
+    access_key_id_env: str | None = None
+    secret_access_key_env: str | None = None
+    session_token_env: str | None = None
+    timeout_seconds: float = 10.0
+    max_attempts: int = 3
+
+    def client(self, service: str, region_name: str) -> Any:
+        """A boto3 client; secrets are read from the environment here, inside the activity, never earlier."""
+        creds: dict[str, str] = {}
+        if self.access_key_id_env and self.secret_access_key_env:
+            creds["aws_access_key_id"] = resolve_secret(self.access_key_id_env, f"AWS {service}")
+            creds["aws_secret_access_key"] = resolve_secret(self.secret_access_key_env, f"AWS {service}")
+            if self.session_token_env:
+                creds["aws_session_token"] = resolve_secret(self.session_token_env, f"AWS {service}")
+        session = boto3.session.Session(profile_name=self.profile)
+        config = Config(
+            connect_timeout=self.timeout_seconds, read_timeout=self.timeout_seconds,
+            retries={"mode": "standard", "max_attempts": self.max_attempts},
+        )
+        return session.client(service, region_name=region_name, endpoint_url=self.endpoint_url, config=config, **creds)

@@ -1,0 +1,36 @@
+"""The service lock's contract: who asks for it and the state it keeps, shared by the lock workflow and the
+activity that reaches it (signal-with-start), which may not import each other."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from common.types import ConcurrencyPolicy
+
+LOCK_WORKFLOW = "ServiceLockWorkflow"
+ACQUIRE_SIGNAL = "acquire"
+HOLDER_CHECK_SECONDS = 600.0  # how often a held lock checks that its holder still runs
+
+
+class LockRequest(BaseModel):
+    """A rollout asking for its service's lock, with the policy of its request."""
+
+    workflow_id: str
+    service: str
+    version: str
+    policy: ConcurrencyPolicy = "queue"
+
+
+class LockState(BaseModel):
+    """Everything the lock workflow carries across continue-as-new: holder, queue and its log."""
+
+    service: str
+    holder: LockRequest | None = None
+    queue: list[LockRequest] = Field(default_factory=list)
+    log: list[str] = Field(default_factory=list)
+    holder_check_seconds: float = Field(default=HOLDER_CHECK_SECONDS, gt=0)
+
+
+def lock_id(service: str) -> str:
+    """The lock workflow's id: one per service."""
+    return f"service-lock/{service}"

@@ -1,0 +1,74 @@
+"""The vocabulary every layer shares: environments, roles, statuses, judge labels, and a stage's address.
+
+Written once here so the request model, the judge, the activities and the workflows cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel
+
+EnvKind = Literal["test", "prod"]
+ENV_KINDS: tuple[EnvKind, ...] = ("test", "prod")
+Role = Literal["primary", "canary", "baseline"]
+RollbackScope = Literal["stage", "region", "all"]
+ConcurrencyPolicy = Literal["queue", "supersede", "reject"]
+
+StageStatus = Literal[
+    "pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
+    "rolling_back", "rolled_back", "skipped", "failed",
+]
+RolloutStatus = Literal[
+    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "rolling_back",
+    "succeeded", "rolled_back", "aborted", "rejected", "failed",
+]
+TERMINAL: frozenset[str] = frozenset({"succeeded", "rolled_back", "aborted", "rejected", "failed"})
+
+JudgeMode = Literal["bifrost", "kayenta"]
+Verdict = Literal["pass", "marginal", "fail", "insufficient_data"]
+Classification = Literal["Pass", "High", "Low", "Nodata", "NodataFailMetric", "Error"]
+REGRESSED: frozenset[str] = frozenset({"High", "Low", "NodataFailMetric"})
+NO_VERDICT: frozenset[str] = frozenset({"Nodata", "Error"})
+Direction = Literal["increase", "decrease", "either"]
+MetricKind = Literal["latency", "error_rate", "saturation", "throughput", "other"]
+EffectMeasure = Literal["mean_ratio", "cles"]
+NanStrategy = Literal["remove", "replace"]
+OutlierPolicy = Literal["keep", "remove"]
+
+
+def stage_key(region: str, environment: str) -> str:
+    """The one way a stage is written: `region/env`, e.g. `eu-west-1/prod`."""
+    return f"{region}/{environment}"
+
+
+class StageRef(BaseModel):
+    """Which service, region and environment an adapter or activity acts on."""
+
+    service: str
+    region: str
+    environment: EnvKind
+
+    @property
+    def key(self) -> str:
+        return stage_key(self.region, self.environment)
+
+
+class MetricWindow(BaseModel):
+    """A time window sampled once per `interval_seconds`."""
+
+    start: datetime
+    end: datetime
+    interval_seconds: int = 60
+
+
+class Notification(BaseModel):
+    """A rollout or stage event for humans (chat webhooks); never fails a rollout."""
+
+    rollout_id: str
+    service: str
+    version: str
+    event: str
+    text: str
+    stage: str | None = None
