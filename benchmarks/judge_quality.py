@@ -22,8 +22,10 @@ from scipy.stats import binomtest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from canary.config import JudgeConfig, MetricSamples, MetricSpec  # noqa: E402
-from canary.judge import judge  # noqa: E402
-from canary.monitor import soak_look  # noqa: E402
+from canary.judge import (
+    judge,  # noqa: E402
+    soak_look,  # noqa: E402
+)
 
 SAMPLES = 60  # per side per analysis: an hour of one-minute intervals
 LOOK_SAMPLES = 10  # soak looks every 10 minutes (the workflow's default soak_check_minutes)

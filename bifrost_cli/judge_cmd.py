@@ -63,7 +63,7 @@ class JudgeFile(BaseModel):
     def config(self, mode: str | None) -> JudgeConfig:
         """Judge settings: the command line's mode wins over the file's."""
         extra: dict[str, Any] = {k: v for k, v in (("min_samples", self.min_samples), ("alpha", self.alpha)) if v is not None}
-        return JudgeConfig(mode=mode or self.mode or "bifrost", thresholds=self.thresholds, groups=self.groups, **extra)  # type: ignore[arg-type]
+        return JudgeConfig(mode=mode or self.mode or "bifrost", thresholds=self.thresholds, groups=self.groups, **extra)
 
     def specs(self) -> list[MetricSpec]:
         return [MetricSpec.model_validate(m.model_dump(exclude={"baseline", "canary"})) for m in self.metrics]

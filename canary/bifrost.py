@@ -17,8 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtr
 
-from canary.config import Direction, MetricResult, MetricSpec
+from canary.config import Direction, JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec
+from canary.findings import precheck, prepare, samples_of, scored
 from canary.ranks import UStat, shift_estimate_and_interval, u_statistic
+from canary.scoring import verdict_for, weighted_sum
+from common.types import NO_VERDICT, REGRESSED
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_RATIO_MARGIN = 1.05  # without allowed_increase/decrease, changes of the mean under 5% are not regressions
@@ -169,7 +172,7 @@ def decide(
     critical = spec.critical and label != "Pass" and _beyond_critical(spec, effect, label)
     return MetricResult(
         name=spec.name,
-        classification=label,  # type: ignore[arg-type]
+        classification=label,
         critical=critical,
         p_value=p,
         interval=ci,
@@ -214,3 +217,57 @@ def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
         stopped = stopped or p_values[i] > level
         out[i] = (not stopped, level)
     return out
+
+
+def classify_bifrost(spec: MetricSpec, data: MetricSamples, min_samples: int, alpha: float = DEFAULT_ALPHA) -> MetricResult:
+    """One metric on its own, as its own family at level `alpha`."""
+    base, can = prepare(spec, data)
+    return precheck(spec, base, can, min_samples) or decide(spec, gather(base, can), alpha)
+
+
+def judge_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples]) -> JudgeResult:
+    """Bifrost mode: every metric tested in its harmful direction, Holm across the family, then the score."""
+    prepared = [prepare(s, samples_of(s.name, data)) for s in specs]
+    results: list[MetricResult | None] = []
+    evidence: dict[int, Evidence] = {}
+    for i, (spec, (base, can)) in enumerate(zip(specs, prepared)):
+        early = precheck(spec, base, can, config.min_samples)
+        results.append(early)
+        if early is None:
+            evidence[i] = gather(base, can)
+    family = [i for i in evidence if not specs[i].muted]
+    steps = holm([evidence[i].p_value(specs[i].direction) for i in family], config.alpha)
+    for i, (rejected, level) in zip(family, steps):
+        results[i] = decide(specs[i], evidence[i], level, rejected=rejected)
+    for i in evidence:
+        if specs[i].muted:  # report-only: judged at the family's first Holm level, never scored
+            results[i] = decide(specs[i], evidence[i], config.alpha / max(1, len(family)))
+    final = [r for r in results if r is not None]
+    return _verdict(config, specs, final)
+
+
+def _verdict(config: JudgeConfig, specs: list[MetricSpec], results: list[MetricResult]) -> JudgeResult:
+    active = [(s, r) for s, r in zip(specs, results) if not s.muted]
+    sc = weighted_sum(scored(specs, results), config.groups, nodata_rule=False)
+    t = config.thresholds
+    regressed = [r for _, r in active if r.classification in REGRESSED]
+    unknown = [r for _, r in active if r.classification in NO_VERDICT]
+    verdict = verdict_for(sc.score, t.pass_, t.marginal)
+    if not active or (verdict == "pass" and unknown):  # evidence of a regression outranks missing data
+        verdict = "insufficient_data"
+    if verdict == "insufficient_data":
+        detail = "; ".join(f"{r.name}: {r.reason}" for r in unknown) or "no metrics to judge"
+        summary = f"INSUFFICIENT DATA (score {sc.score:.2f} over the metrics with data) — {detail}"
+    else:
+        summary = f"{verdict.upper()} score {sc.score:.2f}"
+        if sc.reason:
+            summary += f" ({sc.reason})"
+        if regressed:
+            summary += f" — {len(regressed)} of {len(active)} metrics regressed: " + ", ".join(
+                f"{r.name} {r.classification}" + (" (critical)" if r.critical else "") for r in regressed
+            )
+        else:
+            summary += f" — {len(active)} metrics judged, none regressed at a {config.alpha:.0%} family-wise false-alarm rate"
+        if unknown:
+            summary += "; no data for " + ", ".join(r.name for r in unknown)
+    return JudgeResult(score=sc.score, verdict=verdict, metrics=results, summary=summary, mode="bifrost", group_scores=sc.group_scores)

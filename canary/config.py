@@ -6,13 +6,18 @@ activity payload.
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-Direction = Literal["increase", "decrease", "either"]
-MetricKind = Literal["latency", "error_rate", "saturation", "throughput", "other"]
-Verdict = Literal["pass", "marginal", "fail", "insufficient_data"]
+from common.types import (
+    Classification,
+    Direction,
+    EffectMeasure,
+    JudgeMode,
+    MetricKind,
+    NanStrategy,
+    OutlierPolicy,
+    Verdict,
+)
 
 
 class _Strict(BaseModel):
@@ -29,9 +34,9 @@ class MetricSpec(_Strict):
     critical: bool = False
     must_have_data: bool = False
     muted: bool = False
-    nan_strategy: Literal["remove", "replace"] = "remove"
-    outliers: Literal["keep", "remove"] = "keep"
-    effect_size: Literal["mean_ratio", "cles"] = "mean_ratio"
+    nan_strategy: NanStrategy = "remove"
+    outliers: OutlierPolicy = "keep"
+    effect_size: EffectMeasure = "mean_ratio"
     allowed_increase: float | None = Field(default=None, gt=0)
     allowed_decrease: float | None = Field(default=None, gt=0)
     critical_increase: float | None = Field(default=None, gt=0)
@@ -56,13 +61,23 @@ class Thresholds(_Strict):
 class JudgeConfig(_Strict):
     """Judge-wide settings: mode, score thresholds, group weights, minimum samples per side."""
 
-    mode: Literal["bifrost", "kayenta"] = "bifrost"
+    mode: JudgeMode = "bifrost"
     thresholds: Thresholds = Field(default_factory=Thresholds)
-    groups: dict[str, float] = Field(default_factory=dict)
-    min_samples: int = Field(default=20, ge=1)
+    groups: dict[str, float] = Field(default_factory=dict, description="metric group weights (0-100, summing to <= 100)")
+    min_samples: int = Field(default=20, ge=1, description="fewer samples per side is 'insufficient data', never a pass")
     alpha: float = Field(
         default=0.01, gt=0, lt=0.5, description="bifrost mode: false-alarm rate per analysis (and per soak for the monitor)"
     )
+
+    @field_validator("groups")
+    @classmethod
+    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [f"{k}={w:g}" for k, w in v.items() if not 0 <= w <= 100]
+        if bad:
+            raise ValueError(f"group weights must be between 0 and 100; got {', '.join(bad)}")
+        if sum(v.values()) > 100 + 1e-9:
+            raise ValueError(f"group weights must add up to at most 100; got {sum(v.values()):g}")
+        return v
 
 
 class MetricSamples(_Strict):
@@ -77,7 +92,7 @@ class MetricResult(BaseModel):
     """The judge's finding for one metric, with everything a release manager needs to read it."""
 
     name: str
-    classification: Literal["Pass", "High", "Low", "Nodata", "NodataFailMetric", "Error"]
+    classification: Classification
     critical: bool = False
     p_value: float | None = None
     interval: tuple[float, float] | None = None
@@ -91,7 +106,7 @@ class MetricResult(BaseModel):
     direction: Direction | None = None
     muted: bool = False
     groups: list[str] = Field(default_factory=list)
-    effect_measure: Literal["mean_ratio", "cles"] | None = None
+    effect_measure: EffectMeasure | None = None
     interval_level: float | None = Field(default=None, description="confidence level of `interval`")
     threshold: float | None = Field(default=None, description="the level the p-value was compared with")
     tests: dict[str, float] = Field(default_factory=dict, description="p-values of the component tests")
@@ -104,7 +119,7 @@ class JudgeResult(BaseModel):
     verdict: Verdict
     metrics: list[MetricResult]
     summary: str
-    mode: str = "bifrost"
+    mode: JudgeMode = "bifrost"
     group_scores: dict[str, float] = Field(default_factory=dict)
 
 

@@ -13,20 +13,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 from scipy.special import ndtri
 
 from canary import effects
 from canary.ranks import tie_groups, u_statistic
+from common.types import Classification as Label
+from common.types import Direction, EffectMeasure, NanStrategy
 
 EPSILON = 2.220446049250313e-16
 PRODUCTION_TOLERANCE = 0.25
 PRODUCTION_CONF_LEVEL = 0.98
 NOISE_SEED = 0  # Kayenta's noise for two constant samples is random; ours is seeded for repeatable verdicts
 
-Label = Literal["Pass", "High", "Low", "Nodata", "NodataFailMetric", "Error"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class KayentaParams:
     allowed_increase: float = 1.0
     critical_decrease: float = 1.0
     critical_increase: float = 1.0
-    measure: Literal["mean_ratio", "cles"] = "mean_ratio"
+    measure: EffectMeasure = "mean_ratio"
 
 
 @dataclass(frozen=True)
@@ -163,9 +163,9 @@ def classify(
     experiment: np.ndarray,
     control: np.ndarray,
     *,
-    direction: Literal["increase", "decrease", "either"],
+    direction: Direction,
     params: KayentaParams,
-    nan_strategy: Literal["remove", "replace"] = "remove",
+    nan_strategy: NanStrategy = "remove",
     critical: bool = False,
     must_have_data: bool = False,
     name: str = "metric",

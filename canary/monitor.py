@@ -8,7 +8,7 @@ Each look tests recent suffix windows and the whole soak, so a mid-soak regressi
 # budget between metrics. By the union bound any false alarm over the soak has probability <= alpha,
 # whatever the correlation between looks and windows; looks past `max_looks` get a shrinking share
 # (alpha / max_looks * (max_looks / look)^2), so an overrun soak stays below 2 * alpha.
-# Kayenta mode re-runs Kayenta's judge on the cumulative data and alarms whenever it does not pass.
+# Kayenta mode (`canary.kayenta_mode`) re-runs Kayenta's judge on the cumulative data instead.
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ import numpy as np
 
 from canary import bifrost
 from canary.config import JudgeConfig, MetricResult, MetricSamples, MetricSpec, MonitorResult
-from canary.judge import bifrost_precheck, judge, prepare
+from canary.findings import precheck, prepare, samples_of, scored
 from canary.preprocess import clean
-from canary.scoring import Scored, weighted_sum
+from canary.scoring import weighted_sum
+from common.types import NO_VERDICT, REGRESSED
 
 MIN_WINDOW = 10  # the shortest recent window tested, in samples per side
 
@@ -38,20 +39,17 @@ def windows(n: int, min_window: int = MIN_WINDOW) -> list[int]:
     return out + [n]
 
 
-def soak_look(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int) -> MonitorResult:
+def look_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int) -> MonitorResult:
     """One look at the soak so far (cumulative samples since soak start); alarm on a harmful change."""
-    if config.mode == "kayenta":
-        return _kayenta_look(config, specs, data, look=look, max_looks=max_looks)
-    by_name = {d.name: d for d in data}
     level = look_alpha(config.alpha, look, max_looks)
     final_look = look >= max_looks
     results: list[MetricResult | None] = []
     best: dict[int, tuple[bifrost.Evidence, int, int]] = {}  # metric -> (evidence, window, number of windows)
     for i, spec in enumerate(specs):
-        samples = by_name.get(spec.name) or MetricSamples(name=spec.name, baseline=[], canary=[])
+        samples = samples_of(spec.name, data)
         base, can = prepare(spec, samples)
         required = spec.must_have_data and final_look
-        early = bifrost_precheck(spec.model_copy(update={"must_have_data": required}), base, can, config.min_samples)
+        early = precheck(spec.model_copy(update={"must_have_data": required}), base, can, config.min_samples)
         results.append(early)
         if early is None:
             best[i] = _best_window(spec, samples)
@@ -65,11 +63,10 @@ def soak_look(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSam
             ev, w, nw = best[i]
             results[i] = bifrost.decide(specs[i], ev, level / max(1, len(family)), p_factor=nw, context=_ctx(w, nw))
     final = [r for r in results if r is not None]
-    scored = [Scored(r.classification, s.groups, r.critical) for s, r in zip(specs, final) if not s.muted]
-    score = weighted_sum(scored, config.groups, nodata_rule=False)
-    bad = [r for s, r in zip(specs, final) if not s.muted and r.classification in ("High", "Low", "NodataFailMetric")]
+    score = weighted_sum(scored(specs, final), config.groups, nodata_rule=False)
+    bad = [r for s, r in zip(specs, final) if not s.muted and r.classification in REGRESSED]
     alarm = bool(bad) and (score.score < config.thresholds.pass_ or any(r.critical for r in bad))
-    waiting = [r.name for s, r in zip(specs, final) if not s.muted and r.classification in ("Nodata", "Error")]
+    waiting = [r.name for s, r in zip(specs, final) if not s.muted and r.classification in NO_VERDICT]
     reasons = [f"{r.name}: {r.reason}" for r in bad]
     summary = f"look {look}/{max_looks} (alpha {level:.2g} this look): "
     summary += ("ALARM — " + "; ".join(reasons)) if alarm else "healthy" if not bad else f"below alarm threshold (score {score.score:.0f})"
@@ -99,11 +96,3 @@ def _best_window(spec: MetricSpec, samples: MetricSamples) -> tuple[bifrost.Evid
         return bifrost.gather(base, can), n, len(sizes)
     _, _, neg_w, ev = min(candidates, key=lambda c: c[:3])
     return ev, -neg_w, len(sizes)
-
-
-def _kayenta_look(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int) -> MonitorResult:
-    result = judge(config, specs, data)
-    alarm = result.verdict != "pass"
-    reasons = [f"{m.name}: {m.reason}" for m in result.metrics if m.classification != "Pass"] if alarm else []
-    summary = f"look {look}/{max_looks} (Kayenta mode): " + (f"ALARM — {result.summary}" if alarm else "healthy")
-    return MonitorResult(alarm=alarm, look=look, max_looks=max_looks, reasons=reasons, metrics=result.metrics, summary=summary)

@@ -5,9 +5,10 @@ Percentiles are R type 7 (numpy's default); outliers are points strictly outside
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 import numpy as np
+
+from common.types import NanStrategy, OutlierPolicy
 
 IQR_FACTOR = 3.0  # Kayenta's production outlier factor
 
@@ -19,7 +20,7 @@ def as_array(values: Sequence[float | None] | np.ndarray) -> np.ndarray:
     return np.array(values, dtype=float)  # numpy reads None as NaN for a float array
 
 
-def handle_nans(values: np.ndarray, strategy: Literal["remove", "replace"]) -> np.ndarray:
+def handle_nans(values: np.ndarray, strategy: NanStrategy) -> np.ndarray:
     """Drop NaNs ('remove') or replace them with 0.0 ('replace')."""
     nan = np.isnan(values)
     if not nan.any():
@@ -54,8 +55,8 @@ def ksigma_outliers(values: np.ndarray, k: float = 3.0) -> np.ndarray:
 
 def clean(
     values: Sequence[float | None] | np.ndarray,
-    nan_strategy: Literal["remove", "replace"],
-    outliers: Literal["keep", "remove"],
+    nan_strategy: NanStrategy,
+    outliers: OutlierPolicy,
 ) -> np.ndarray:
     """Apply the NaN policy, then (optionally) IQR outlier removal, as Kayenta's judge does."""
     arr = handle_nans(as_array(values), nan_strategy)

@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from canary.config import JudgeResult, MetricResult, MetricSamples, MetricSpec
-from canary.judge import prepare
+from canary.findings import prepare
 
 BASELINE_COLOR, CANARY_COLOR = "#4c72b0", "#dd8452"
 _CLASS_COLOR = {"Pass": "#2e7d32", "High": "#c62828", "Low": "#c62828", "NodataFailMetric": "#c62828", "Nodata": "#8d6e00", "Error": "#8d6e00"}

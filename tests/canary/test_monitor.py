@@ -7,7 +7,8 @@ import pytest
 
 from canary import monitor
 from canary.config import JudgeConfig, MetricSamples, MetricSpec
-from canary.monitor import look_alpha, soak_look, windows
+from canary.judge import soak_look
+from canary.monitor import look_alpha, windows
 
 PER_LOOK = 10  # samples per side between looks (10-minute looks of one-minute intervals)
 SPECS = [
