@@ -21,11 +21,11 @@ from datetime import timedelta  # noqa: E402
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 
-from activities.registry import AdapterRegistry  # noqa: E402
-from activities.simulated import FleetScenario, SimulatedFleet  # noqa: E402
+from activities.adapters.registry import AdapterRegistry  # noqa: E402
+from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
 from bifrost_cli.ops import start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
 from workflows import search  # noqa: E402
@@ -69,7 +69,7 @@ def request(i: int):
                     {"name": "ap-south-1", "traffic_share": 0.2}],
         "canary": {"metrics": [{"name": "latency_p99", "kind": "latency"},
                                {"name": "error_rate", "kind": "error_rate", "critical": True}],
-                   "analysis_minutes": 0, "min_samples": 30},
+                   "analysis_minutes": 0, "judge": {"min_samples": 30}},
         "soak": {"test_hours": 0, "prod_hours": 0},
     })
 

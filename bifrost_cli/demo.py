@@ -9,15 +9,16 @@ from pathlib import Path
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
+from temporalio.client import Client
 
-from activities.registry import AdapterRegistry
-from activities.simulated import FleetScenario, SimulatedFleet
+from activities.adapters.registry import AdapterRegistry
+from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from bifrost_cli.ops import start_rollout
 from bifrost_cli.render import state_table
 from worker.build import build_worker
 from worker.connect import TASK_QUEUE, connect
 from worker.server import port_in_use, start_dev_server
-from workflows.models import RolloutResult, RolloutState
+from workflows.models import RolloutState
 from workflows.request import load_request
 from workflows.rollout import RolloutWorkflow
 
@@ -30,8 +31,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _watch(client, ids: list[str], console: Console) -> list[RolloutResult]:
-    handles = [client.get_workflow_handle(i, result_type=RolloutResult) for i in ids]
+async def _watch(client: Client, ids: list[str], console: Console) -> list[RolloutState]:
+    handles = [client.get_workflow_handle_for(RolloutWorkflow.run, i) for i in ids]
     results = [asyncio.ensure_future(h.result()) for h in handles]
     with Live(console=console, refresh_per_second=4) as live:
         while not all(r.done() for r in results):
@@ -43,7 +44,7 @@ async def _watch(client, ids: list[str], console: Console) -> list[RolloutResult
                     continue
             live.update(Group(*tables))
             await asyncio.wait(results, timeout=1.0)
-        live.update(Group(*(state_table(RolloutState(**r.result().model_dump())) for r in results)))
+        live.update(Group(*(state_table(r.result()) for r in results)))
     console.print()
     return [r.result() for r in results]
 
@@ -56,12 +57,11 @@ async def _run(address: str, console: Console) -> bool:
     async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=TASK_QUEUE, reports_dir=reports):
         console.print(f"submitting {good.service} {good.version} (healthy) and {bad.version} (regresses latency in "
                       "eu-west-1 prod); one rollout per service at a time, so the second queues behind the first")
-        first = await start_rollout(client, good, TASK_QUEUE)
-        while (await first.query(RolloutWorkflow.status)).status == "queued":  # holds the lock: now queue the next
+        good_handle = await start_rollout(client, good, TASK_QUEUE)
+        while (await good_handle.query(RolloutWorkflow.status)).status == "queued":  # holds the lock: now queue the next
             await asyncio.sleep(0.2)
-        second = await start_rollout(client, bad, TASK_QUEUE)
-        ids = [first.id, second.id]
-        first, second = await _watch(client, ids, console)
+        bad_handle = await start_rollout(client, bad, TASK_QUEUE)
+        first, second = await _watch(client, [good_handle.id, bad_handle.id], console)
     ok_first = first.status == "succeeded" and all(s.version_now == good.version for s in first.stages)
     failing = next((s for s in second.stages if s.verdict == "fail"), None)
     ok_second = (

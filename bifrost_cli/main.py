@@ -6,14 +6,20 @@ import asyncio
 import getpass
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
-from workflows.plan import PlanError, build_plan
-from workflows.request import RequestError, load_request
+from workflows.plan import Plan, PlanError, build_plan
+from workflows.request import RequestError, RolloutRequest, load_request
+
+if TYPE_CHECKING:  # the Temporal SDK is imported only by commands that talk to a server
+    from temporalio.workflow import UpdateMethodMultiParam
+
+    from workflows.rollout import RolloutWorkflow
 
 console = Console()
 err_console = Console(stderr=True)
@@ -23,7 +29,7 @@ def _identity() -> str:
     return os.environ.get("BIFROST_USER") or getpass.getuser()
 
 
-def _load(path: str):
+def _load(path: str) -> tuple[RolloutRequest, Plan]:
     try:
         req = load_request(path)
         return req, build_plan(req)
@@ -175,10 +181,18 @@ def _by_option(f):
                         help="identity recorded in the audit trail")(f)
 
 
-def _update(rollout_id: str, name: str, payload: dict) -> None:
+def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, Any], Any], model: type[BaseModel],
+            fields: dict[str, Any]) -> None:
+    """Build the update's payload from the options (refusing bad values here, naming the field), then send it."""
     from bifrost_cli import ops
+    from workflows.updates import payload_problems
 
-    ok = _run(ops.send_update(_rid(rollout_id), name, payload, console=console, err_console=err_console))
+    try:
+        payload = model.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as err:
+        err_console.print(f"[red]{getattr(update, '__name__', 'update')} not sent: {'; '.join(payload_problems(err))}[/red]")
+        sys.exit(EXIT_INVALID)
+    ok = _run(ops.send_update(_rid(rollout_id), update, payload, console=console, err_console=err_console))
     sys.exit(0 if ok else 1)
 
 
@@ -190,7 +204,10 @@ def _update(rollout_id: str, name: str, payload: dict) -> None:
 @_by_option
 def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, who: str) -> None:
     """Approve a pending gate so the rollout may go on."""
-    _update(rollout_id, "approve", {"stage": stage, "wave": wave, "approver": who, "comment": comment})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import Approve
+
+    _update(rollout_id, RolloutWorkflow.approve, Approve, {"stage": stage, "wave": wave, "approver": who, "comment": comment})
 
 
 @cli.command()
@@ -201,7 +218,10 @@ def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, 
 @_by_option
 def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, who: str) -> None:
     """Reject a pending gate: the rollout rolls back by its rollback scope."""
-    _update(rollout_id, "reject", {"stage": stage, "wave": wave, "approver": who, "reason": reason})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import Reject
+
+    _update(rollout_id, RolloutWorkflow.reject, Reject, {"stage": stage, "wave": wave, "approver": who, "reason": reason})
 
 
 @cli.command()
@@ -210,7 +230,10 @@ def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, wh
 @_by_option
 def pause(rollout_id: str, reason: str, who: str) -> None:
     """Hold the rollout at the next safe point (before a wave or a promotion). Soaks keep their clock."""
-    _update(rollout_id, "pause", {"by": who, "reason": reason})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import Pause
+
+    _update(rollout_id, RolloutWorkflow.pause, Pause, {"by": who, "reason": reason})
 
 
 @cli.command()
@@ -218,7 +241,10 @@ def pause(rollout_id: str, reason: str, who: str) -> None:
 @_by_option
 def resume(rollout_id: str, who: str) -> None:
     """Continue a paused rollout."""
-    _update(rollout_id, "resume", {"by": who})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import Resume
+
+    _update(rollout_id, RolloutWorkflow.resume, Resume, {"by": who})
 
 
 @cli.command()
@@ -227,7 +253,10 @@ def resume(rollout_id: str, who: str) -> None:
 @_by_option
 def abort(rollout_id: str, reason: str, who: str) -> None:
     """Stop the rollout and roll back by the request's rollback scope."""
-    _update(rollout_id, "abort", {"by": who, "reason": reason})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import Abort
+
+    _update(rollout_id, RolloutWorkflow.abort, Abort, {"by": who, "reason": reason})
 
 
 @cli.command()
@@ -237,7 +266,10 @@ def abort(rollout_id: str, reason: str, who: str) -> None:
 @_by_option
 def rollback(rollout_id: str, reason: str, scope: str | None, who: str) -> None:
     """Stop and roll back with an explicit scope."""
-    _update(rollout_id, "rollback", {"by": who, "reason": reason, "scope": scope})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import Rollback
+
+    _update(rollout_id, RolloutWorkflow.rollback, Rollback, {"by": who, "reason": reason, "scope": scope})
 
 
 @cli.command("skip-soak")
@@ -247,7 +279,10 @@ def rollback(rollout_id: str, reason: str, scope: str | None, who: str) -> None:
 @_by_option
 def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """End a running stage's soak now."""
-    _update(rollout_id, "skip_soak", {"stage": stage, "by": who, "reason": reason})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import SkipSoak
+
+    _update(rollout_id, RolloutWorkflow.skip_soak, SkipSoak, {"stage": stage, "by": who, "reason": reason})
 
 
 @cli.command("override-window")
@@ -257,7 +292,10 @@ def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
 @_by_option
 def override_window(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """Let a stage start outside its deployment window."""
-    _update(rollout_id, "override_window", {"stage": stage, "by": who, "reason": reason})
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import OverrideWindow
+
+    _update(rollout_id, RolloutWorkflow.override_window, OverrideWindow, {"stage": stage, "by": who, "reason": reason})
 
 
 @cli.command()

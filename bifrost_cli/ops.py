@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any, TypeVar
 
-
+from pydantic import BaseModel
 from rich.console import Console
 from rich.live import Live
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError
+from temporalio.workflow import UpdateMethodMultiParam
 
 from bifrost_cli.exits import exit_code_for
 from bifrost_cli.render import state_table
 from worker.connect import connect
 from workflows import search
-from workflows.models import RolloutResult, RolloutState
+from workflows.models import RolloutState
 from workflows.request import RolloutRequest
 from workflows.rollout import RolloutWorkflow
+from workflows.updates import Ack
+
+P = TypeVar("P", bound=BaseModel)
 
 
 async def start_rollout(client: Client, req: RolloutRequest, task_queue: str = "bifrost") -> WorkflowHandle:
@@ -49,7 +54,7 @@ def _static_details(req: RolloutRequest) -> str:
     return "\n\n".join(lines)
 
 
-async def follow_rollout(handle: WorkflowHandle, console: Console, interval: float = 1.0) -> RolloutResult:
+async def follow_rollout(handle: WorkflowHandle, console: Console, interval: float = 1.0) -> RolloutState:
     """Redraw the stage table from the `status` query until the rollout ends."""
     result_task = asyncio.ensure_future(handle.result())
     with Live(console=console, refresh_per_second=4, transient=False) as live:
@@ -61,7 +66,7 @@ async def follow_rollout(handle: WorkflowHandle, console: Console, interval: flo
                 pass  # the worker may be restarting; the next poll will tell
             await asyncio.wait([result_task], timeout=interval)
         result = result_task.result()
-        live.update(state_table(RolloutState(**{**result.model_dump(), "status": result.status})))
+        live.update(state_table(result))
     return result
 
 
@@ -114,13 +119,15 @@ async def list_rollouts(*, service: str | None, status: str | None, limit: int, 
     console.print(t)
 
 
-async def send_update(rollout_id: str, name: str, payload: dict, *, console: Console, err_console: Console) -> bool:
-    """Run a validated update; print its acknowledgement or the validator's reason."""
+async def send_update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, P], Any], payload: P, *,
+                      console: Console, err_console: Console) -> bool:
+    """Run a validated update (a RolloutWorkflow method and its payload model); print the acknowledgement or
+    the validator's reason."""
     client = await connect()
-    handle = client.get_workflow_handle(rollout_id)
-    body = {k: v for k, v in payload.items() if v is not None}
+    handle = client.get_workflow_handle_for(RolloutWorkflow.run, rollout_id)
+    name = getattr(update, "__name__", "update")
     try:
-        ack = await handle.execute_update(name, body)
+        ack: Ack = await handle.execute_update(update, payload)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         err_console.print(f"[red]{name} refused: {getattr(cause, 'message', None) or cause or err}[/red]")
@@ -128,8 +135,5 @@ async def send_update(rollout_id: str, name: str, payload: dict, *, console: Con
     except RPCError as err:
         err_console.print(f"[red]{name} failed: {err.message}[/red]\nIs {rollout_id} the right id? `bifrost list` shows rollouts.")
         return False
-    console.print(ack.get("message", ack) if isinstance(ack, dict) else ack)
+    console.print(ack.message)
     return True
-
-
-

@@ -1,42 +1,33 @@
-"""ServiceLockWorkflow: at most one rollout per service at a time, with queue / supersede / reject policies.
+"""One rollout per service: the lock workflow, and `ServiceLock`, the rollout's side of its protocol.
 
-Rollouts reach it with signal-with-start (atomic, so racing submissions are ordered by the server);
-the lock answers each rollout with a signal: granted, refused, or superseded.
+Rollouts reach the lock with signal-with-start (an activity, atomic, so racing submissions are ordered by the
+server); the lock answers each rollout with a signal: granted, refused, or superseded.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
 from datetime import timedelta
 
-from pydantic import BaseModel, Field
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from activities.lock import LockActivities
+    from common.lock import ACQUIRE_SIGNAL, LOCK_WORKFLOW, LockRequest, LockState, lock_id
+    from common.types import ConcurrencyPolicy
+    from workflows import options
+
 IDLE_BEFORE_EXIT = timedelta(minutes=5)
-HOLDER_CHECK_INTERVAL = timedelta(minutes=10)  # how often a lock checks that its holder still runs
+
+# What the lock sends back to a rollout; the rollout's handlers carry these names.
+GRANTED_SIGNAL = "lock_granted"
+REFUSED_SIGNAL = "lock_refused"
+SUPERSEDED_SIGNAL = "superseded"
+RELEASE_SIGNAL = "release"
 
 
-class LockRequest(BaseModel):
-    """A rollout asking for its service's lock, with the policy of its request."""
-
-    workflow_id: str
-    service: str
-    version: str
-    policy: str = "queue"
-
-
-class LockState(BaseModel):
-    service: str
-    holder: LockRequest | None = None
-    queue: list[LockRequest] = Field(default_factory=list)
-    log: list[str] = Field(default_factory=list)
-    holder_check_seconds: float = Field(default=HOLDER_CHECK_INTERVAL.total_seconds(), gt=0)
-
-
-def lock_id(service: str) -> str:
-    return f"service-lock/{service}"
-
-
-@workflow.defn
+@workflow.defn(name=LOCK_WORKFLOW)
 class ServiceLockWorkflow:
     """Grants the lock in arrival order; exits after a quiet period with nobody waiting."""
 
@@ -74,9 +65,9 @@ class ServiceLockWorkflow:
         holder = self.state.holder
         if holder is None:
             return
-        running = await workflow.execute_activity(
-            "rollout_is_running", holder.workflow_id, result_type=bool,
-            start_to_close_timeout=timedelta(seconds=30), summary=f"is {holder.workflow_id} still running?",
+        running = await workflow.execute_activity_method(
+            LockActivities.rollout_is_running, holder.workflow_id,
+            summary=f"is {holder.workflow_id} still running?", **options.QUICK,
         )
         if not running and self.state.holder is holder:
             self.state.log.append(f"{holder.workflow_id} ended without releasing; lock freed")
@@ -91,9 +82,9 @@ class ServiceLockWorkflow:
         if self.state.holder is None and self.state.queue:
             self.state.holder = self.state.queue.pop(0)
             self.state.log.append(f"granted {self.state.holder.workflow_id}")
-            self.outbox.append((self.state.holder.workflow_id, "lock_granted", self.state.service))
+            self.outbox.append((self.state.holder.workflow_id, GRANTED_SIGNAL, self.state.service))
 
-    @workflow.signal(description="Internal: a rollout asks for the service lock.")
+    @workflow.signal(name=ACQUIRE_SIGNAL, description="Internal: a rollout asks for the service lock.")
     def acquire(self, req: LockRequest) -> None:
         known = [self.state.holder, *self.state.queue]
         if any(k is not None and k.workflow_id == req.workflow_id for k in known):
@@ -106,20 +97,20 @@ class ServiceLockWorkflow:
         busy = holder.workflow_id if holder else self.state.queue[0].workflow_id
         if req.policy == "reject":
             self.state.log.append(f"refused {req.workflow_id}: {busy} is active")
-            self.outbox.append((req.workflow_id, "lock_refused", f"{busy} is already rolling out {self.state.service}"))
+            self.outbox.append((req.workflow_id, REFUSED_SIGNAL, f"{busy} is already rolling out {self.state.service}"))
         elif req.policy == "supersede":
             for waiting in self.state.queue:
-                self.outbox.append((waiting.workflow_id, "superseded", req.version))
+                self.outbox.append((waiting.workflow_id, SUPERSEDED_SIGNAL, req.version))
             self.state.queue = [req]
             if holder is not None:
                 self.state.log.append(f"{req.workflow_id} supersedes {holder.workflow_id}")
-                self.outbox.append((holder.workflow_id, "superseded", req.version))
+                self.outbox.append((holder.workflow_id, SUPERSEDED_SIGNAL, req.version))
             self._grant_next()
         else:
             self.state.queue.append(req)
             self.state.log.append(f"queued {req.workflow_id} behind {busy}")
 
-    @workflow.signal(description="Internal: a rollout has finished and gives the lock back.")
+    @workflow.signal(name=RELEASE_SIGNAL, description="Internal: a rollout has finished and gives the lock back.")
     def release(self, workflow_id: str) -> None:
         if self.state.holder is not None and self.state.holder.workflow_id == workflow_id:
             self.state.log.append(f"released by {workflow_id}")
@@ -131,3 +122,54 @@ class ServiceLockWorkflow:
     @workflow.query(description="Who holds the service lock and who waits.")
     def lock_state(self) -> LockState:
         return self.state
+
+
+class LockStatus(enum.Enum):
+    """Where a rollout stands with its service's lock."""
+
+    NONE = "none"
+    WAITING = "waiting"
+    GRANTED = "granted"
+    REFUSED = "refused"
+    RELEASED = "released"
+
+
+class ServiceLock:
+    """The rollout's side of the lock protocol: ask, wait for the answer, give it back.
+
+    The rollout's signal handlers for GRANTED_SIGNAL, REFUSED_SIGNAL and SUPERSEDED_SIGNAL call `granted`,
+    `refused` and `superseded` here."""
+
+    def __init__(self, rollout_id: str, service: str, version: str, policy: ConcurrencyPolicy) -> None:
+        self.request = LockRequest(workflow_id=rollout_id, service=service, version=version, policy=policy)
+        self.status = LockStatus.NONE
+        self.refusal: str | None = None
+
+    async def acquire(self, give_up: Callable[[], bool]) -> bool:
+        """Ask for the lock and wait for the answer (or until `give_up()`); True when it is ours."""
+        self.status = LockStatus.WAITING
+        await workflow.execute_activity_method(
+            LockActivities.request_service_lock, self.request,
+            summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
+        )
+        await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up())
+        return self.status is LockStatus.GRANTED
+
+    async def release(self) -> None:
+        """Give the lock back (also withdraws a request still waiting in the queue)."""
+        if self.status in (LockStatus.WAITING, LockStatus.GRANTED):
+            self.status = LockStatus.RELEASED
+            await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
+                RELEASE_SIGNAL, self.request.workflow_id
+            )
+
+    def granted(self) -> bool:
+        """The lock answered 'yours'; False when the answer came too late to matter."""
+        if self.status is LockStatus.WAITING:
+            self.status = LockStatus.GRANTED
+            return True
+        return False
+
+    def refused(self, reason: str) -> None:
+        self.status = LockStatus.REFUSED
+        self.refusal = reason

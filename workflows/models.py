@@ -1,24 +1,18 @@
-"""Workflow inputs, results and state shared by the rollout and stage workflows."""
+"""What the rollout and stage workflows carry, report and return: one record per concept.
+
+- `StageState`: one stage, as its own workflow reports it and as the rollout lists it.
+- `RolloutState`: the whole rollout; the `status` query's answer and the workflow's result.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from canary.config import JudgeResult, MonitorResult
-from workflows.request import CanarySettings, EnvKind
-
-StageStatus = Literal[
-    "pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
-    "rolling_back", "rolled_back", "skipped", "failed",
-]
-RolloutStatus = Literal[
-    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "rolling_back",
-    "succeeded", "rolled_back", "aborted", "rejected", "failed",
-]
-TERMINAL: frozenset[str] = frozenset({"succeeded", "rolled_back", "aborted", "rejected", "failed"})
+from common.types import TERMINAL, EnvKind, RolloutStatus, StageStatus, stage_key
+from workflows.request import CanarySettings
 
 
 class StageInput(BaseModel):
@@ -30,46 +24,43 @@ class StageInput(BaseModel):
     image: str
     region: str
     environment: EnvKind
+    wave: int = 0
     canary: CanarySettings
     soak_hours: float
 
 
-class StageResult(BaseModel):
-    """How a stage ended and which version its region runs now."""
+class StageState(BaseModel):
+    """One stage: its status, the version before and now, its verdict and soak, and why it ended as it did."""
 
     key: str
-    status: StageStatus
-    previous_version: str | None = None
-    final_version: str | None = None
-    reason: str = ""
+    region: str
+    environment: EnvKind
+    wave: int = 0
+    status: StageStatus = "pending"
+    version_before: str | None = None
+    version_now: str | None = None
     verdict: str | None = None
     score: float | None = None
     report_path: str | None = None
+    reason: str = ""
     soak_looks: int = 0
     started_at: datetime | None = None
     ended_at: datetime | None = None
+
+    @classmethod
+    def of(cls, region: str, environment: EnvKind, wave: int = 0) -> "StageState":
+        return cls(key=stage_key(region, environment), region=region, environment=environment, wave=wave)
 
     @property
     def ok(self) -> bool:
         return self.status in ("succeeded", "skipped")
 
 
-class StagePhase(BaseModel):
-    """A stage tells its rollout that it entered a new phase (for the status query and the UI)."""
+class StageDetail(BaseModel):
+    """A running stage's `progress` query: its state plus the judge's and the soak monitor's last findings."""
 
-    key: str
-    phase: StageStatus
-    detail: str = ""
-
-
-class StageProgress(BaseModel):
-    """What a running stage reports through its `progress` query."""
-
-    key: str
-    phase: StageStatus
-    detail: str = ""
+    state: StageState
     analysis: JudgeResult | None = None
-    report_path: str | None = None
     last_look: MonitorResult | None = None
     soak_ends_at: datetime | None = None
 
@@ -84,27 +75,8 @@ class AuditEntry(BaseModel):
     detail: str = ""
 
 
-class StageState(BaseModel):
-    """Per-stage view in the rollout's status query."""
-
-    key: str
-    region: str
-    environment: EnvKind
-    wave: int
-    status: StageStatus = "pending"
-    version_before: str | None = None
-    version_now: str | None = None
-    verdict: str | None = None
-    score: float | None = None
-    report_path: str | None = None
-    reason: str = ""
-    soak_looks: int = 0
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-
-
 class RolloutState(BaseModel):
-    """The whole rollout: plan, per-stage state and versions, approvals, audit trail."""
+    """The whole rollout: per-stage state and versions, approvals, audit trail; also its final result."""
 
     rollout_id: str
     service: str
@@ -124,19 +96,9 @@ class RolloutState(BaseModel):
     def stage(self, key: str) -> StageState | None:
         return next((s for s in self.stages if s.key == key), None)
 
-
-class RolloutResult(BaseModel):
-    """The final word on a rollout: status, reason and every stage's version."""
-
-    rollout_id: str
-    service: str
-    version: str
-    status: RolloutStatus
-    reason: str = ""
-    stages: list[StageState]
-    audit: list[AuditEntry] = Field(default_factory=list)
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
 
     @property
     def region_versions(self) -> dict[str, str | None]:

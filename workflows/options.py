@@ -1,36 +1,60 @@
 """Timeouts and retry policies for every activity call, in one place."""
 
 from datetime import timedelta
+from typing import TypedDict
 
 from temporalio.common import RetryPolicy
 
 NON_RETRYABLE = ["InvalidRequest"]
 
-QUICK = dict(
+
+class ActivityOptions(TypedDict, total=False):
+    """The keyword arguments of `workflow.execute_activity*` that Bifrost sets; typed so calls stay checked."""
+
+    start_to_close_timeout: timedelta
+    schedule_to_close_timeout: timedelta
+    heartbeat_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
+class LocalActivityOptions(TypedDict, total=False):
+    """The same for local activities (no heartbeats)."""
+
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+
+
+# A quick read (versions, lock requests); as a local activity it costs no extra server round trip.
+QUICK_LOCAL = LocalActivityOptions(
     start_to_close_timeout=timedelta(seconds=60),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )
-DEPLOY = dict(
+QUICK = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=60),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                             maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
+)
+DEPLOY = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),
     heartbeat_timeout=timedelta(minutes=2),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=4, non_retryable_error_types=NON_RETRYABLE),
 )
 # A rollback must finish: retry for up to an hour before giving up and reporting the stage as failed.
-ROLLBACK = dict(
+ROLLBACK = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),
     schedule_to_close_timeout=timedelta(hours=1),
     heartbeat_timeout=timedelta(minutes=2),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2),
                              non_retryable_error_types=NON_RETRYABLE),
 )
-ANALYSIS = dict(
+ANALYSIS = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )
-NOTIFY = dict(
+NOTIFY = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(maximum_attempts=2),
 )

@@ -16,15 +16,13 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from canary.config import JudgeConfig, MetricSpec, Thresholds
-from workflows.problems import FileProblems, validation_problems
-
-EnvKind = Literal["test", "prod"]
-RollbackScope = Literal["stage", "region", "all"]
-ConcurrencyPolicy = Literal["queue", "supersede", "reject"]
+from canary.config import JudgeConfig, MetricSpec
+from common.problems import FileProblems, validation_problems
+from common.types import ENV_KINDS, ConcurrencyPolicy, EnvKind, RollbackScope, stage_key
 
 _NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
-_DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri")
 
 
 class _Model(BaseModel):
@@ -34,9 +32,7 @@ class _Model(BaseModel):
 class DeployWindow(_Model):
     """A weekly window in which a region may start a stage, in the region's IANA time zone."""
 
-    days: list[Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]] = Field(
-        default_factory=lambda: list(_DAYS[:5])
-    )
+    days: list[Weekday] = Field(default_factory=lambda: list(WEEKDAYS))
     start: time = time(9, 0)
     end: time = time(17, 0)
 
@@ -51,7 +47,7 @@ class Region(_Model):
     """One region, the environments Bifrost deploys there, and its share of production traffic."""
 
     name: str = Field(pattern=_NAME, description="region name, e.g. us-east-1")
-    environments: list[EnvKind] = Field(default_factory=lambda: ["test", "prod"], min_length=1)
+    environments: list[EnvKind] = Field(default_factory=lambda: list(ENV_KINDS), min_length=1)
     traffic_share: float = Field(default=0.0, ge=0.0, le=1.0, description="fraction of production traffic")
     timezone: str = "UTC"
     windows: list[DeployWindow] = Field(default_factory=list, description="empty: any time")
@@ -78,18 +74,27 @@ class Region(_Model):
 
 
 class CanarySettings(_Model):
-    """Canary analysis: which metrics to judge, for how long, and how strictly."""
+    """Canary analysis: which metrics to judge, for how long, and how strictly (`judge`)."""
 
     metrics: list[MetricSpec] = Field(min_length=1)
     analysis_minutes: float = Field(default=30.0, ge=0, description="how long canary and baseline run before judging")
     interval_seconds: int = Field(default=60, ge=1, description="one sample per metric per interval")
-    min_samples: int = Field(default=20, ge=1, description="fewer samples per side is 'insufficient data', never a pass")
     canary_replicas: int = Field(default=1, ge=1)
     baseline_replicas: int = Field(default=1, ge=1)
-    judge_mode: Literal["bifrost", "kayenta"] = "bifrost"
-    thresholds: Thresholds = Field(default_factory=Thresholds)
-    groups: dict[str, float] = Field(default_factory=dict, description="metric group weights (0-100, summing to <= 100)")
+    judge: JudgeConfig = Field(default_factory=JudgeConfig, description="mode, thresholds, group weights, min_samples, alpha")
     soak_check_minutes: float = Field(default=10.0, gt=0, description="how often metrics are checked during soak")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved_fields(cls, data: object) -> object:
+        """Name the new home of judge settings that used to sit directly under `canary`."""
+        if isinstance(data, dict):
+            moved = {"judge_mode": "judge.mode", "thresholds": "judge.thresholds", "groups": "judge.groups",
+                     "min_samples": "judge.min_samples", "alpha": "judge.alpha"}
+            old = [k for k in moved if k in data]
+            if old:
+                raise ValueError("; ".join(f"canary.{k} has moved to canary.{moved[k]}" for k in old))
+        return data
 
     @field_validator("metrics")
     @classmethod
@@ -99,21 +104,6 @@ class CanarySettings(_Model):
         if dupes:
             raise ValueError(f"metric names must be unique; repeated: {', '.join(dupes)}")
         return v
-
-    @field_validator("groups")
-    @classmethod
-    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
-        bad = [f"{k}={w:g}" for k, w in v.items() if not 0 <= w <= 100]
-        if bad:
-            raise ValueError(f"group weights must be between 0 and 100; got {', '.join(bad)}")
-        if sum(v.values()) > 100 + 1e-9:
-            raise ValueError(f"group weights must add up to at most 100; got {sum(v.values()):g}")
-        return v
-
-    def judge_config(self) -> JudgeConfig:
-        return JudgeConfig(
-            mode=self.judge_mode, thresholds=self.thresholds, groups=self.groups, min_samples=self.min_samples
-        )
 
 
 class SoakSettings(_Model):
@@ -229,14 +219,14 @@ class RolloutRequest(_Model):
                 f"blast_radius.canary_region: {br.canary_region!r} is not a production region; "
                 f"choose one of {', '.join(r.name for r in prod) or '(none)'}"
             )
-        stages = {f"{r.name}/{e}" for r in self.regions for e in r.environments}
+        stages = {stage_key(r.name, e) for r in self.regions for e in r.environments}
         for i, gate in enumerate(self.approvals.gates):
             if gate.stage is not None and gate.stage not in stages:
                 raise ValueError(f"approvals.gates[{i}].stage: {gate.stage!r} is not a stage of this rollout; stages: {', '.join(sorted(stages))}")
         groups = {g for m in self.canary.metrics for g in m.groups}
-        unknown = sorted(set(self.canary.groups) - groups)
+        unknown = sorted(set(self.canary.judge.groups) - groups)
         if unknown:
-            raise ValueError(f"canary.groups: weights given for groups no metric belongs to: {', '.join(unknown)}")
+            raise ValueError(f"canary.judge.groups: weights given for groups no metric belongs to: {', '.join(unknown)}")
         return self
 
     @property

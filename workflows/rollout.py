@@ -7,29 +7,40 @@ skip_soak, override_window) and read it through the `status` query and the UI's 
 from __future__ import annotations
 
 import asyncio
-import json
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import Notification, RollbackInput, StageOnly, StageRef
+    from activities.deploy import DeployActivities
+    from activities.models import RollbackInput, StageOnly
+    from activities.notify import NotifyActivities
+    from common.types import TERMINAL, Notification, RollbackScope, RolloutStatus, StageRef
     from workflows import options, search
-    from workflows.models import (
-        TERMINAL, AuditEntry, RolloutResult, RolloutState, RolloutStatus, StageInput, StagePhase, StageResult,
-        StageState,
-    )
-    from workflows.lock import LockRequest, lock_id
+    from workflows.details import rollout_details
+    from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, ServiceLock
+    from workflows.models import AuditEntry, RolloutState, StageInput, StageState
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
     from workflows.request import RolloutRequest
-    from workflows.stage import StageWorkflow
+    from workflows.rollback import stages_to_roll_back
+    from workflows.stage import PROGRESS_SIGNAL, StageWorkflow
     from workflows.updates import Abort, Ack, Approve, OverrideWindow, Pause, Reject, Resume, Rollback, SkipSoak
     from workflows.windows import next_open
 
 
-class _Stop(Exception):
-    """Internal: the rollout must stop (abort, reject, rollback, approval timeout)."""
+@dataclass(frozen=True)
+class Stop:
+    """Why the rollout must stop early: the final status, the reason, and a rollback scope if one was chosen."""
+
+    status: RolloutStatus
+    reason: str
+    scope: RollbackScope | None = None
+
+
+class _Stopped(Exception):
+    """Internal: unwinds the main flow once `self.stop` is set."""
 
 
 @workflow.defn
@@ -43,17 +54,17 @@ class RolloutWorkflow:
         self.state = RolloutState(rollout_id=info.workflow_id, service=request.service, version=request.version)
         self.plan: Plan | None = None
         self.paused = False
-        self.stop: tuple[RolloutStatus, str, str | None] | None = None  # (status, reason, scope override)
+        self.stop: Stop | None = None
         self.window_overrides: set[str] = set()
         self.waiting_window: set[str] = set()
         self.children: dict[str, workflow.ChildWorkflowHandle] = {}
         self.failed_stage: str | None = None
-        self.lock: str = "none"  # none -> waiting -> granted | refused
-        self._notifications: list[asyncio.Future] = []
+        self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
+        self._notifications: list[asyncio.Future[bool]] = []
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
-    async def run(self, request: RolloutRequest) -> RolloutResult:
+    async def run(self, request: RolloutRequest) -> RolloutState:
         try:
             self.plan = build_plan(request)
         except PlanError as err:
@@ -61,13 +72,15 @@ class RolloutWorkflow:
             raise ApplicationError(f"invalid plan: {err}", type="InvalidRequest", non_retryable=True) from None
         for wave in self.plan.waves:
             for s in wave.stages:
-                self.state.stages.append(StageState(key=s.key, region=s.region, environment=s.environment, wave=wave.index))
+                self.state.stages.append(StageState.of(s.region, s.environment, wave.index))
         self.state.started_at = workflow.now()
         self._audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
         try:
-            await self._acquire_lock()
+            self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
+            if not await self.lock.acquire(give_up=lambda: self.stop is not None):
+                raise _Stopped()
             self._set_status("running")
-            await self._notify("rollout_started", f"rolling out across {len(self.plan.waves)} waves")
+            self._notify("rollout_started", f"rolling out across {len(self.plan.waves)} waves")
             await self._inventory()
             for wave in self.plan.waves:
                 self.state.current_wave = wave.index
@@ -76,87 +89,68 @@ class RolloutWorkflow:
                 if self.failed_stage is not None or self.stop is not None:
                     break
             await self._finish()
-        except _Stop:
+        except _Stopped:
             await self._finish()
         except asyncio.CancelledError:
             if self.stop is None:
-                self.stop = ("aborted", "workflow cancellation requested", None)
+                self.stop = Stop("aborted", "workflow cancellation requested")
             await self._cancel_children()
             await self._finish()
-        await self._release_lock()
-        await self._notify(f"rollout_{self.state.status}", self.state.reason)
+        await self.lock.release()
+        self._notify(f"rollout_{self.state.status}", self.state.reason)
         await asyncio.gather(*self._notifications, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
         self.state.ended_at = workflow.now()
-        return RolloutResult(
-            rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
-            status=self.state.status, reason=self.state.reason, stages=self.state.stages, audit=self.state.audit,
-            started_at=self.state.started_at, ended_at=self.state.ended_at,
-        )
+        return self.state
 
-    async def _acquire_lock(self) -> None:
-        """Wait for this service's lock: at most one rollout per service runs at a time."""
-        self.lock = "waiting"
-        self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
-        await workflow.execute_activity(
-            "request_service_lock",
-            LockRequest(workflow_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
-                        policy=self.req.on_conflict),
-            summary=f"ask for the {self.req.service} lock ({self.req.on_conflict})", **options.QUICK,
-        )
-        await workflow.wait_condition(lambda: self.lock != "waiting" or self.stop is not None)
+    def _raise_if_stopped(self) -> None:
         if self.stop is not None:
-            raise _Stop()
+            raise _Stopped()
 
-    async def _release_lock(self) -> None:
-        if self.lock in ("waiting", "granted"):
-            self.lock = "released"
-            await workflow.get_external_workflow_handle(lock_id(self.req.service)).signal(
-                "release", self.state.rollout_id
-            )
-
-    @workflow.signal(description="Internal: a stage reports its phase.")
-    def stage_progress(self, update: StagePhase) -> None:
-        st = self.state.stage(update.key)
-        if st is not None and update.key in self.children and not self.children[update.key].done():
-            st.status = update.phase
+    @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage reports its status.")
+    def stage_progress(self, report: StageState) -> None:
+        st = self.state.stage(report.key)
+        if st is not None and report.key in self.children and not self.children[report.key].done():
+            st.status = report.status
             workflow.set_current_details(self._details())
 
-    @workflow.signal(description="Internal: the service lock is ours.")
+    @workflow.signal(name=GRANTED_SIGNAL, description="Internal: the service lock is ours.")
     def lock_granted(self, service: str) -> None:
-        if self.lock == "waiting":
-            self.lock = "granted"
+        if self.lock.granted():
             self._audit("bifrost", "lock-granted", None, f"{service} lock acquired")
 
-    @workflow.signal(description="Internal: the service lock was refused (policy 'reject').")
+    @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (policy 'reject').")
     def lock_refused(self, reason: str) -> None:
-        self.lock = "refused"
+        self.lock.refused(reason)
         if self.stop is None:
-            self.stop = ("rejected", f"not started: {reason} (on_conflict: reject)", None)
+            self.stop = Stop("rejected", f"not started: {reason} (on_conflict: reject)")
 
-    @workflow.signal(description="Internal: a newer version superseded this rollout (policy 'supersede').")
+    @workflow.signal(name=SUPERSEDED_SIGNAL, description="Internal: a newer version superseded this rollout (policy 'supersede').")
     def superseded(self, version: str) -> None:
         if self.stop is None and self.state.status not in TERMINAL:
             self._audit("bifrost", "superseded", None, f"by version {version}")
-            self.stop = ("aborted", f"superseded by {self.req.service} {version}", None)
+            self.stop = Stop("aborted", f"superseded by {self.req.service} {version}")
 
-    async def _notify(self, event: str, text: str, stage: str | None = None) -> None:
+    def _notify(self, event: str, text: str, stage: str | None = None) -> None:
         """Tell humans (chat webhooks) without waiting: a notification never delays or fails the rollout."""
-        self._notifications.append(asyncio.ensure_future(workflow.execute_activity(
-            "notify",
+        self._notifications.append(asyncio.ensure_future(workflow.execute_activity_method(
+            NotifyActivities.notify,
             Notification(rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
                          event=event, text=text, stage=stage),
             summary=f"notify {event}", **options.NOTIFY,
         )))
+
+    def _ref(self, st: StageState | Stage) -> StageRef:
+        return StageRef(service=self.req.service, region=st.region, environment=st.environment)
 
     async def _inventory(self) -> None:
         """Record which version every stage runs before anything changes."""
         assert self.plan is not None
 
         async def read(s: Stage) -> None:
-            ref = StageRef(service=self.req.service, region=s.region, environment=s.environment)
-            v = await workflow.execute_local_activity(
-                "current_version", StageOnly(stage=ref), result_type=str, summary=f"read version in {s.key}", **options.QUICK
+            v = await workflow.execute_local_activity_method(
+                DeployActivities.current_version, StageOnly(stage=self._ref(s)),
+                summary=f"read version in {s.key}", **options.QUICK_LOCAL,
             )
             st = self.state.stage(s.key)
             assert st is not None
@@ -167,8 +161,8 @@ class RolloutWorkflow:
         if errors:
             first = errors[0]
             cause = first.cause if isinstance(first, ActivityError) and first.cause else first
-            self.stop = ("failed", f"nothing was deployed: could not read the current versions: {cause}", "stage")
-            raise _Stop()
+            self.stop = Stop("failed", f"nothing was deployed: could not read the current versions: {cause}", "stage")
+            raise _Stopped()
 
     async def _before_wave(self, wave: Wave) -> None:
         """Safe point: honour pause, approval gates and deployment windows before a wave starts."""
@@ -184,13 +178,12 @@ class RolloutWorkflow:
                         lambda: not self.state.pending_approvals or self.stop is not None,
                         timeout=timeout, timeout_summary=f"approval timeout for wave {wave.index}",
                     )
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pending = ", ".join(self.state.pending_approvals)
                     self._audit("bifrost", "approval-timeout", pending, f"no answer within {self.req.approvals.timeout_hours:g} h")
-                    self.stop = ("rejected", f"approval of {pending} timed out after {self.req.approvals.timeout_hours:g} h", None)
+                    self.stop = Stop("rejected", f"approval of {pending} timed out after {self.req.approvals.timeout_hours:g} h")
                     self.state.pending_approvals = []
-                if self.stop is not None:
-                    raise _Stop()
+                self._raise_if_stopped()
                 self._set_status("running")
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
@@ -200,20 +193,18 @@ class RolloutWorkflow:
         return [g.key for g in self.req.approvals.gates if g.wave == wave.index or (g.stage in keys)]
 
     async def _wait_unpaused(self, where: str) -> None:
-        if self.stop is not None:
-            raise _Stop()
+        self._raise_if_stopped()
         if self.paused:
             self._set_status("paused", waiting_for=f"resume (held before {where})")
             await workflow.wait_condition(lambda: not self.paused or self.stop is not None)
-            if self.stop is not None:
-                raise _Stop()
+            self._raise_if_stopped()
             self._set_status("running")
 
     async def _wait_windows(self, wave: Wave) -> None:
         regions = {r.name: r for r in self.req.regions}
         while True:
             now = workflow.now()
-            closed: dict[str, object] = {}
+            closed: dict[str, datetime | None] = {}
             for s in wave.stages:
                 if s.key in self.window_overrides:
                     continue
@@ -225,20 +216,19 @@ class RolloutWorkflow:
                 return
             self.waiting_window = set(closed)
             known = [t for t in closed.values() if t is not None]
-            until = min(known) if known else None  # type: ignore[type-var]
+            until = min(known) if known else None
             when = f"{until:%Y-%m-%d %H:%M} UTC" if until is not None else "never (freeze dates cover 400 days)"
             self._set_status("waiting_window", waiting_for=f"deployment window of {', '.join(sorted(closed))} (opens {when})")
-            overrides = set(self.window_overrides)
-            timeout = (until - now) if until is not None else None  # type: ignore[operator]
+            overrides = len(self.window_overrides)
             try:
                 await workflow.wait_condition(
-                    lambda: self.window_overrides != overrides or self.stop is not None,
-                    timeout=timeout, timeout_summary=f"window opens for {', '.join(sorted(closed))}",
+                    lambda n=overrides: len(self.window_overrides) != n or self.stop is not None,  # type: ignore[misc]
+                    timeout=(until - now) if until is not None else None,
+                    timeout_summary=f"window opens for {', '.join(sorted(closed))}",
                 )
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
-            if self.stop is not None:
-                raise _Stop()
+            self._raise_if_stopped()
             await self._wait_unpaused(f"wave {wave.index}")
             self._set_status("running")
 
@@ -254,8 +244,8 @@ class RolloutWorkflow:
                 StageWorkflow.run,
                 StageInput(
                     rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
-                    image=self.req.image, region=s.region, environment=s.environment, canary=self.req.canary,
-                    soak_hours=self.req.soak.hours(s.environment),
+                    image=self.req.image, region=s.region, environment=s.environment, wave=wave.index,
+                    canary=self.req.canary, soak_hours=self.req.soak.hours(s.environment),
                 ),
                 id=f"{self.state.rollout_id}/{s.key}",
                 task_queue=workflow.info().task_queue,
@@ -284,31 +274,32 @@ class RolloutWorkflow:
             st = self.state.stage(key)
             assert st is not None
             try:
-                res: StageResult = await h
+                res: StageState = await h
             except Exception as err:  # the child itself failed: we cannot know its version for sure
-                res = StageResult(key=key, status="failed", reason=f"stage workflow failed: {err}")
+                res = StageState.of(st.region, st.environment, st.wave)
+                res.status, res.reason = "failed", f"stage workflow failed: {err}"
             self._record(st, res)
-            await self._notify(f"stage_{res.status}", res.reason or f"{key} now on {res.final_version}", stage=key)
+            self._notify(f"stage_{res.status}", res.reason or f"{key} now on {res.version_now}", stage=key)
             if res.status in ("rolled_back", "failed") and self.failed_stage is None and self.stop is None:
                 self.failed_stage = key
         self.children = {}
 
-    def _record(self, st: StageState, res: StageResult) -> None:
-        st.status = res.status
-        st.reason = res.reason
-        st.verdict, st.score, st.report_path = res.verdict, res.score, res.report_path
-        st.soak_looks, st.started_at, st.ended_at = res.soak_looks, res.started_at, res.ended_at
-        if res.previous_version is not None:
-            st.version_before = res.previous_version
-        if res.final_version is not None or res.status == "failed":
-            st.version_now = res.final_version  # None after a failed rollback: the version is unknown
-        if res.status == "skipped" and res.final_version is None:
-            st.status = "pending"  # cancelled before it touched anything
+    def _record(self, st: StageState, res: StageState) -> None:
+        """Take the stage's own account; keep the inventory's versions where the stage could not tell."""
+        version_before = res.version_before if res.version_before is not None else st.version_before
+        version_now = res.version_now
+        status = res.status
+        if res.version_now is None and res.status != "failed":
+            version_now = st.version_now  # untouched: the inventory's reading stands
+        if res.status == "skipped" and res.version_now is None:
+            status = "pending"  # cancelled before it touched anything
+        st.__dict__.update(res.model_dump(exclude={"key", "region", "environment", "wave"}))
+        st.status, st.version_before, st.version_now = status, version_before, version_now
         if res.status == "failed":
             self._audit("bifrost", "stage-failed", st.key, res.reason)
 
     async def _cancel_children(self) -> None:
-        for key, h in list(self.children.items()):
+        for h in self.children.values():
             if not h.done():
                 h.cancel()
         for key, h in list(self.children.items()):
@@ -328,32 +319,28 @@ class RolloutWorkflow:
             self._set_status("succeeded", reason="every stage succeeded")
             return
         if self.stop is not None:
-            status, reason, scope_override = self.stop
+            stop = self.stop
         else:
             st = self.state.stage(self.failed_stage or "")
-            status, reason, scope_override = "rolled_back", f"{self.failed_stage}: {st.reason if st else ''}", None
-        scope = scope_override or self.req.rollback_scope
+            stop = Stop("rolled_back", f"{self.failed_stage}: {st.reason if st else ''}")
+        scope = stop.scope or self.req.rollback_scope
+        status, reason = stop.status, stop.reason
         self._set_status("rolling_back", reason=reason)
-        await self._rollback_completed(scope)
+        await self._roll_back(stages_to_roll_back(self.state.stages, scope), scope)
         if any(s.status == "failed" for s in self.state.stages):
             status = "failed"
             reason += " — some stages could not be rolled back; see their reasons"
         self._set_status(status, reason=reason)
 
-    async def _rollback_completed(self, scope: str) -> None:
-        if scope == "stage":
-            return
-        anchor_regions = {s.region for s in self.state.stages if s.status in ("rolled_back", "failed")}
-        done = [s for s in self.state.stages if s.status == "succeeded"]
-        targets = done if scope == "all" else [s for s in done if s.region in anchor_regions]
-        for st in sorted(targets, key=lambda s: (s.wave, s.key), reverse=True):
+    async def _roll_back(self, targets: list[StageState], scope: RollbackScope) -> None:
+        for st in targets:
             st.status = "rolling_back"
             self.state.current_stage = st.key
             self._set_status("rolling_back")
-            ref = StageRef(service=self.req.service, region=st.region, environment=st.environment)
             try:
-                await workflow.execute_activity(
-                    "rollback", RollbackInput(stage=ref, to_version=st.version_before, reason=f"rollback scope {scope}"),
+                await workflow.execute_activity_method(
+                    DeployActivities.rollback,
+                    RollbackInput(stage=self._ref(st), to_version=st.version_before, reason=f"rollback scope {scope}"),
                     summary=f"roll back {st.key} to {st.version_before}", **options.ROLLBACK,
                 )
             except ActivityError as err:
@@ -383,45 +370,8 @@ class RolloutWorkflow:
         workflow.set_current_details(self._details())
 
     def _details(self) -> str:
-        """Markdown for the UI's Current Details: state, stage, what it waits for, and how to act."""
-        s = self.state
-        total = len(self.plan.waves) if self.plan else 0
-        paras = [f"## {s.service} `{s.version}` — **{s.status.replace('_', ' ')}**"]
-        if s.current_wave and s.status not in TERMINAL:
-            paras.append(f"Wave {s.current_wave}/{total}; current stage: {s.current_stage or '-'}")
-        if s.reason:
-            paras.append(f"Reason: {s.reason}")
-        if s.waiting_for:
-            paras.append(f"Waiting for: {s.waiting_for}")
-        examples = self._examples()
-        if examples:
-            paras.append("How to act (More actions → Send an Update, or the `bifrost` CLI):\n\n"
-                         + "\n".join(f"- `{name}`: `{json.dumps(example)}`" for name, example in examples))
-        reports = [f"- {st.key}: {st.verdict} ({st.score:g}) `{st.report_path}`"
-                   for st in s.stages if st.report_path and st.score is not None]
-        if reports:
-            paras.append("Canary reports:\n\n" + "\n".join(reports))
-        return "\n\n".join(paras)
-
-    def _examples(self) -> list[tuple[str, dict]]:
-        s = self.state
-        if s.status in TERMINAL:
-            return []
-        who = "<your name>"
-        out: list[tuple[str, dict]] = []
-        if s.pending_approvals:
-            gate = s.pending_approvals[0]
-            target = {"wave": int(gate.removeprefix("wave-"))} if gate.startswith("wave-") else {"stage": gate}
-            out.append(("approve", {**target, "approver": who, "comment": "looks good"}))
-            out.append(("reject", {**target, "approver": who, "reason": "why"}))
-        if self.waiting_window:
-            out.append(("override_window", {"stage": sorted(self.waiting_window)[0], "by": who, "reason": "why"}))
-        if self.paused:
-            out.append(("resume", {"by": who}))
-        else:
-            out.append(("pause", {"by": who, "reason": "why"}))
-        out.append(("abort", {"by": who, "reason": "why"}))
-        return out
+        return rollout_details(self.state, waves=len(self.plan.waves) if self.plan else 0, paused=self.paused,
+                               waiting_window=self.waiting_window)
 
     # -- queries and updates ---------------------------------------------------------------------
     @workflow.query(description="Plan, per-stage state and versions, verdicts and reports, pending approvals, audit trail.")
@@ -430,7 +380,7 @@ class RolloutWorkflow:
 
     def _check_running(self) -> None:
         if self.state.status in TERMINAL or self.stop is not None:
-            raise ValueError(f"rollout is already {self.stop[0] if self.stop else self.state.status}; nothing to do")
+            raise ValueError(f"rollout is already {self.stop.status if self.stop else self.state.status}; nothing to do")
 
     def _check_approver(self, who: str) -> None:
         allowed = self.req.approvals.approvers
@@ -464,7 +414,7 @@ class RolloutWorkflow:
     def reject(self, req: Reject) -> Ack:
         key = self._gate_key(req.stage, req.wave)
         self._audit(req.approver, "reject", key, req.reason)
-        self.stop = ("rejected", f"{key} rejected by {req.approver}: {req.reason}", None)
+        self.stop = Stop("rejected", f"{key} rejected by {req.approver}: {req.reason}")
         self.state.pending_approvals = []
         return Ack(message=f"rejected {key}; rolling back")
 
@@ -511,7 +461,7 @@ class RolloutWorkflow:
     @workflow.update(description='Stop the rollout and roll back by the request\'s rollback scope. JSON: {"by": "alice", "reason": "why"}.')
     def abort(self, req: Abort) -> Ack:
         self._audit(req.by, "abort", None, req.reason)
-        self.stop = ("aborted", f"aborted by {req.by}: {req.reason}", None)
+        self.stop = Stop("aborted", f"aborted by {req.by}: {req.reason}")
         return Ack(message="aborting; rolling back")
 
     @abort.validator
@@ -522,7 +472,7 @@ class RolloutWorkflow:
     def rollback(self, req: Rollback) -> Ack:
         scope = req.scope or self.req.rollback_scope
         self._audit(req.by, "rollback", None, f"scope {scope}: {req.reason}")
-        self.stop = ("aborted", f"rolled back by {req.by} (scope {scope}): {req.reason}", scope)
+        self.stop = Stop("aborted", f"rolled back by {req.by} (scope {scope}): {req.reason}", scope)
         return Ack(message=f"rolling back, scope {scope}")
 
     @rollback.validator
@@ -560,7 +510,7 @@ class RolloutWorkflow:
             raise ValueError(f"{req.stage} is not waiting for a deployment window; waiting: {waiting}")
 
     def _soaking(self) -> list[str]:
-        """Running stages whose last reported phase is the soak."""
+        """Running stages whose last reported status is the soak."""
         return sorted(st.key for st in self.state.stages
                       if st.status == "soaking" and st.key in self.children and not self.children[st.key].done())
 

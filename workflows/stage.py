@@ -14,12 +14,15 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.models import (
-        AnalysisInput, AnalysisResult, DeployInput, MetricWindow, PromoteInput, PromoteResult, RollbackInput,
-        SoakCheckInput, SoakCheckResult, StageOnly, StageRef,
-    )
+    from activities.analysis import AnalysisActivities
+    from activities.deploy import DeployActivities
+    from activities.models import AnalysisInput, DeployInput, PromoteInput, RollbackInput, SoakCheckInput, StageOnly
+    from common.types import MetricWindow, StageRef, StageStatus
     from workflows import options
-    from workflows.models import StageInput, StagePhase, StageProgress, StageResult, StageStatus
+    from workflows.details import stage_details
+    from workflows.models import StageDetail, StageInput, StageState
+
+PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
 
 
 def _error_text(err: BaseException) -> str:
@@ -37,17 +40,17 @@ class StageWorkflow:
     def __init__(self, inp: StageInput) -> None:
         self.inp = inp
         self.ref = StageRef(service=inp.service, region=inp.region, environment=inp.environment)
-        self.progress = StageProgress(key=self.ref.key, phase="pending")
+        self.state = StageState.of(inp.region, inp.environment, inp.wave)
+        self.detail = StageDetail(state=self.state)
         self.previous: str | None = None
-        self.promoted = False
         self.hold = False
         self.skip_soak_reason: str | None = None
-        self._outbox: list[asyncio.Future] = []
+        self._outbox: list[asyncio.Future[None]] = []
 
     # -- messages from the parent ------------------------------------------------------------------
-    @workflow.query(description="Phase, verdict and soak progress of this stage.")
-    def progress_query(self) -> StageProgress:
-        return self.progress
+    @workflow.query(description="Status, verdict and soak progress of this stage.")
+    def progress(self) -> StageDetail:
+        return self.detail
 
     @workflow.signal(description="Internal: the rollout is paused; hold before promotion.")
     def set_hold(self, hold: bool) -> None:
@@ -58,85 +61,79 @@ class StageWorkflow:
         self.skip_soak_reason = reason or "skipped"
 
     # -- the stage ---------------------------------------------------------------------------------
-    async def _phase(self, phase: StageStatus, detail: str = "") -> None:
-        changed = phase != self.progress.phase
-        self.progress.phase = phase
-        self.progress.detail = detail
-        lines = [f"**Stage {self.ref.key}** — {phase}", f"{self.inp.service} `{self.previous}` → `{self.inp.version}`"]
-        if detail:
-            lines.append(detail)
-        if self.progress.report_path:
-            lines.append(f"Canary report: `{self.progress.report_path}`")
-        workflow.set_current_details("\n\n".join(lines))
+    def _report(self, status: StageStatus, detail: str = "") -> None:
+        changed = status != self.state.status
+        self.state.status = status
+        workflow.set_current_details(stage_details(
+            self.ref.key, status, self.inp.service, self.previous, self.inp.version, detail, self.state.report_path))
         parent = workflow.info().parent
         if changed and parent is not None:
             # Fire and forget: a cancellation that lands while a signal is in flight would be absorbed
             # by the signal's await, and the stage would carry on instead of rolling back.
             signal = workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                "stage_progress", StagePhase(key=self.ref.key, phase=phase, detail=detail)
-            )
+                PROGRESS_SIGNAL, self.state.model_copy())
             self._outbox.append(asyncio.ensure_future(signal))
 
     @workflow.run
-    async def run(self, inp: StageInput) -> StageResult:
-        result = StageResult(key=self.ref.key, status="succeeded", started_at=workflow.now())
-        await self._phase("deploying")
+    async def run(self, inp: StageInput) -> StageState:
+        result = self.state
+        result.started_at = workflow.now()
+        self._report("deploying")
         try:
-            self.previous = await workflow.execute_local_activity(  # a quick read: no extra server round trip
-                "current_version", StageOnly(stage=self.ref), result_type=str,
-                summary=f"read version in {self.ref.key}", **options.QUICK,
+            self.previous = await workflow.execute_local_activity_method(  # a quick read: no extra server round trip
+                DeployActivities.current_version, StageOnly(stage=self.ref),
+                summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL,
             )
         except (asyncio.CancelledError, ActivityError) as err:
-            # nothing was touched yet: report the stage as untouched rather than as failed
-            result.status = "skipped"
-            result.reason = ("cancelled before it started" if isinstance(err, asyncio.CancelledError)
-                             else f"could not read the current version: {_error_text(err)}")
-            if isinstance(err, ActivityError):
-                result.status = "rolled_back"
+            if isinstance(err, asyncio.CancelledError):  # nothing was touched yet: the stage is untouched
+                result.status, result.reason = "skipped", "cancelled before it started"
+            else:
+                result.status, result.reason = "rolled_back", f"could not read the current version: {_error_text(err)}"
             return await self._done(result)
-        result.previous_version = self.previous
+        result.version_before = self.previous
         if self.previous == inp.version:
-            result.status, result.final_version = "skipped", inp.version
+            result.version_now = inp.version
             result.reason = f"{self.ref.key} already runs {inp.version}"
-            await self._phase("skipped", result.reason)
+            self._report("skipped", result.reason)
             return await self._done(result)
+        outcome: StageStatus = "succeeded"
         try:
-            await self._deploy_and_judge(result)
-            if result.status == "succeeded":
-                await self._promote_and_soak(result)
+            outcome = await self._deploy_and_judge(result)
+            if outcome == "succeeded":
+                outcome = await self._promote_and_soak(result)
         except asyncio.CancelledError:
-            result.status, result.reason = "rolled_back", "cancelled: the rollout was aborted or another stage failed"
+            outcome, result.reason = "rolled_back", "cancelled: the rollout was aborted or another stage failed"
         except ActivityError as err:
-            result.status, result.reason = "rolled_back", f"activity failed: {_error_text(err)}"
+            outcome, result.reason = "rolled_back", f"activity failed: {_error_text(err)}"
         except ApplicationError as err:
-            result.status, result.reason = "rolled_back", str(err)
-        if result.status == "succeeded":
-            await workflow.execute_activity(
-                "cleanup", StageOnly(stage=self.ref), summary=f"remove canary and baseline in {self.ref.key}",
-                **options.DEPLOY,
+            outcome, result.reason = "rolled_back", str(err)
+        if outcome == "succeeded":
+            await workflow.execute_activity_method(
+                DeployActivities.cleanup, StageOnly(stage=self.ref),
+                summary=f"remove canary and baseline in {self.ref.key}", **options.DEPLOY,
             )
-            result.final_version = inp.version
-            await self._phase("succeeded", f"now on `{inp.version}`")
+            result.version_now = inp.version
+            self._report("succeeded", f"now on `{inp.version}`")
         else:
             await self._rollback(result)
         return await self._done(result)
 
-    async def _done(self, result: StageResult) -> StageResult:
+    async def _done(self, result: StageState) -> StageState:
         result.ended_at = workflow.now()
         await asyncio.gather(*self._outbox, return_exceptions=True)
         return result
 
-    async def _deploy_and_judge(self, result: StageResult) -> None:
+    async def _deploy_and_judge(self, result: StageState) -> StageStatus:
         inp, canary = self.inp, self.inp.canary
-        await self._phase("deploying", f"canary `{inp.version}` and baseline `{self.previous}`")
+        self._report("deploying", f"canary `{inp.version}` and baseline `{self.previous}`")
         deploys = [
-            workflow.execute_activity(
-                "deploy_baseline",
+            workflow.execute_activity_method(
+                DeployActivities.deploy_baseline,
                 DeployInput(stage=self.ref, version=self.previous or inp.version, image=None, replicas=canary.baseline_replicas),
                 summary=f"baseline {self.previous} in {self.ref.key}", **options.DEPLOY,
             ),
-            workflow.execute_activity(
-                "deploy_canary",
+            workflow.execute_activity_method(
+                DeployActivities.deploy_canary,
                 DeployInput(stage=self.ref, version=inp.version, image=inp.image, replicas=canary.canary_replicas),
                 summary=f"canary {inp.version} in {self.ref.key}", **options.DEPLOY,
             ),
@@ -147,91 +144,90 @@ class StageWorkflow:
                 raise outcome
         start = workflow.now()
         if canary.analysis_minutes > 0:
-            await self._phase("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")
+            self._report("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")
             await workflow.sleep(timedelta(minutes=canary.analysis_minutes), summary=f"canary window {self.ref.key}")
-        await self._phase("analyzing", "judging canary against baseline")
-        analysis: AnalysisResult = await workflow.execute_activity(
-            "analyze_canary",
+        self._report("analyzing", "judging canary against baseline")
+        analysis = await workflow.execute_activity_method(
+            AnalysisActivities.analyze_canary,
             AnalysisInput(
                 stage=self.ref, rollout_id=inp.rollout_id, analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
-                metrics=canary.metrics, judge=canary.judge_config(),
+                metrics=canary.metrics, judge=canary.judge,
                 window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
                 baseline_version=self.previous, canary_version=inp.version,
             ),
-            result_type=AnalysisResult, summary=f"judge canary {self.ref.key}", **options.ANALYSIS,
+            summary=f"judge canary {self.ref.key}", **options.ANALYSIS,
         )
-        self.progress.analysis, self.progress.report_path = analysis.result, analysis.report_path
+        self.detail.analysis = analysis.result
         result.verdict, result.score, result.report_path = analysis.result.verdict, analysis.result.score, analysis.report_path
         if analysis.result.verdict != "pass":
-            result.status = "rolled_back"
             result.reason = f"canary judged {analysis.result.verdict}: {analysis.result.summary}"
+            return "rolled_back"
+        return "succeeded"
 
-    async def _promote_and_soak(self, result: StageResult) -> None:
+    async def _promote_and_soak(self, result: StageState) -> StageStatus:
         inp, canary = self.inp, self.inp.canary
         if self.hold:
-            await self._phase("promoting", "rollout paused: holding before promotion")
+            self._report("promoting", "rollout paused: holding before promotion")
             await workflow.wait_condition(lambda: not self.hold)
-        await self._phase("promoting", f"promoting `{inp.version}`")
-        promoted: PromoteResult = await workflow.execute_activity(
-            "promote", PromoteInput(stage=self.ref, version=inp.version, image=inp.image),
-            result_type=PromoteResult, summary=f"promote {inp.version} in {self.ref.key}", **options.DEPLOY,
+        self._report("promoting", f"promoting `{inp.version}`")
+        promoted = await workflow.execute_activity_method(
+            DeployActivities.promote, PromoteInput(stage=self.ref, version=inp.version, image=inp.image),
+            summary=f"promote {inp.version} in {self.ref.key}", **options.DEPLOY,
         )
-        self.promoted = True
         if promoted.previous_version is not None:
             self.previous = promoted.previous_version
-            result.previous_version = promoted.previous_version
+            result.version_before = promoted.previous_version
         soak = timedelta(hours=inp.soak_hours)
         if soak <= timedelta(0):
-            return
+            return "succeeded"
         start = workflow.now()
         end = start + soak
-        self.progress.soak_ends_at = end
+        self.detail.soak_ends_at = end
         check = timedelta(minutes=canary.soak_check_minutes)
         looks = max(1, math.ceil(soak / check))
         for look in range(1, looks + 1):
             remaining = end - workflow.now()
             wait = min(check, remaining)
-            await self._phase("soaking", f"look {look}/{looks}; soak ends {end:%Y-%m-%d %H:%M} UTC")
+            self._report("soaking", f"look {look}/{looks}; soak ends {end:%Y-%m-%d %H:%M} UTC")
             if wait > timedelta(0):
                 try:
                     await workflow.wait_condition(
                         lambda: self.skip_soak_reason is not None, timeout=wait,
                         timeout_summary=f"soak {self.ref.key} look {look}/{looks}",
                     )
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             if self.skip_soak_reason is not None:
                 result.reason = f"soak skipped: {self.skip_soak_reason}"
-                return
-            checked: SoakCheckResult = await workflow.execute_activity(
-                "soak_check",
+                return "succeeded"
+            checked = await workflow.execute_activity_method(
+                AnalysisActivities.soak_check,
                 SoakCheckInput(
-                    stage=self.ref, rollout_id=inp.rollout_id, metrics=canary.metrics, judge=canary.judge_config(),
+                    stage=self.ref, rollout_id=inp.rollout_id, metrics=canary.metrics, judge=canary.judge,
                     window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
                     baseline_version=self.previous, canary_version=inp.version, look=look, max_looks=looks,
                 ),
-                result_type=SoakCheckResult, summary=f"soak check {look}/{looks} {self.ref.key}", **options.ANALYSIS,
+                summary=f"soak check {look}/{looks} {self.ref.key}", **options.ANALYSIS,
             )
-            self.progress.last_look = checked.monitor
+            self.detail.last_look = checked.monitor
             result.soak_looks = look
             if checked.monitor.alarm:
-                result.status = "rolled_back"
                 result.reason = f"alarm during soak: {'; '.join(checked.monitor.reasons)}"
-                return
+                return "rolled_back"
+        return "succeeded"
 
-    async def _rollback(self, result: StageResult) -> None:
-        await self._phase("rolling_back", result.reason)
+    async def _rollback(self, result: StageState) -> None:
+        self._report("rolling_back", result.reason)
         try:
-            await workflow.execute_activity(
-                "rollback",
+            await workflow.execute_activity_method(
+                DeployActivities.rollback,
                 RollbackInput(stage=self.ref, to_version=self.previous, reason=result.reason),
                 summary=f"roll back {self.ref.key} to {self.previous}", **options.ROLLBACK,
             )
         except ActivityError as err:
-            result.status = "failed"
             result.reason += f"; ROLLBACK FAILED: {_error_text(err)} — fix by hand, then re-run"
-            result.final_version = None
-            await self._phase("failed", result.reason)
+            result.version_now = None
+            self._report("failed", result.reason)
             return
-        result.final_version = self.previous
-        await self._phase("rolled_back", result.reason)
+        result.version_now = self.previous
+        self._report("rolled_back", result.reason)

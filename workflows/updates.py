@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pydantic import BaseModel, ConfigDict, Field
+from common.types import RollbackScope
 
 
 class _Payload(BaseModel):
@@ -46,7 +46,7 @@ class Abort(_Payload):
 class Rollback(_Payload):
     by: str = Field(min_length=1)
     reason: str = Field(min_length=1)
-    scope: Literal["stage", "region", "all"] | None = None
+    scope: RollbackScope | None = None
 
 
 class SkipSoak(_Payload):
@@ -66,3 +66,17 @@ class Ack(BaseModel):
 
     ok: bool = True
     message: str
+
+
+def payload_problems(err: ValidationError) -> list[str]:
+    """One line per problem, naming the field: `reason: required field is missing`."""
+    out = []
+    for e in err.errors():
+        field = ".".join(str(p) for p in e["loc"]) or "(payload)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        out.append(f"{field}: {msg}")
+    return out

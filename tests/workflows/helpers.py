@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from activities.registry import AdapterRegistry
-from activities.simulated import FleetScenario, SimulatedFleet
+from activities.adapters.registry import AdapterRegistry
+from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from worker.build import build_worker
 from workflows.request import RolloutRequest, parse_request
 from workflows.rollout import RolloutWorkflow
@@ -32,7 +33,7 @@ def make_request(**overrides: Any) -> RolloutRequest:
             {"name": "eu-west-1", "traffic_share": 0.3},
             {"name": "ap-south-1", "traffic_share": 0.2},
         ],
-        "canary": {"metrics": METRICS, "analysis_minutes": 0, "min_samples": 30},
+        "canary": {"metrics": METRICS, "analysis_minutes": 0, "judge": {"min_samples": 30}},
         "soak": {"test_hours": 0, "prod_hours": 0},
         "blast_radius": {"canary_region": "ap-south-1"},
         "rollback_scope": "all",

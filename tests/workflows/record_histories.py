@@ -16,11 +16,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.workflows.helpers import fleet, make_request, running_worker, start
 from workflows import search
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Abort, Approve, Pause, Resume
-
-from tests.workflows.helpers import fleet, make_request, running_worker, start
 
 OUT = Path(__file__).resolve().parent.parent / "histories"
 

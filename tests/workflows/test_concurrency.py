@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 
 from bifrost_cli.ops import start_rollout
+from tests.workflows.helpers import fleet, make_request, running_worker
 from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
-
-from tests.workflows.helpers import fleet, make_request, running_worker
-
 
 
 async def test_duplicate_submits_give_one_rollout(env, task_queue, tmp_path):
@@ -71,7 +69,7 @@ async def test_racing_submits_supersede_the_earlier_one(env, task_queue, tmp_pat
 async def test_a_terminated_rollout_does_not_hold_the_lock_forever(env, task_queue, tmp_path):
     from datetime import timedelta
 
-    from activities.registry import AdapterRegistry
+    from activities.adapters.registry import AdapterRegistry
     from worker.build import build_worker
 
     one_region = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}

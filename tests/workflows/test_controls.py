@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
+from tests.workflows.helpers import fleet, make_request, running_worker, start
 from workflows.models import RolloutState
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Abort, Approve, OverrideWindow, Pause, Reject, Resume, SkipSoak
-
-from tests.workflows.helpers import fleet, make_request, running_worker, start
 
 
 async def wait_for(handle: WorkflowHandle, pred, timeout: float = 30.0) -> RolloutState:
@@ -137,7 +136,7 @@ async def test_skip_soak_ends_a_soak_early(env, task_queue, tmp_path):
 
 
 async def test_override_window_starts_a_frozen_stage(env, task_queue, tmp_path):
-    today = datetime.now(timezone.utc).date().isoformat()
+    today = datetime.now(UTC).date().isoformat()
     req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0, "freeze_dates": [today], "environments": ["prod"]}],
                        blast_radius={"canary_region": None}, approvals={"approvers": ["gina"]})
     async with running_worker(env.client, fleet(), task_queue, tmp_path):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from workflows.request import RequestError, load_request, parse_request
 from tests.workflows.helpers import make_request
+from workflows.request import RequestError, load_request, parse_request
 
 BASE = {
     "service": "payments", "version": "1.2.3", "requested_by": "ci",
@@ -50,7 +50,7 @@ def test_examples_in_deploy_are_valid():
         ({"colour": "blue"}, "colour: unknown field"),
         ({"canary": {"metrics": [{"name": "a"}, {"name": "a"}]}}, "metric names must be unique; repeated: a"),
         ({"canary": {"metrics": [{"name": "a", "direction": "up"}]}}, "canary.metrics.0.direction: Input should be 'increase', 'decrease' or 'either'"),
-        ({"canary": {"metrics": [{"name": "a", "groups": ["x"]}], "groups": {"x": 120}}}, "canary.groups: group weights must be between 0 and 100"),
+        ({"canary": {"metrics": [{"name": "a", "groups": ["x"]}], "judge": {"groups": {"x": 120}}}}, "canary.judge.groups: group weights must be between 0 and 100"),
     ],
 )
 def test_bad_requests_name_the_field(change, expected):

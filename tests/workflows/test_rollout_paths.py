@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workflows.plan import build_plan
-
 from tests.workflows.helpers import fleet, make_request, running_worker, start
+from workflows.plan import build_plan
 
 
 async def test_good_rollout_runs_stages_in_plan_order(env, task_queue, tmp_path: Path):
@@ -108,8 +107,7 @@ async def test_plan_error_is_refused_before_any_deploy(env, task_queue, tmp_path
 
 
 async def test_a_stage_without_a_target_fails_before_anything_is_deployed(env, task_queue, tmp_path):
-    from activities.registry import AdapterRegistry
-    from activities.targets import Unconfigured
+    from activities.adapters.registry import AdapterRegistry, Unconfigured
     from worker.build import build_worker
 
     req = make_request()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 
@@ -22,7 +22,7 @@ async def test_unanswered_approval_times_out_and_rolls_back(ts_env, task_queue, 
 
 
 async def test_a_stage_waits_for_its_window_to_open(ts_env, task_queue, tmp_path):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     # a window of one hour starting four hours from now, on every day
     start_t = (now + timedelta(hours=4)).replace(minute=0, second=0, microsecond=0)
     if start_t.hour == 23:  # windows do not cross midnight
@@ -36,6 +36,6 @@ async def test_a_stage_waits_for_its_window_to_open(ts_env, task_queue, tmp_path
         result = await (await start(ts_env.client, req, task_queue)).result()
     assert result.status == "succeeded", result.reason
     stage = result.stages[0]
-    opened = stage.started_at.astimezone(timezone.utc)
+    opened = stage.started_at.astimezone(UTC)
     assert opened.strftime("%H:%M") >= window["start"] and opened.strftime("%H:%M") < window["end"]
     assert opened - now >= timedelta(hours=1)  # it really waited (virtual time) for the window
