@@ -252,7 +252,7 @@ def parse_request(data: object, source: str = "<request>") -> RolloutRequest:
     try:
         return RolloutRequest.model_validate(data)
     except ValidationError as err:
-        raise RequestError(source, validation_problems(err, "the request reference in README.md")) from None
+        raise RequestError(source, validation_problems(err, "docs/request.md")) from None
 
 
 def load_request(path: str | Path) -> RolloutRequest:
