@@ -8,16 +8,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, cast, get_args
 
 import click
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, model_validator
 from rich.console import Console
 from rich.table import Table
 
-from canary.config import JudgeConfig, JudgeResult, MetricSamples, MetricSpec, Thresholds
+from canary.config import JudgeConfig, JudgeResult, MetricSamples, MetricSpec
 from canary.judge import judge as run_judge
 from canary.report import render_html
+from common.types import JudgeMode
 
 EXIT_PASS, EXIT_NOT_PASSED, EXIT_INVALID = 0, 1, 2
 
@@ -29,27 +30,10 @@ class FileMetric(MetricSpec):
     canary: list[float | None]
 
 
-class JudgeFile(BaseModel):
-    """The `bifrost judge` input file."""
+class JudgeFile(JudgeConfig):
+    """The `bifrost judge` input file: the judge settings of a request's `canary.judge`, plus the samples."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    thresholds: Thresholds = Field(default_factory=Thresholds)
-    groups: dict[str, float] = Field(default_factory=dict)
     metrics: list[FileMetric] = Field(min_length=1)
-    mode: Literal["bifrost", "kayenta"] | None = None
-    min_samples: int | None = Field(default=None, ge=1)
-    alpha: float | None = Field(default=None, gt=0, lt=0.5)
-
-    @field_validator("groups")
-    @classmethod
-    def _weights(cls, v: dict[str, float]) -> dict[str, float]:
-        for name, w in v.items():
-            if not 0 <= w <= 100:
-                raise ValueError(f"weight of group {name!r} is {w}; weights are percentages 0-100")
-        if sum(v.values()) > 100:
-            raise ValueError(f"group weights sum to {sum(v.values()):g}; they must not exceed 100")
-        return v
 
     @model_validator(mode="after")
     def _unique(self) -> "JudgeFile":
@@ -60,10 +44,10 @@ class JudgeFile(BaseModel):
             seen.add(m.name)
         return self
 
-    def config(self, mode: str | None) -> JudgeConfig:
+    def config(self, mode: JudgeMode | None) -> JudgeConfig:
         """Judge settings: the command line's mode wins over the file's."""
-        extra: dict[str, Any] = {k: v for k, v in (("min_samples", self.min_samples), ("alpha", self.alpha)) if v is not None}
-        return JudgeConfig(mode=mode or self.mode or "bifrost", thresholds=self.thresholds, groups=self.groups, **extra)
+        return JudgeConfig.model_validate(self.model_dump(include=set(JudgeConfig.model_fields), by_alias=True)
+                                          | ({"mode": mode} if mode else {}))
 
     def specs(self) -> list[MetricSpec]:
         return [MetricSpec.model_validate(m.model_dump(exclude={"baseline", "canary"})) for m in self.metrics]
@@ -168,7 +152,7 @@ def print_table(result: JudgeResult, console: Console) -> None:
 
 @click.command("judge")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--mode", type=click.Choice(["bifrost", "kayenta"]), default=None, help="Judge algorithm (default: the file's 'mode', else bifrost).")
+@click.option("--mode", type=click.Choice(list(get_args(JudgeMode))), default=None, help="Judge algorithm (default: the file's 'mode', else bifrost).")
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON instead of a table.")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write an HTML report here.")
 def judge(file: Path, mode: str | None, json_out: bool, report: Path | None) -> None:
@@ -186,7 +170,7 @@ def judge(file: Path, mode: str | None, json_out: bool, report: Path | None) -> 
         click.echo(f"invalid judge file: {err}", err=True)
         raise SystemExit(EXIT_INVALID) from None
     specs, data = doc.specs(), doc.samples()
-    result = run_judge(doc.config(mode), specs, data)
+    result = run_judge(doc.config(cast("JudgeMode | None", mode)), specs, data)
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(render_html(result, specs, data, title=f"Canary judgement: {file.name}"))

@@ -9,11 +9,10 @@ Rules, all enforced here and checked by property-based tests:
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel
 
-from workflows.request import EnvKind, Region, RolloutRequest
+from common.types import EnvKind, stage_key
+from workflows.request import Region, RolloutRequest
 
 
 class Stage(BaseModel):
@@ -25,14 +24,14 @@ class Stage(BaseModel):
 
     @property
     def key(self) -> str:
-        return f"{self.region}/{self.environment}"
+        return stage_key(self.region, self.environment)
 
 
 class Wave(BaseModel):
     """Stages that run in parallel; a wave starts only after the previous one has finished."""
 
     index: int
-    kind: Literal["test", "prod"]
+    kind: EnvKind
     stages: list[Stage]
 
     @property
@@ -133,7 +132,7 @@ def build_plan(request: RolloutRequest) -> Plan:
     canary = choose_canary_region(request)
     waves: list[Wave] = []
 
-    def add(kind: Literal["test", "prod"], regions: list[Region], env: EnvKind) -> None:
+    def add(kind: EnvKind, regions: list[Region], env: EnvKind) -> None:
         for chunk in _chunks(regions, br.max_parallel_regions if kind == "test" else len(regions)):
             stages = [
                 Stage(region=r.name, environment=env, traffic_share=r.traffic_share if env == "prod" else 0.0)
