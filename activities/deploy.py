@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.adapters.base import AdapterError
 from activities.adapters.registry import AdapterRegistry
 from activities.errors import reports_adapter_errors
-from activities.models import DeployInput, PromoteInput, PromoteResult, RollbackInput, StageOnly
+from activities.models import DeployInput, PromoteInput, PromoteResult, RollbackInput, RollbackResult, StageOnly
+from common.types import StageRef
 
 
 class DeployActivities:
@@ -38,18 +40,30 @@ class DeployActivities:
     @activity.defn
     @reports_adapter_errors
     async def promote(self, inp: PromoteInput) -> PromoteResult:
-        """Make the new version the primary; report the version it replaced."""
-        previous = await self.registry.deployer(inp.stage).promote(inp.stage, inp.version, inp.image)
-        return PromoteResult(previous_version=previous)
+        """Make the new version the primary; report the version it replaced (and, with `cleanup`, remove
+        canary and baseline: a cleanup that cannot succeed is reported, never undoing the promotion)."""
+        deployer = self.registry.deployer(inp.stage)
+        previous = await deployer.promote(inp.stage, inp.version, inp.image)
+        return PromoteResult(previous_version=previous, cleanup_error=await self._cleanup(inp.stage) if inp.cleanup else None)
 
     @activity.defn
     @reports_adapter_errors
-    async def rollback(self, inp: RollbackInput) -> None:
+    async def rollback(self, inp: RollbackInput) -> RollbackResult:
         """Put the primary back on the version it ran before, then remove canary and baseline."""
         activity.logger.info("rollback %s to %s: %s", inp.stage.key, inp.to_version, inp.reason)
-        deployer = self.registry.deployer(inp.stage)
-        await deployer.rollback(inp.stage, inp.to_version, inp.image)
-        await deployer.cleanup(inp.stage)
+        await self.registry.deployer(inp.stage).rollback(inp.stage, inp.to_version, inp.image)
+        return RollbackResult(cleanup_error=await self._cleanup(inp.stage))
+
+    async def _cleanup(self, stage: StageRef) -> str | None:
+        """Remove canary and baseline; a refusal that retrying cannot fix (e.g. a forbidden DELETE) is returned
+        as a one-line reason, so the caller records what it did achieve. Retryable errors are raised."""
+        try:
+            await self.registry.deployer(stage).cleanup(stage)
+        except AdapterError as err:
+            if err.retryable:
+                raise
+            return f"could not remove canary and baseline: {err}"
+        return None
 
     @activity.defn
     @reports_adapter_errors

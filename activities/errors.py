@@ -6,7 +6,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import ParamSpec, TypeVar
 
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 from activities.adapters.base import AdapterError
 
@@ -30,3 +30,14 @@ def reports_adapter_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitab
             raise as_application_error(err) from err
 
     return wrapper
+
+
+def failure_text(err: BaseException) -> str:
+    """The one line a person should read about a failed activity or child: the outermost failure that says
+    what happened (an adapter's own message with its hint, a timeout), not the wrapper around it."""
+    cause: BaseException | None = err
+    while isinstance(cause, (ActivityError, ChildWorkflowError)) and cause.__cause__ is not None:
+        cause = cause.__cause__
+    if isinstance(cause, FailureError):
+        return cause.message or type(cause).__name__
+    return str(cause or err) or type(err).__name__

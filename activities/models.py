@@ -18,15 +18,20 @@ class DeployInput(BaseModel):
 
 
 class PromoteInput(BaseModel):
-    """Make `version` the primary; the deployer records what it replaced."""
+    """Make `version` the primary; the deployer records what it replaced. With `cleanup`, then remove canary
+    and baseline in the same activity (a stage without a soak needs them no longer)."""
 
     stage: StageRef
     version: str
     image: str
+    cleanup: bool = False
 
 
 class PromoteResult(BaseModel):
+    """The version the promotion replaced, and why canary and baseline could not be removed (if they could not)."""
+
     previous_version: str | None
+    cleanup_error: str | None = None
 
 
 class RollbackInput(BaseModel):
@@ -36,6 +41,12 @@ class RollbackInput(BaseModel):
     to_version: str | None
     image: str | None = None
     reason: str = ""
+
+
+class RollbackResult(BaseModel):
+    """The primary is back on the version asked for; `cleanup_error` says why canary and baseline remain."""
+
+    cleanup_error: str | None = None
 
 
 class StageOnly(BaseModel):

@@ -20,14 +20,14 @@ from datetime import timedelta  # noqa: E402
 
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 
 from activities.adapters.registry import AdapterRegistry  # noqa: E402
 from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
-from bifrost_cli.ops import start_rollout  # noqa: E402
+from bifrost_cli.ops import outcome, start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
+from worker.converter import DATA_CONVERTER  # noqa: E402
 from workflows import search  # noqa: E402
 from workflows.request import parse_request  # noqa: E402
 
@@ -78,7 +78,7 @@ async def main() -> None:
     temporal = str(Path(sys.executable).parent / "temporal")
     extra = [arg for kv in sys.argv[1:] for arg in ("--dynamic-config-value", kv)]
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=pydantic_data_converter, dev_server_extra_args=extra)
+                                                data_converter=DATA_CONVERTER, dev_server_extra_args=extra)
     queue = f"bench-{uuid.uuid4().hex[:6]}"
     fleet = SimulatedFleet(FleetScenario(min_samples=60))
     walls = []
@@ -89,7 +89,7 @@ async def main() -> None:
                 req = request(i)
                 t0 = time.perf_counter()
                 handle = await start_rollout(env.client, req, queue)
-                result = await handle.result()
+                result = await outcome(handle)
                 walls.append(time.perf_counter() - t0)
                 assert result.status == "succeeded", result.reason
                 stages = len(result.stages)

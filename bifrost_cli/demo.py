@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
-from bifrost_cli.ops import start_rollout
+from bifrost_cli.ops import outcome, start_rollout
 from bifrost_cli.render import state_table
 from worker.build import build_worker
 from worker.connect import TASK_QUEUE, connect
@@ -33,7 +33,7 @@ def _free_port() -> int:
 
 async def _watch(client: Client, ids: list[str], console: Console) -> list[RolloutState]:
     handles = [client.get_workflow_handle_for(RolloutWorkflow.run, i) for i in ids]
-    results = [asyncio.ensure_future(h.result()) for h in handles]
+    results = [asyncio.ensure_future(outcome(h)) for h in handles]
     with Live(console=console, refresh_per_second=4) as live:
         while not all(r.done() for r in results):
             tables = []
@@ -72,7 +72,7 @@ async def _run(address: str, console: Console) -> bool:
     console.print(Panel.fit(
         f"[{'green' if ok_first else 'red'}]{first.rollout_id}: {first.status}[/] — {first.reason}\n"
         f"[{'green' if ok_second else 'red'}]{second.rollout_id}: {second.status}[/] — {second.reason}\n"
-        + (f"canary report: {failing.report_path}\n" if failing and failing.report_path else "")
+        + (f"canary report: {failing.report_url}\n" if failing and failing.report_url else "")
         + f"every region now runs {good.version}: "
         + ("yes" if all(v['primary'] == good.version for v in fleet.snapshot().values()) else "NO"),
         title="demo outcome",

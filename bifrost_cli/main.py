@@ -185,12 +185,12 @@ def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, An
             fields: dict[str, Any]) -> None:
     """Build the update's payload from the options (refusing bad values here, naming the field), then send it."""
     from bifrost_cli import ops
-    from workflows.updates import payload_problems
+    from common.problems import payload_problems
 
     try:
         payload = model.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
-        err_console.print(f"[red]{getattr(update, '__name__', 'update')} not sent: {'; '.join(payload_problems(err))}[/red]")
+        err_console.print(f"[red]{getattr(update, '__name__', 'update')} not sent: {'; '.join(payload_problems(err, model))}[/red]")
         sys.exit(EXIT_INVALID)
     ok = _run(ops.send_update(_rid(rollout_id), update, payload, console=console, err_console=err_console))
     sys.exit(0 if ok else 1)

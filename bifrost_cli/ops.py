@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.live import Live
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.workflow import UpdateMethodMultiParam
 
@@ -25,6 +26,28 @@ from workflows.updates import Ack
 P = TypeVar("P", bound=BaseModel)
 
 
+def outcome_state(err: WorkflowFailureError) -> RolloutState | None:
+    """The state a rollout attached to its failure (RolledBack, Rejected, Aborted, Failed, InvalidRequest)."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        try:
+            return RolloutState.model_validate(cause.details[0])
+        except ValidationError:
+            return None
+    return None
+
+
+async def outcome(handle: WorkflowHandle[Any, RolloutState]) -> RolloutState:
+    """How a rollout ended: its result when it succeeded, the state in its failure's details otherwise."""
+    try:
+        return await handle.result()
+    except WorkflowFailureError as err:
+        state = outcome_state(err)
+        if state is None:
+            raise
+        return state
+
+
 async def start_rollout(client: Client, req: RolloutRequest, task_queue: str = "bifrost") -> WorkflowHandle:
     """Start the rollout, or attach to the running one with the same service and version."""
     return await client.start_workflow(
@@ -38,6 +61,8 @@ async def start_rollout(client: Client, req: RolloutRequest, task_queue: str = "
             SearchAttributePair(search.SERVICE, req.service),
             SearchAttributePair(search.VERSION, req.version),
             SearchAttributePair(search.STATUS, "queued"),
+            SearchAttributePair(search.STAGE, "-"),
+            SearchAttributePair(search.ENVIRONMENT, "-"),
             SearchAttributePair(search.REQUESTED_BY, req.requested_by),
         ]),
         static_summary=f"{req.service} {req.version} by {req.requested_by}",
@@ -56,7 +81,7 @@ def _static_details(req: RolloutRequest) -> str:
 
 async def follow_rollout(handle: WorkflowHandle, console: Console, interval: float = 1.0) -> RolloutState:
     """Redraw the stage table from the `status` query until the rollout ends."""
-    result_task = asyncio.ensure_future(handle.result())
+    result_task = asyncio.ensure_future(outcome(handle))
     with Live(console=console, refresh_per_second=4, transient=False) as live:
         while not result_task.done():
             try:
@@ -77,7 +102,7 @@ async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: s
     if not wait:
         console.print(f"follow it: bifrost status {handle.id}   or the Temporal UI's workflow page")
         return 0
-    result = await (follow_rollout(handle, console) if follow else handle.result())
+    result = await (follow_rollout(handle, console) if follow else outcome(handle))
     console.print(f"[bold]{result.status}[/bold]: {result.reason}")
     return exit_code_for(result.status)
 

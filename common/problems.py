@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+import difflib
+
+from pydantic import BaseModel, ValidationError
 
 
 class FileProblems(ValueError):
@@ -31,3 +33,30 @@ def validation_problems(err: ValidationError, reference: str) -> list[str]:
             msg = f"{msg} (got {e.get('input')!r})"
         problems.append(f"{loc}: {msg}")
     return problems
+
+
+def payload_problems(err: ValidationError, model: type[BaseModel] | None = None) -> list[str]:
+    """One line per problem of an update payload or workflow input, naming the field and what was expected.
+
+    With `model`, an unknown field suggests the closest known one: "unknown field 'approved_by'; expected
+    'approver'"."""
+    fields = sorted(model.model_fields) if model is not None else []
+    out = []
+    for e in err.errors():
+        loc = [str(p) for p in e["loc"]]
+        field = ".".join(loc) or "(payload)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "missing":
+            msg = "required field is missing"
+        elif e["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(loc[-1], fields, n=1, cutoff=0.5) if loc and len(loc) == 1 else []
+            msg = f"unknown field; expected {close[0]!r}" if close else (
+                f"unknown field; fields are {', '.join(repr(f) for f in fields)}" if fields else "unknown field")
+            out.append(f"unknown field {loc[-1]!r}" + msg.removeprefix("unknown field"))
+            continue
+        elif e["type"] in ("model_type", "dict_type", "model_attributes_type"):
+            shape = ", ".join(f'"{f}": ...' for f in fields)
+            out.append(f"expected a JSON object{f' like {{{shape}}}' if shape else ''}, got {type(e.get('input')).__name__}")
+            continue
+        out.append(f"{field}: {msg}")
+    return out

@@ -72,3 +72,16 @@ class Notification(BaseModel):
     event: str
     text: str
     stage: str | None = None
+
+
+# Temporal failure types Bifrost raises on purpose. A rollout or stage that did not reach its goal ends as a
+# failure of the type naming its outcome (so the Temporal UI shows it red), with its state as the details.
+OUTCOME_FAILURE_TYPES: dict[str, str] = {
+    "rolled_back": "RolledBack", "rejected": "Rejected", "aborted": "Aborted", "failed": "Failed",
+}
+REFUSED = "Refused"  # an update's validator said no
+INVALID_PAYLOAD = "InvalidPayload"  # a payload (workflow input, update argument) did not match its model
+INVALID_REQUEST = "InvalidRequest"  # a request that cannot be planned
+USER_FACING_FAILURE_TYPES: frozenset[str] = frozenset(
+    {*OUTCOME_FAILURE_TYPES.values(), REFUSED, INVALID_PAYLOAD, INVALID_REQUEST}
+)

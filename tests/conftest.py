@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from worker.converter import DATA_CONVERTER
 from workflows import search
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
@@ -28,7 +28,7 @@ def require_or_skip(what: str, why: str) -> None:
 async def env():
     """A plain local dev server: real timers, for rollouts without long waits."""
     e = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=pydantic_data_converter,
+        dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=DATA_CONVERTER,
         dev_server_extra_args=["--dynamic-config-value", "frontend.enableServerVersionCheck=false"],
     )
     yield e
@@ -39,7 +39,7 @@ async def env():
 async def ts_env():
     """A dev server with per-workflow time skipping: soaks and timeouts of hours run in seconds."""
     e = await WorkflowEnvironment.start_time_skipping_v2(
-        dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=pydantic_data_converter,
+        dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=DATA_CONVERTER,
         dev_server_extra_args=["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true"],
     )
     yield e

@@ -6,8 +6,9 @@ import os
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
+
+from worker.converter import DATA_CONVERTER
 
 DEFAULT_ADDRESS = "localhost:7233"
 TASK_QUEUE = "bifrost"
@@ -30,4 +31,4 @@ def connect_config(address: str | None = None, namespace: str | None = None) -> 
 
 async def connect(address: str | None = None, namespace: str | None = None) -> Client:
     """Connect with the pydantic data converter every Bifrost client and worker must share."""
-    return await Client.connect(**connect_config(address, namespace), data_converter=pydantic_data_converter)
+    return await Client.connect(**connect_config(address, namespace), data_converter=DATA_CONVERTER)

@@ -1,59 +1,164 @@
-"""Markdown for the Temporal UI's Current Details: pure functions of a rollout's or a stage's state."""
+"""Markdown for the Temporal UI's Current Details, and the one-line summary: pure functions of a state.
+
+The rollout's page is a dashboard — waves and stages (status, before → now, verdict and score, soak look
+N/M and its end), what the rollout waits for and what an approval releases, the pause (who, why, where it
+holds), how to act, and the last audit lines. A stage's page says where the stage is, which versions, its
+verdict and report, and whether the rollout may still roll it back.
+"""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from common.types import TERMINAL
-from workflows.models import RolloutState
+from workflows.models import AuditEntry, RolloutState, RolloutSummary, StageState
+from workflows.plan import Plan
 
 WHO = "<your name>"
+AUDIT_LINES = 5
 
 
-def how_to_act(state: RolloutState, *, paused: bool, waiting_window: set[str]) -> list[tuple[str, dict[str, object]]]:
+def _when(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "?"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def verdict_cell(st: StageState) -> str:
+    if st.verdict is None:
+        return "–"
+    score = f" {st.score:g}" if st.score is not None else ""
+    text = f"{st.verdict}{score}"
+    return f"[{text}]({st.report_url})" if st.report_url and st.report_url.startswith(("http://", "https://")) else text
+
+
+def soak_cell(st: StageState) -> str:
+    if not st.soak_max_looks:
+        return "–"
+    ends = f", ends {_when(st.soak_ends_at)}" if st.soak_ends_at and st.status == "soaking" else ""
+    return f"look {st.soak_looks}/{st.soak_max_looks}{ends}"
+
+
+def versions_cell(st: StageState) -> str:
+    before, now = st.version_before or "?", st.version_now or "?"
+    return f"`{before}`" if before == now else f"`{before}` → `{now}`"
+
+
+def status_cell(st: StageState) -> str:
+    status = st.status.replace("_", " ")
+    if st.status == "succeeded" and st.awaiting_verdict:
+        status += " (rollout may still roll it back)"
+    return status
+
+
+def stage_table(state: RolloutState) -> str:
+    rows = ["| wave | stage | status | version | verdict | soak |", "|---|---|---|---|---|---|"]
+    for st in state.stages:
+        mark = "**" if st.key in (state.current_stage or "").split(", ") and not state.finished else ""
+        rows.append(f"| {st.wave} | {mark}{st.key}{mark} | {status_cell(st)} | {versions_cell(st)} | "
+                    f"{verdict_cell(st)} | {soak_cell(st)} |")
+    return "\n".join(rows)
+
+
+def approval_releases(plan: Plan, wave: int) -> str:
+    """'approving wave 4 releases eu-west-1/prod + us-east-1/prod, 85% of production traffic'."""
+    w = next((w for w in plan.waves if w.index == wave), None)
+    if w is None:
+        return f"approving wave {wave}"
+    keys = " + ".join(s.key for s in w.stages)
+    traffic = f", {w.traffic_share:.0%} of production traffic" if w.kind == "prod" else " (test)"
+    return f"approving wave {wave} releases {keys}{traffic}"
+
+
+def holds_at(state: RolloutState) -> str:
+    """Where a pause holds: before the promotion of running stages, and before the next wave."""
+    running = [s.key for s in state.stages if s.status in ("deploying", "analyzing", "promoting")]
+    nxt = (state.current_wave or 0) + (1 if running or any(s.status == "soaking" for s in state.stages) else 0)
+    parts = [f"before promoting {', '.join(running)}"] if running else []
+    if nxt and nxt <= state.waves:
+        parts.append(f"before wave {nxt}")
+    return " and ".join(parts) or "at the next safe point"
+
+
+def audit_line(a: AuditEntry) -> str:
+    target = f" {a.target}" if a.target else ""
+    detail = f" — {a.detail}" if a.detail else ""
+    return f"{a.at:%m-%d %H:%M} {a.who}: {a.action}{target}{detail}"
+
+
+def how_to_act(state: RolloutState, *, paused: bool, waiting_window: set[str], soaking: list[str]) -> list[tuple[str, dict[str, object]]]:
     """The updates a release manager can send now, each with an example JSON payload."""
     if state.status in TERMINAL:
         return []
     out: list[tuple[str, dict[str, object]]] = []
-    if state.pending_approvals:
-        gate = state.pending_approvals[0]
-        target: dict[str, object] = {"wave": int(gate.removeprefix("wave-"))} if gate.startswith("wave-") else {"stage": gate}
-        out.append(("approve", {**target, "approver": WHO, "comment": "looks good"}))
-        out.append(("reject", {**target, "approver": WHO, "reason": "why"}))
+    if state.awaiting_wave is not None:
+        out.append(("approve", {"wave": state.awaiting_wave, "approver": WHO, "comment": "looks good"}))
+        out.append(("reject", {"wave": state.awaiting_wave, "approver": WHO, "reason": "why"}))
     if waiting_window:
         out.append(("override_window", {"stage": sorted(waiting_window)[0], "by": WHO, "reason": "why"}))
+    if soaking:
+        out.append(("skip_soak", {"stage": soaking[0], "by": WHO, "reason": "why"}))
     out.append(("resume", {"by": WHO}) if paused else ("pause", {"by": WHO, "reason": "why"}))
     out.append(("abort", {"by": WHO, "reason": "why"}))
     return out
 
 
-def rollout_details(state: RolloutState, *, waves: int, paused: bool, waiting_window: set[str]) -> str:
-    """State, stage, what the rollout waits for, how to act, and the canary reports."""
+def rollout_details(state: RolloutState, plan: Plan | None, *, waiting_window: set[str], soaking: list[str]) -> str:
+    """The rollout's dashboard in Markdown."""
     s = state
-    paras = [f"## {s.service} `{s.version}` — **{s.status.replace('_', ' ')}**"]
-    if s.current_wave and s.status not in TERMINAL:
-        paras.append(f"Wave {s.current_wave}/{waves}; current stage: {s.current_stage or '-'}")
+    head = f"## {s.service} `{s.version}` — **{s.status.replace('_', ' ').upper()}**"
+    if s.current_wave and not s.finished:
+        head += f" · wave {s.current_wave}/{s.waves}"
+    paras = [head]
     if s.reason:
-        paras.append(f"Reason: {s.reason}")
+        paras.append(f"**Reason:** {s.reason}")
     if s.waiting_for:
-        paras.append(f"Waiting for: {s.waiting_for}")
-    examples = how_to_act(state, paused=paused, waiting_window=waiting_window)
+        wait = f"**Waiting for:** {s.waiting_for}"
+        if s.awaiting_wave is not None and plan is not None:
+            wait += f" — {approval_releases(plan, s.awaiting_wave)}"
+        paras.append(wait)
+    if s.pause is not None and not s.finished:
+        why = f": “{s.pause.reason}”" if s.pause.reason else ""
+        paras.append(f"**Paused** by {s.pause.by} at {_when(s.pause.at)}{why} — holds {holds_at(s)}")
+    paras.append(stage_table(s))
+    examples = how_to_act(s, paused=s.pause is not None, waiting_window=waiting_window, soaking=soaking)
     if examples:
-        paras.append("How to act (More actions → Send an Update, or the `bifrost` CLI):\n\n"
-                     + "\n".join(f"- `{name}`: `{json.dumps(example)}`" for name, example in examples))
-    reports = [f"- {st.key}: {st.verdict} ({st.score:g}) `{st.report_path}`"
-               for st in s.stages if st.report_path and st.score is not None]
-    if reports:
-        paras.append("Canary reports:\n\n" + "\n".join(reports))
+        paras.append("**How to act** (More actions → Send an Update, or the `bifrost` CLI):\n\n"
+                     + "\n".join(f"- `{name}` `{json.dumps(example)}`" for name, example in examples))
+    if s.audit:
+        paras.append("**Recent actions**\n\n" + "\n".join(f"- {_cell(audit_line(a))}" for a in s.audit[-AUDIT_LINES:]))
     return "\n\n".join(paras)
 
 
-def stage_details(key: str, status: str, service: str, before: str | None, version: str, detail: str,
-                  report_path: str | None) -> str:
-    """A stage's own page: where it is, which versions, and its canary report."""
-    lines = [f"**Stage {key}** — {status}", f"{service} `{before}` → `{version}`"]
+def rollout_summary(state: RolloutState) -> RolloutSummary:
+    """The rollout at a glance: status, wave, each stage's status and version."""
+    wave = f"{state.current_wave}/{state.waves}" if state.current_wave else f"-/{state.waves}"
+    return RolloutSummary(
+        rollout=f"{state.service} {state.version}", status=state.status, wave=wave,
+        stages={st.key: f"{status_cell(st)}, {st.version_now or '?'}" for st in state.stages},
+        waiting_for=state.waiting_for, reason=state.reason,
+    )
+
+
+def stage_details(st: StageState, *, service: str, version: str, detail: str = "") -> str:
+    """A stage's own page: where it is, which versions, its verdict and report, what it waits for."""
+    lines = [f"## Stage {st.key} — **{st.status.replace('_', ' ').upper()}**",
+             f"{service}: `{st.version_before or '?'}` → `{version}`; now on `{st.version_now or st.version_before or '?'}`"]
+    if st.reason:
+        lines.append(f"**Reason:** {st.reason}")
     if detail:
         lines.append(detail)
-    if report_path:
-        lines.append(f"Canary report: `{report_path}`")
+    if st.verdict is not None:
+        report = f" — [canary report]({st.report_url})" if st.report_url else ""
+        lines.append(f"**Verdict:** {st.verdict} (score {st.score:g}){report}" if st.score is not None
+                     else f"**Verdict:** {st.verdict}{report}")
+    if st.soak_max_looks:
+        lines.append(f"**Soak:** {soak_cell(st)}")
+    if st.awaiting_verdict:
+        lines.append("**Waiting for:** the rollout's verdict — it keeps this version when every stage succeeds, "
+                     "and rolls this stage back if a later stage fails (by the rollout's rollback scope)")
     return "\n\n".join(lines)

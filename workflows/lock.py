@@ -27,7 +27,7 @@ SUPERSEDED_SIGNAL = "superseded"
 RELEASE_SIGNAL = "release"
 
 
-@workflow.defn(name=LOCK_WORKFLOW)
+@workflow.defn(name=LOCK_WORKFLOW, failure_exception_types=options.FAIL_ON_BUGS)
 class ServiceLockWorkflow:
     """Grants the lock in arrival order; exits after a quiet period with nobody waiting."""
 
@@ -35,6 +35,7 @@ class ServiceLockWorkflow:
     def __init__(self, state: LockState) -> None:
         self.state = state
         self.outbox: list[tuple[str, str, str]] = []  # (workflow_id, signal, argument)
+        self.check_holder_now = False  # someone is waiting: make sure the holder is still alive
 
     @workflow.run
     async def run(self, state: LockState) -> None:
@@ -50,10 +51,13 @@ class ServiceLockWorkflow:
                         return
                 continue
             try:
-                await workflow.wait_condition(lambda: bool(self.outbox),
+                await workflow.wait_condition(lambda: bool(self.outbox) or self.check_holder_now,
                                               timeout=timedelta(seconds=self.state.holder_check_seconds),
                                               timeout_summary="check that the holder is still running")
             except TimeoutError:
+                self.check_holder_now = True
+            if self.check_holder_now:
+                self.check_holder_now = False
                 await self._check_holder()
             if workflow.info().is_continue_as_new_suggested():
                 await self._flush()
@@ -109,6 +113,7 @@ class ServiceLockWorkflow:
         else:
             self.state.queue.append(req)
             self.state.log.append(f"queued {req.workflow_id} behind {busy}")
+            self.check_holder_now = True  # a holder that ended without releasing must not keep anyone waiting
 
     @workflow.signal(name=RELEASE_SIGNAL, description="Internal: a rollout has finished and gives the lock back.")
     def release(self, workflow_id: str) -> None:

@@ -1,12 +1,14 @@
 """What the rollout and stage workflows carry, report and return: one record per concept.
 
 - `StageState`: one stage, as its own workflow reports it and as the rollout lists it.
-- `RolloutState`: the whole rollout; the `status` query's answer and the workflow's result.
+- `RolloutState`: the whole rollout; the `status` query's answer and the workflow's result (or, when the
+  rollout did not reach its goal, the details of its failure).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,19 +16,9 @@ from canary.config import JudgeResult, MonitorResult
 from common.types import TERMINAL, EnvKind, RolloutStatus, StageStatus, stage_key
 from workflows.request import CanarySettings
 
-
-class StageInput(BaseModel):
-    """Everything a stage needs; no secrets, only names and settings."""
-
-    rollout_id: str
-    service: str
-    version: str
-    image: str
-    region: str
-    environment: EnvKind
-    wave: int = 0
-    canary: CanarySettings
-    soak_hours: float
+# A stage's history budget: it continues as new during a soak once its history passes this many events,
+# far below Temporal's warning at 10,240, so a 48 h soak at 1-minute looks stays small in every run.
+STAGE_HISTORY_BUDGET = 4000
 
 
 class StageState(BaseModel):
@@ -41,19 +33,69 @@ class StageState(BaseModel):
     version_now: str | None = None
     verdict: str | None = None
     score: float | None = None
-    report_path: str | None = None
+    report_url: str | None = None
     reason: str = ""
     soak_looks: int = 0
+    soak_max_looks: int = 0
+    soak_ends_at: datetime | None = None
+    awaiting_verdict: bool = Field(default=False, description="finished its work; the rollout may still roll it back")
     started_at: datetime | None = None
     ended_at: datetime | None = None
 
     @classmethod
-    def of(cls, region: str, environment: EnvKind, wave: int = 0) -> "StageState":
+    def of(cls, region: str, environment: EnvKind, wave: int = 0) -> StageState:
         return cls(key=stage_key(region, environment), region=region, environment=environment, wave=wave)
 
     @property
     def ok(self) -> bool:
         return self.status in ("succeeded", "skipped")
+
+
+class SoakProgress(BaseModel):
+    """Where a soak stands; carried across continue-as-new so looks and the false-alarm budget go on."""
+
+    started_at: datetime
+    ends_at: datetime
+    interval: timedelta
+    max_looks: int = Field(ge=1)
+    looks_done: int = 0
+
+
+class StageResume(BaseModel):
+    """Everything a stage needs to go on in a new run (continue-as-new during its soak)."""
+
+    state: StageState
+    previous: str | None
+    soak: SoakProgress
+    hold: bool = False
+    skip_soak_reason: str | None = None
+    stop_reason: str | None = None
+    analysis: JudgeResult | None = None
+    last_look: MonitorResult | None = None
+    runs: int = 1
+
+
+class StageInput(BaseModel):
+    """Everything a stage needs; no secrets, only names and settings."""
+
+    rollout_id: str
+    service: str
+    version: str
+    image: str
+    region: str
+    environment: EnvKind
+    wave: int = 0
+    canary: CanarySettings
+    soak_hours: float
+    history_budget: int = Field(default=STAGE_HISTORY_BUDGET, ge=50)
+    resume: StageResume | None = None
+
+
+class StageConclusion(BaseModel):
+    """The rollout's word to a stage that has finished its work: keep the new version, or roll it back."""
+
+    action: Literal["keep", "roll_back"]
+    reason: str = ""
 
 
 class StageDetail(BaseModel):
@@ -62,7 +104,7 @@ class StageDetail(BaseModel):
     state: StageState
     analysis: JudgeResult | None = None
     last_look: MonitorResult | None = None
-    soak_ends_at: datetime | None = None
+    runs: int = 1
 
 
 class AuditEntry(BaseModel):
@@ -75,6 +117,14 @@ class AuditEntry(BaseModel):
     detail: str = ""
 
 
+class PauseInfo(BaseModel):
+    """Who paused the rollout, why, and when."""
+
+    by: str
+    reason: str = ""
+    at: datetime
+
+
 class RolloutState(BaseModel):
     """The whole rollout: per-stage state and versions, approvals, audit trail; also its final result."""
 
@@ -82,12 +132,15 @@ class RolloutState(BaseModel):
     service: str
     version: str
     status: RolloutStatus = "planning"
+    waves: int = 0
     current_wave: int | None = None
     current_stage: str | None = None
     waiting_for: str | None = None
     stages: list[StageState] = Field(default_factory=list)
+    awaiting_wave: int | None = Field(default=None, description="the wave whose approval the rollout waits for")
     pending_approvals: list[str] = Field(default_factory=list)
     approved: list[str] = Field(default_factory=list)
+    pause: PauseInfo | None = None
     audit: list[AuditEntry] = Field(default_factory=list)
     reason: str = ""
     started_at: datetime | None = None
@@ -96,6 +149,9 @@ class RolloutState(BaseModel):
     def stage(self, key: str) -> StageState | None:
         return next((s for s in self.stages if s.key == key), None)
 
+    def wave_stages(self, wave: int) -> list[StageState]:
+        return [s for s in self.stages if s.wave == wave]
+
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL
@@ -103,3 +159,14 @@ class RolloutState(BaseModel):
     @property
     def region_versions(self) -> dict[str, str | None]:
         return {s.key: s.version_now for s in self.stages}
+
+
+class RolloutSummary(BaseModel):
+    """The `summary` query: the rollout at a glance, one line per field."""
+
+    rollout: str
+    status: RolloutStatus
+    wave: str
+    stages: dict[str, str]
+    waiting_for: str | None = None
+    reason: str = ""

@@ -58,3 +58,11 @@ NOTIFY = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(maximum_attempts=2),
 )
+
+# Exceptions that mean a bug in workflow code. They fail the workflow run (which then reports what it
+# knows) instead of failing its workflow task, which Temporal would retry forever — a wedged rollout would
+# hold its service's lock. Nondeterminism errors are left out on purpose: a worker with the right code can
+# still resume those runs.
+FAIL_ON_BUGS: list[type[BaseException]] = [
+    ArithmeticError, AssertionError, AttributeError, LookupError, NotImplementedError, TypeError, ValueError,
+]

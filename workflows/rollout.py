@@ -1,27 +1,51 @@
 """RolloutWorkflow: runs a plan wave by wave, each stage a child StageWorkflow, and rolls back on failure.
 
-Release managers drive it through validated updates (approve, reject, pause, resume, abort, rollback,
-skip_soak, override_window) and read it through the `status` query and the UI's current details.
+Stages that finish their work stay open until the rollout's verdict, so a rollback by scope runs on each
+stage's own page. A rollout that does not reach its goal ends as a Temporal failure whose type names the
+outcome (RolledBack, Rejected, Aborted, Failed) and whose details are its full state; one that succeeds
+returns that state. Release managers drive it through validated updates (approve, reject, pause, resume,
+abort, rollback, skip_soak, override_window) and read it through the `summary` and `status` queries and the
+UI's current details.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deploy import DeployActivities
-    from activities.models import RollbackInput, StageOnly
+    from activities.errors import failure_text
+    from activities.models import StageOnly
     from activities.notify import NotifyActivities
-    from common.types import TERMINAL, Notification, RollbackScope, RolloutStatus, StageRef
+    from common.types import (
+        INVALID_REQUEST,
+        OUTCOME_FAILURE_TYPES,
+        REFUSED,
+        TERMINAL,
+        Notification,
+        RollbackScope,
+        RolloutStatus,
+        StageRef,
+    )
     from workflows import options, search
-    from workflows.details import rollout_details
+    from workflows.details import rollout_details, rollout_summary
     from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, ServiceLock
-    from workflows.models import AuditEntry, RolloutState, StageInput, StageState
+    from workflows.models import (
+        AuditEntry,
+        PauseInfo,
+        RolloutState,
+        RolloutSummary,
+        StageConclusion,
+        StageInput,
+        StageState,
+    )
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
     from workflows.request import RolloutRequest
     from workflows.rollback import stages_to_roll_back
@@ -43,7 +67,12 @@ class _Stopped(Exception):
     """Internal: unwinds the main flow once `self.stop` is set."""
 
 
-@workflow.defn
+def refused(message: str) -> ApplicationError:
+    """A validator's refusal: one line for the UI and the CLI, no stack trace (worker/converter.py)."""
+    return ApplicationError(message, type=REFUSED, non_retryable=True)
+
+
+@workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
 class RolloutWorkflow:
     """One rollout of one service version across all planned stages."""
 
@@ -53,66 +82,96 @@ class RolloutWorkflow:
         info = workflow.info()
         self.state = RolloutState(rollout_id=info.workflow_id, service=request.service, version=request.version)
         self.plan: Plan | None = None
-        self.paused = False
         self.stop: Stop | None = None
+        self.failed_stage: str | None = None
         self.window_overrides: set[str] = set()
         self.waiting_window: set[str] = set()
-        self.children: dict[str, workflow.ChildWorkflowHandle] = {}
-        self.failed_stage: str | None = None
+        self.children: dict[str, workflow.ChildWorkflowHandle[Any, StageState]] = {}
+        self.collected: set[str] = set()  # stages whose workflow has closed and whose end is recorded
+        self.cancel_requested = False
         self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
-        self._notifications: list[asyncio.Future[bool]] = []
+        self._outbox: list[asyncio.Future[Any]] = []
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, request: RolloutRequest) -> RolloutState:
+        self.state.started_at = workflow.now()
         try:
             self.plan = build_plan(request)
         except PlanError as err:
-            self._set_status("failed", reason=str(err))
-            raise ApplicationError(f"invalid plan: {err}", type="InvalidRequest", non_retryable=True) from None
-        for wave in self.plan.waves:
-            for s in wave.stages:
-                self.state.stages.append(StageState.of(s.region, s.environment, wave.index))
-        self.state.started_at = workflow.now()
+            self._set_status("failed", reason=f"invalid plan: {err}")
+            raise ApplicationError(f"invalid plan: {err}", self.state, type=INVALID_REQUEST, non_retryable=True) from None
+        self.state.waves = len(self.plan.waves)
+        self.state.stages = [StageState.of(s.region, s.environment, w.index) for w in self.plan.waves for s in w.stages]
         self._audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
         try:
-            self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
-            if not await self.lock.acquire(give_up=lambda: self.stop is not None):
-                raise _Stopped()
-            self._set_status("running")
-            self._notify("rollout_started", f"rolling out across {len(self.plan.waves)} waves")
-            await self._inventory()
-            for wave in self.plan.waves:
-                self.state.current_wave = wave.index
-                await self._before_wave(wave)
-                await self._run_wave(wave)
-                if self.failed_stage is not None or self.stop is not None:
-                    break
-            await self._finish()
-        except _Stopped:
-            await self._finish()
-        except asyncio.CancelledError:
-            if self.stop is None:
-                self.stop = Stop("aborted", "workflow cancellation requested")
-            await self._cancel_children()
-            await self._finish()
-        await self.lock.release()
+            try:
+                await self._execute(self.plan)
+            except _Stopped:
+                pass
+            except asyncio.CancelledError:
+                self.cancel_requested = True
+                self._halt(Stop("aborted", "workflow cancellation requested"))
+            except Exception as err:  # a bug must not wedge the rollout or hold the service's lock
+                workflow.logger.exception("rollout failed unexpectedly")
+                self._halt(Stop("failed", f"Bifrost internal error ({type(err).__name__}: {err}); "
+                                          "stages were stopped and rolled back by scope"))
+            await self._conclude()
+        finally:
+            await self.lock.release()
         self._notify(f"rollout_{self.state.status}", self.state.reason)
-        await asyncio.gather(*self._notifications, return_exceptions=True)
-        await workflow.wait_condition(workflow.all_handlers_finished)
         self.state.ended_at = workflow.now()
+        self._set_status(self.state.status)
+        await asyncio.gather(*self._outbox, return_exceptions=True)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.state.status != "succeeded":
+            raise ApplicationError(f"{self.state.status.replace('_', ' ')}: {self.state.reason}", self.state,
+                                   type=OUTCOME_FAILURE_TYPES[self.state.status], non_retryable=True)
         return self.state
+
+    async def _execute(self, plan: Plan) -> None:
+        self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
+        if not await self.lock.acquire(give_up=lambda: self.stop is not None):
+            raise _Stopped()
+        self._set_status("running")
+        self._notify("rollout_started", f"rolling out across {len(plan.waves)} waves")
+        await self._inventory(plan)
+        for wave in plan.waves:
+            self.state.current_wave = wave.index
+            await self._before_wave(wave)
+            await self._run_wave(wave)
+            if self.failed_stage is not None or self.stop is not None:
+                return
+
+    def _halt(self, stop: Stop) -> None:
+        if self.stop is None:
+            self.stop = stop
 
     def _raise_if_stopped(self) -> None:
         if self.stop is not None:
             raise _Stopped()
 
+    async def _until(self, condition: Callable[[], bool], timeout: timedelta | None = None, summary: str | None = None) -> bool:
+        """Wait for `condition` (True) or the timeout (False) without being cut short by a cancellation request:
+        used where the rollout must finish what it started (stopping stages, rollbacks, reports)."""
+        while True:
+            try:
+                await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary)
+                return True
+            except TimeoutError:
+                return False
+            except asyncio.CancelledError:
+                self.cancel_requested = True
+                self._halt(Stop("aborted", "workflow cancellation requested"))
+
+    # -- messages from stages and the lock ---------------------------------------------------------
     @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage reports its status.")
     def stage_progress(self, report: StageState) -> None:
         st = self.state.stage(report.key)
-        if st is not None and report.key in self.children and not self.children[report.key].done():
-            st.status = report.status
-            workflow.set_current_details(self._details())
+        if st is None or report.key not in self.children or report.key in self.collected:
+            return
+        _take(st, report)
+        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
 
     @workflow.signal(name=GRANTED_SIGNAL, description="Internal: the service lock is ours.")
     def lock_granted(self, service: str) -> None:
@@ -122,30 +181,37 @@ class RolloutWorkflow:
     @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (policy 'reject').")
     def lock_refused(self, reason: str) -> None:
         self.lock.refused(reason)
-        if self.stop is None:
-            self.stop = Stop("rejected", f"not started: {reason} (on_conflict: reject)")
+        self._halt(Stop("rejected", f"not started: {reason} (on_conflict: reject)"))
 
     @workflow.signal(name=SUPERSEDED_SIGNAL, description="Internal: a newer version superseded this rollout (policy 'supersede').")
     def superseded(self, version: str) -> None:
         if self.stop is None and self.state.status not in TERMINAL:
             self._audit("bifrost", "superseded", None, f"by version {version}")
-            self.stop = Stop("aborted", f"superseded by {self.req.service} {version}")
+            self._halt(Stop("aborted", f"superseded by {self.req.service} {version}"))
 
     def _notify(self, event: str, text: str, stage: str | None = None) -> None:
         """Tell humans (chat webhooks) without waiting: a notification never delays or fails the rollout."""
-        self._notifications.append(asyncio.ensure_future(workflow.execute_activity_method(
+        self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
             NotifyActivities.notify,
             Notification(rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
                          event=event, text=text, stage=stage),
             summary=f"notify {event}", **options.NOTIFY,
         )))
 
-    def _ref(self, st: StageState | Stage) -> StageRef:
-        return StageRef(service=self.req.service, region=st.region, environment=st.environment)
+    def _signal_stage(self, key: str, signal: Any, arg: Any) -> None:
+        """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
+        handle = workflow.get_external_workflow_handle(self._child_id(key))
+        self._outbox.append(asyncio.ensure_future(handle.signal(signal, arg)))
 
-    async def _inventory(self) -> None:
+    def _child_id(self, key: str) -> str:
+        return f"{self.state.rollout_id}/{key}"
+
+    def _ref(self, s: Stage) -> StageRef:
+        return StageRef(service=self.req.service, region=s.region, environment=s.environment)
+
+    # -- before and during waves -------------------------------------------------------------------
+    async def _inventory(self, plan: Plan) -> None:
         """Record which version every stage runs before anything changes."""
-        assert self.plan is not None
 
         async def read(s: Stage) -> None:
             v = await workflow.execute_local_activity_method(
@@ -156,35 +222,35 @@ class RolloutWorkflow:
             assert st is not None
             st.version_before = st.version_now = v
 
-        outcomes = await asyncio.gather(*(read(s) for s in self.plan.stages()), return_exceptions=True)
+        outcomes = await asyncio.gather(*(read(s) for s in plan.stages()), return_exceptions=True)
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         if errors:
-            first = errors[0]
-            cause = first.cause if isinstance(first, ActivityError) and first.cause else first
-            self.stop = Stop("failed", f"nothing was deployed: could not read the current versions: {cause}", "stage")
+            self._halt(Stop("failed", f"nothing was deployed: could not read the current versions: {failure_text(errors[0])}",
+                            "stage"))
             raise _Stopped()
 
     async def _before_wave(self, wave: Wave) -> None:
         """Safe point: honour pause, approval gates and deployment windows before a wave starts."""
         await self._wait_unpaused(f"wave {wave.index}")
         gates = self._gates_for(wave)
-        if gates:
-            self.state.pending_approvals = [g for g in gates if g not in self.state.approved]
-            if self.state.pending_approvals:
-                self._set_status("awaiting_approval", waiting_for=f"approval of {', '.join(self.state.pending_approvals)}")
-                timeout = timedelta(hours=self.req.approvals.timeout_hours)
-                try:
-                    await workflow.wait_condition(
-                        lambda: not self.state.pending_approvals or self.stop is not None,
-                        timeout=timeout, timeout_summary=f"approval timeout for wave {wave.index}",
-                    )
-                except TimeoutError:
-                    pending = ", ".join(self.state.pending_approvals)
-                    self._audit("bifrost", "approval-timeout", pending, f"no answer within {self.req.approvals.timeout_hours:g} h")
-                    self.stop = Stop("rejected", f"approval of {pending} timed out after {self.req.approvals.timeout_hours:g} h")
-                    self.state.pending_approvals = []
-                self._raise_if_stopped()
-                self._set_status("running")
+        pending = [g for g in gates if g not in self.state.approved]
+        if pending:
+            self.state.pending_approvals, self.state.awaiting_wave = pending, wave.index
+            self._set_status("awaiting_approval", waiting_for=f"approval of wave {wave.index} (gates: {', '.join(pending)})")
+            hours = self.req.approvals.timeout_hours
+            try:
+                await workflow.wait_condition(
+                    lambda: not self.state.pending_approvals or self.stop is not None,
+                    timeout=timedelta(hours=hours), timeout_summary=f"approval timeout for wave {wave.index}",
+                )
+            except TimeoutError:
+                names = ", ".join(self.state.pending_approvals)
+                self._audit("bifrost", "approval-timeout", f"wave-{wave.index}", f"no answer within {hours:g} h")
+                self._halt(Stop("rejected", f"approval of wave {wave.index} ({names}) timed out after {hours:g} h"))
+                self.state.pending_approvals = []
+            self.state.awaiting_wave = None
+            self._raise_if_stopped()
+            self._set_status("running")
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
 
@@ -194,9 +260,9 @@ class RolloutWorkflow:
 
     async def _wait_unpaused(self, where: str) -> None:
         self._raise_if_stopped()
-        if self.paused:
+        if self.state.pause is not None:
             self._set_status("paused", waiting_for=f"resume (held before {where})")
-            await workflow.wait_condition(lambda: not self.paused or self.stop is not None)
+            await workflow.wait_condition(lambda: self.state.pause is None or self.stop is not None)
             self._raise_if_stopped()
             self._set_status("running")
 
@@ -233,235 +299,267 @@ class RolloutWorkflow:
             self._set_status("running")
 
     async def _run_wave(self, wave: Wave) -> None:
-        """Start every stage of the wave; on the first failure or a stop, cancel the rest (they roll back)."""
-        handles: dict[str, workflow.ChildWorkflowHandle] = {}
-        self.children = handles  # filled as children start, so their first progress signals find them
+        """Start every stage of the wave; wait until each has finished its work or ended; on the first
+        failure or a stop, stop the stages still working (they roll themselves back)."""
+        assert self.plan is not None
+        keys = [s.key for s in wave.stages]
         for s in wave.stages:
             st = self.state.stage(s.key)
             assert st is not None
             st.status = "deploying"
-            handles[s.key] = await workflow.start_child_workflow(
+            self.children[s.key] = await workflow.start_child_workflow(
                 StageWorkflow.run,
                 StageInput(
                     rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
                     image=self.req.image, region=s.region, environment=s.environment, wave=wave.index,
                     canary=self.req.canary, soak_hours=self.req.soak.hours(s.environment),
                 ),
-                id=f"{self.state.rollout_id}/{s.key}",
+                id=self._child_id(s.key),
                 task_queue=workflow.info().task_queue,
                 parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"{self.req.service} {self.req.version} in {s.key}",
+                static_summary=f"{self.req.service} {self.req.version} in {s.key} (wave {wave.index})",
             )
-            if self.paused:  # not awaited: a cancellation must not be absorbed by the signal's await
-                asyncio.ensure_future(handles[s.key].signal(StageWorkflow.set_hold, True))
-        self.state.current_stage = ", ".join(handles)
+            if self.state.pause is not None:
+                self._signal_stage(s.key, StageWorkflow.set_hold, True)
+        self.state.current_stage = ", ".join(keys)
         self._set_status(self.state.status)
+        await self._until(lambda: self._settled(keys) or self._wave_failed(keys) or self.stop is not None)
+        self._collect(keys)
+        if not self._settled(keys):
+            why = (self.stop.reason if self.stop is not None
+                   else f"{self.failed_stage} failed" if self.failed_stage else "the rollout stopped")
+            self._stop_working(keys, why)
+            await self._until(lambda: self._settled(keys))
+            self._collect(keys)
 
-        def failed() -> bool:
-            return any(h.done() and not h.cancelled() and (h.exception() is not None or not h.result().ok)
-                       for h in handles.values())
+    def _settled(self, keys: list[str]) -> bool:
+        """Every stage has either ended (its workflow closed) or finished its work and waits for the verdict."""
+        return all(self.children[k].done() or self._row(k).awaiting_verdict for k in keys)
 
-        def all_done() -> bool:
-            return all(h.done() for h in handles.values())
+    def _wave_failed(self, keys: list[str]) -> bool:
+        self._collect(keys)
+        return self.failed_stage is not None
 
-        await workflow.wait_condition(lambda: all_done() or failed() or self.stop is not None)
-        if not all_done():  # a stage failed or the rollout was stopped: the others roll themselves back
-            for h in handles.values():
-                if not h.done():
-                    h.cancel()
-            await workflow.wait_condition(all_done)
-        for key, h in handles.items():
-            st = self.state.stage(key)
-            assert st is not None
-            try:
-                res: StageState = await h
-            except Exception as err:  # the child itself failed: we cannot know its version for sure
-                res = StageState.of(st.region, st.environment, st.wave)
-                res.status, res.reason = "failed", f"stage workflow failed: {err}"
-            self._record(st, res)
-            self._notify(f"stage_{res.status}", res.reason or f"{key} now on {res.version_now}", stage=key)
-            if res.status in ("rolled_back", "failed") and self.failed_stage is None and self.stop is None:
-                self.failed_stage = key
-        self.children = {}
+    def _row(self, key: str) -> StageState:
+        st = self.state.stage(key)
+        assert st is not None
+        return st
 
-    def _record(self, st: StageState, res: StageState) -> None:
-        """Take the stage's own account; keep the inventory's versions where the stage could not tell."""
-        version_before = res.version_before if res.version_before is not None else st.version_before
-        version_now = res.version_now
-        status = res.status
-        if res.version_now is None and res.status != "failed":
-            version_now = st.version_now  # untouched: the inventory's reading stands
-        if res.status == "skipped" and res.version_now is None:
-            status = "pending"  # cancelled before it touched anything
-        st.__dict__.update(res.model_dump(exclude={"key", "region", "environment", "wave"}))
-        st.status, st.version_before, st.version_now = status, version_before, version_now
-        if res.status == "failed":
-            self._audit("bifrost", "stage-failed", st.key, res.reason)
+    def _stop_working(self, keys: list[str], why: str) -> None:
+        for k in keys:
+            if not self.children[k].done() and not self._row(k).awaiting_verdict:
+                self._signal_stage(k, StageWorkflow.stop, why)
 
-    async def _cancel_children(self) -> None:
-        for h in self.children.values():
-            if not h.done():
-                h.cancel()
-        for key, h in list(self.children.items()):
-            st = self.state.stage(key)
-            if st is None:
+    def _collect(self, keys: list[str]) -> None:
+        """Record the end of every stage whose workflow has closed: its own account of what it did."""
+        for key in keys:
+            h = self.children.get(key)
+            if h is None or not h.done() or key in self.collected:
                 continue
-            try:
-                self._record(st, await h)
-            except BaseException as err:  # noqa: BLE001 - record whatever happened
-                st.status, st.reason = "failed", f"stage did not report after cancellation: {err}"
-                st.version_now = None
-        self.children = {}
+            self.collected.add(key)
+            st = self._row(key)
+            exc = h.exception()
+            if exc is None:
+                _take(st, h.result())
+            else:
+                report = _failure_state(exc)
+                if report is not None:
+                    _take(st, report)
+                else:  # the stage workflow itself broke: its version is unknown
+                    st.status, st.version_now = "failed", None
+                    st.reason = f"stage workflow failed: {failure_text(exc)}"
+            st.awaiting_verdict = False
+            if st.status == "failed":
+                self._audit("bifrost", "stage-failed", key, st.reason)
+            if st.status in ("rolled_back", "failed") and self.failed_stage is None and self.stop is None:
+                self.failed_stage = key
+            self._notify(f"stage_{st.status}", st.reason or f"{key} now on {st.version_now}", stage=key)
 
-    async def _finish(self) -> None:
-        """Roll back completed stages by scope if anything went wrong, then set the final status."""
+    # -- the end -----------------------------------------------------------------------------------
+    async def _conclude(self) -> None:
+        """Settle every stage, then keep them all (success) or roll back by scope, each on its own page."""
+        started = list(self.children)
+        if not self._settled(started):
+            self._stop_working(started, self.stop.reason if self.stop else "the rollout stopped")
+            await self._until(lambda: self._settled(started))
+        self._collect(started)
         if self.failed_stage is None and self.stop is None:
+            await self._keep(started, "")
             self._set_status("succeeded", reason="every stage succeeded")
             return
-        if self.stop is not None:
-            stop = self.stop
-        else:
-            st = self.state.stage(self.failed_stage or "")
-            stop = Stop("rolled_back", f"{self.failed_stage}: {st.reason if st else ''}")
+        stop = self.stop or Stop("rolled_back", f"{self.failed_stage}: {self._row(self.failed_stage or '').reason}")
         scope = stop.scope or self.req.rollback_scope
+        self._set_status("rolling_back", reason=stop.reason)
+        targets = [st.key for st in stages_to_roll_back(self.state.stages, scope) if st.key in self.children]
+        await self._keep([k for k in started if k not in targets], f"kept: outside rollback scope {scope}")
+        for key in targets:  # one at a time, latest wave first
+            self.state.current_stage = key
+            self._set_status("rolling_back")
+            self._audit("bifrost", "roll-back-stage", key, f"scope {scope}: {stop.reason}")
+            self._signal_stage(key, StageWorkflow.conclude,
+                               StageConclusion(action="roll_back", reason=f"rolled back by the rollout (scope {scope}): {stop.reason}"))
+            await self._until(lambda k=key: self.children[k].done())  # type: ignore[misc]
+            self._collect([key])
         status, reason = stop.status, stop.reason
-        self._set_status("rolling_back", reason=reason)
-        await self._roll_back(stages_to_roll_back(self.state.stages, scope), scope)
         if any(s.status == "failed" for s in self.state.stages):
-            status = "failed"
-            reason += " — some stages could not be rolled back; see their reasons"
+            status, reason = "failed", reason + " — some stages could not be rolled back; see their reasons"
+        self.state.current_stage = None
         self._set_status(status, reason=reason)
 
-    async def _roll_back(self, targets: list[StageState], scope: RollbackScope) -> None:
-        for st in targets:
-            st.status = "rolling_back"
-            self.state.current_stage = st.key
-            self._set_status("rolling_back")
-            try:
-                await workflow.execute_activity_method(
-                    DeployActivities.rollback,
-                    RollbackInput(stage=self._ref(st), to_version=st.version_before, reason=f"rollback scope {scope}"),
-                    summary=f"roll back {st.key} to {st.version_before}", **options.ROLLBACK,
-                )
-            except ActivityError as err:
-                st.status, st.reason, st.version_now = "failed", f"rollback failed: {err.cause or err}", None
-                continue
-            st.status, st.version_now = "rolled_back", st.version_before
-            st.reason = f"rolled back (scope {scope})"
+    async def _keep(self, keys: list[str], reason: str) -> None:
+        """Tell stages that finished their work to keep the new version, and record how they end."""
+        waiting = [k for k in keys if not self.children[k].done()]
+        for k in waiting:
+            self._signal_stage(k, StageWorkflow.conclude, StageConclusion(action="keep", reason=reason))
+        await self._until(lambda: all(self.children[k].done() for k in waiting))
+        self._collect(waiting)
 
     # -- state, details, search attributes -------------------------------------------------------
     def _audit(self, who: str, action: str, target: str | None, detail: str = "") -> None:
         self.state.audit.append(AuditEntry(at=workflow.now(), who=who, action=action, target=target, detail=detail))
 
     def _set_status(self, status: RolloutStatus, *, reason: str | None = None, waiting_for: str | None = None) -> None:
+        """Every transition: the status, the search attributes and the UI's current details stay in step."""
         self.state.status = status
         if reason is not None:
             self.state.reason = reason
         self.state.waiting_for = waiting_for
         if status in TERMINAL:
             self.state.current_stage = None
+        in_progress = self._in_progress()
+        env = "-"
+        if self.plan is not None and self.state.current_wave and status not in TERMINAL:
+            env = self.plan.waves[self.state.current_wave - 1].kind
         workflow.upsert_search_attributes([
             search.SERVICE.value_set(self.req.service),
             search.VERSION.value_set(self.req.version),
             search.STATUS.value_set(status),
-            search.STAGE.value_set(self.state.current_stage or "-"),
+            search.STAGE.value_set(in_progress or "-"),
+            search.ENVIRONMENT.value_set(env),
             search.REQUESTED_BY.value_set(self.req.requested_by),
         ])
-        workflow.set_current_details(self._details())
+        workflow.set_current_details(rollout_details(self.state, self.plan, waiting_window=self.waiting_window,
+                                                     soaking=self._soaking()))
 
-    def _details(self) -> str:
-        return rollout_details(self.state, waves=len(self.plan.waves) if self.plan else 0, paused=self.paused,
-                               waiting_window=self.waiting_window)
+    def _in_progress(self) -> str:
+        """The stages the rollout works on or waits for now, as BifrostStage shows them."""
+        s = self.state
+        if s.status in TERMINAL:
+            return ""
+        if s.status == "rolling_back" and s.current_stage:
+            return s.current_stage
+        if s.awaiting_wave is not None:
+            return ", ".join(st.key for st in s.wave_stages(s.awaiting_wave))
+        if s.status == "waiting_window":
+            return ", ".join(sorted(self.waiting_window))
+        return s.current_stage or ""
 
-    # -- queries and updates ---------------------------------------------------------------------
-    @workflow.query(description="Plan, per-stage state and versions, verdicts and reports, pending approvals, audit trail.")
+    def _soaking(self) -> list[str]:
+        """Running stages whose last reported status is the soak."""
+        return sorted(st.key for st in self.state.stages
+                      if st.status == "soaking" and st.key in self.children and not self.children[st.key].done())
+
+    # -- queries -----------------------------------------------------------------------------------
+    @workflow.query(description="At a glance: status, wave, each stage's status and version, what the rollout waits for.")
+    def summary(self) -> RolloutSummary:
+        return rollout_summary(self.state)
+
+    @workflow.query(description="Everything: per-stage state and versions, verdicts and report links, approvals, pause, audit trail.")
     def status(self) -> RolloutState:
         return self.state
 
+    # -- updates -----------------------------------------------------------------------------------
     def _check_running(self) -> None:
         if self.state.status in TERMINAL or self.stop is not None:
-            raise ValueError(f"rollout is already {self.stop.status if self.stop else self.state.status}; nothing to do")
+            raise refused(f"the rollout is already {self.stop.status if self.stop else self.state.status}; nothing to do")
 
     def _check_approver(self, who: str) -> None:
         allowed = self.req.approvals.approvers
         if allowed and who not in allowed:
-            raise ValueError(f"{who!r} is not an approver of this rollout; approvers: {', '.join(allowed)}")
+            raise refused(f"{who!r} may not approve, reject or override this rollout: the name is not on its "
+                          "list of approvers (approvals.approvers in the request)")
 
-    def _gate_key(self, stage: str | None, wave: int | None) -> str:
-        if (stage is None) == (wave is None):
-            raise ValueError('give exactly one of "stage" (e.g. "eu-west-1/prod") or "wave" (e.g. 2)')
-        key = stage if stage is not None else f"wave-{wave}"
-        if key not in self.state.pending_approvals:
-            pending = ", ".join(self.state.pending_approvals) or "nothing"
-            raise ValueError(f"{key} is not waiting for approval; pending: {pending}")
-        return key
+    def _gate_wave(self, stage: str | None, wave: int | None) -> int:
+        """The wave an approval names, directly or through one of its stages; it must be the one waiting."""
+        waiting = self.state.awaiting_wave
+        if waiting is None:
+            raise refused("no approval is pending; the rollout is not waiting at a gate")
+        if stage is not None:
+            st = self.state.stage(stage)
+            if st is None:
+                raise refused(f"unknown stage {stage!r}; stages: {', '.join(s.key for s in self.state.stages)}")
+            wave = st.wave
+        if wave != waiting:
+            keys = ", ".join(st.key for st in self.state.wave_stages(waiting))
+            raise refused(f"wave {wave} is not waiting for approval; wave {waiting} is ({keys})")
+        return waiting
 
-    @workflow.update(description='Approve a pending gate. JSON: {"stage": "eu-west-1/prod", "approver": "alice", "comment": "ok"} (or "wave": 3 instead of "stage").')
+    @workflow.update(description='Approve the pending gate. JSON: {"wave": 4, "approver": "alice", "comment": "ok"} '
+                                 '(or "stage": "eu-west-1/prod", any stage of the waiting wave).')
     def approve(self, req: Approve) -> Ack:
-        key = self._gate_key(req.stage, req.wave)
-        self.state.pending_approvals.remove(key)
-        self.state.approved.append(key)
-        self._audit(req.approver, "approve", key, req.comment)
-        return Ack(message=f"approved {key} by {req.approver}")
+        wave = self._gate_wave(req.stage, req.wave)
+        gates = list(self.state.pending_approvals)
+        self.state.approved.extend(gates)
+        self.state.pending_approvals = []
+        self._audit(req.approver, "approve", f"wave-{wave}", req.comment)
+        return Ack(message=f"approved wave {wave} ({', '.join(gates)}) by {req.approver}")
 
     @approve.validator
     def _validate_approve(self, req: Approve) -> None:
         self._check_running()
         self._check_approver(req.approver)
-        self._gate_key(req.stage, req.wave)
+        self._gate_wave(req.stage, req.wave)
 
-    @workflow.update(description='Reject a pending gate and roll back by the rollback scope. JSON: {"stage": "eu-west-1/prod", "approver": "alice", "reason": "why"}.')
+    @workflow.update(description='Reject the pending gate and roll back by the rollback scope. JSON: {"wave": 4, "approver": "alice", "reason": "why"}.')
     def reject(self, req: Reject) -> Ack:
-        key = self._gate_key(req.stage, req.wave)
-        self._audit(req.approver, "reject", key, req.reason)
-        self.stop = Stop("rejected", f"{key} rejected by {req.approver}: {req.reason}")
+        wave = self._gate_wave(req.stage, req.wave)
+        self._audit(req.approver, "reject", f"wave-{wave}", req.reason)
+        self._halt(Stop("rejected", f"wave {wave} rejected by {req.approver}: {req.reason}"))
         self.state.pending_approvals = []
-        return Ack(message=f"rejected {key}; rolling back")
+        return Ack(message=f"rejected wave {wave}; rolling back")
 
     @reject.validator
     def _validate_reject(self, req: Reject) -> None:
         self._check_running()
         self._check_approver(req.approver)
-        self._gate_key(req.stage, req.wave)
+        self._gate_wave(req.stage, req.wave)
 
     @workflow.update(description='Hold the rollout at the next safe point (before a wave, before promotion); soaks keep their clock. JSON: {"by": "alice", "reason": "why"}.')
-    async def pause(self, req: Pause) -> Ack:
-        self.paused = True
+    def pause(self, req: Pause) -> Ack:
+        self.state.pause = PauseInfo(by=req.by, reason=req.reason, at=workflow.now())
         self._audit(req.by, "pause", None, req.reason)
-        for h in self.children.values():
+        for key, h in self.children.items():
             if not h.done():
-                await h.signal(StageWorkflow.set_hold, True)
-        self._set_status(self.state.status if self.state.status != "running" else "paused",
-                         waiting_for="resume" if self.state.status == "running" else self.state.waiting_for)
+                self._signal_stage(key, StageWorkflow.set_hold, True)
+        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
         return Ack(message=f"paused by {req.by}; holds at the next safe point")
 
     @pause.validator
     def _validate_pause(self, req: Pause) -> None:
         self._check_running()
-        if self.paused:
-            raise ValueError("rollout is already paused; use resume")
+        if self.state.pause is not None:
+            raise refused(f"the rollout is already paused (by {self.state.pause.by}); use resume")
 
     @workflow.update(description='Continue a paused rollout. JSON: {"by": "alice"}.')
-    async def resume(self, req: Resume) -> Ack:
-        self.paused = False
+    def resume(self, req: Resume) -> Ack:
+        self.state.pause = None
         self._audit(req.by, "resume", None)
-        for h in self.children.values():
+        for key, h in self.children.items():
             if not h.done():
-                await h.signal(StageWorkflow.set_hold, False)
-        if self.state.status == "paused":
-            self._set_status("running")
+                self._signal_stage(key, StageWorkflow.set_hold, False)
+        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
         return Ack(message=f"resumed by {req.by}")
 
     @resume.validator
     def _validate_resume(self, req: Resume) -> None:
         self._check_running()
-        if not self.paused:
-            raise ValueError("rollout is not paused")
+        if self.state.pause is None:
+            raise refused("the rollout is not paused")
 
     @workflow.update(description='Stop the rollout and roll back by the request\'s rollback scope. JSON: {"by": "alice", "reason": "why"}.')
     def abort(self, req: Abort) -> Ack:
         self._audit(req.by, "abort", None, req.reason)
-        self.stop = Stop("aborted", f"aborted by {req.by}: {req.reason}")
+        self._halt(Stop("aborted", f"aborted by {req.by}: {req.reason}"))
         return Ack(message="aborting; rolling back")
 
     @abort.validator
@@ -472,7 +570,7 @@ class RolloutWorkflow:
     def rollback(self, req: Rollback) -> Ack:
         scope = req.scope or self.req.rollback_scope
         self._audit(req.by, "rollback", None, f"scope {scope}: {req.reason}")
-        self.stop = Stop("aborted", f"rolled back by {req.by} (scope {scope}): {req.reason}", scope)
+        self._halt(Stop("aborted", f"rolled back by {req.by} (scope {scope}): {req.reason}", scope))
         return Ack(message=f"rolling back, scope {scope}")
 
     @rollback.validator
@@ -480,9 +578,9 @@ class RolloutWorkflow:
         self._check_running()
 
     @workflow.update(description='End the soak of a soaking stage now. JSON: {"stage": "us-east-1/prod", "by": "alice", "reason": "why"}.')
-    async def skip_soak(self, req: SkipSoak) -> Ack:
+    def skip_soak(self, req: SkipSoak) -> Ack:
         self._audit(req.by, "skip-soak", req.stage, req.reason)
-        await self.children[req.stage].signal(StageWorkflow.skip_soak, f"{req.by}: {req.reason}")
+        self._signal_stage(req.stage, StageWorkflow.skip_soak, f"{req.by}: {req.reason}")
         return Ack(message=f"soak of {req.stage} ends now")
 
     @skip_soak.validator
@@ -492,7 +590,7 @@ class RolloutWorkflow:
         self._check_stage(req.stage)
         soaking = self._soaking()
         if req.stage not in soaking:
-            raise ValueError(f"{req.stage} is not soaking; soaking now: {', '.join(soaking) or 'none'}")
+            raise refused(f"{req.stage} is not soaking; soaking now: {', '.join(soaking) or 'none'}")
 
     @workflow.update(description='Start a stage outside its deployment window. JSON: {"stage": "eu-west-1/prod", "by": "alice", "reason": "why"}.')
     def override_window(self, req: OverrideWindow) -> Ack:
@@ -507,13 +605,25 @@ class RolloutWorkflow:
         self._check_stage(req.stage)
         if req.stage not in self.waiting_window:
             waiting = ", ".join(sorted(self.waiting_window)) or "none"
-            raise ValueError(f"{req.stage} is not waiting for a deployment window; waiting: {waiting}")
-
-    def _soaking(self) -> list[str]:
-        """Running stages whose last reported status is the soak."""
-        return sorted(st.key for st in self.state.stages
-                      if st.status == "soaking" and st.key in self.children and not self.children[st.key].done())
+            raise refused(f"{req.stage} is not waiting for a deployment window; waiting: {waiting}")
 
     def _check_stage(self, key: str) -> None:
         if self.state.stage(key) is None:
-            raise ValueError(f"unknown stage {key!r}; stages: {', '.join(s.key for s in self.state.stages)}")
+            raise refused(f"unknown stage {key!r}; stages: {', '.join(s.key for s in self.state.stages)}")
+
+
+def _take(row: StageState, report: StageState) -> None:
+    """Take a stage's own account into the rollout's row; the wave and key stay the rollout's."""
+    for name, value in report.model_dump(exclude={"key", "region", "environment", "wave"}).items():
+        setattr(row, name, value)
+
+
+def _failure_state(err: BaseException) -> StageState | None:
+    """The state a stage attached to its failure (RolledBack, Failed), or None if it failed for another reason."""
+    cause = err.cause if isinstance(err, ChildWorkflowError) else None
+    if isinstance(cause, ApplicationError) and cause.type in OUTCOME_FAILURE_TYPES.values() and cause.details:
+        try:
+            return StageState.model_validate(cause.details[0])
+        except ValueError:
+            return None
+    return None

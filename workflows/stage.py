@@ -1,14 +1,23 @@
 """StageWorkflow: one (region, environment) step — canary beside a fresh baseline, judge, promote, soak.
 
-Any failure rolls this stage back to the version it found and returns a result saying so;
-the parent decides what else to roll back.
+A stage that fails (verdict, soak alarm, deploy error) rolls itself back and ends as a `RolledBack` failure
+carrying its state. A stage that succeeds reports to its rollout and stays open until the rollout's verdict:
+`keep` ends it as succeeded, `roll_back` rolls it back here, on its own page (a later stage failed).
+
+The rollout stops a running stage with the `stop` signal, never by cancelling it: a stage that has begun
+its rollback, or has finished its work, is not interrupted. Activities run shielded from workflow
+cancellation; a cancellation request (the UI's, or the rollout being terminated) counts as a stop while
+the stage works, and as "keep" once it waits for the verdict. During long soaks the stage continues as
+new, carrying its soak progress, so no history grows past a few thousand events.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
@@ -16,43 +25,64 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
     from activities.deploy import DeployActivities
+    from activities.errors import failure_text
     from activities.models import AnalysisInput, DeployInput, PromoteInput, RollbackInput, SoakCheckInput, StageOnly
-    from common.types import MetricWindow, StageRef, StageStatus
+    from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
     from workflows.details import stage_details
-    from workflows.models import StageDetail, StageInput, StageState
+    from workflows.models import (
+        SoakProgress,
+        StageConclusion,
+        StageDetail,
+        StageInput,
+        StageResume,
+        StageState,
+    )
 
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
+SOAK_REPORTS = 10  # the rollout hears about a soak's progress at most this many times
+MAX_WINDOW_SAMPLES = 10_000  # a soak look fetches at most this many intervals (Prometheus refuses > 11,000 points)
+
+T = TypeVar("T")
 
 
-def _error_text(err: BaseException) -> str:
-    cause = err
-    while cause.__cause__ is not None:
-        cause = cause.__cause__
-    return str(cause) or type(cause).__name__
+class _Failed(Exception):
+    """Internal: the stage cannot go on; `reason` says why. It rolls back."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
-@workflow.defn
+@workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
 class StageWorkflow:
-    """Deploys, judges, promotes and soaks one stage; rolls it back on any failure or cancellation."""
+    """Deploys, judges, promotes and soaks one stage; rolls it back on any failure or when stopped."""
 
     @workflow.init
     def __init__(self, inp: StageInput) -> None:
         self.inp = inp
         self.ref = StageRef(service=inp.service, region=inp.region, environment=inp.environment)
-        self.state = StageState.of(inp.region, inp.environment, inp.wave)
-        self.detail = StageDetail(state=self.state)
-        self.previous: str | None = None
-        self.hold = False
-        self.skip_soak_reason: str | None = None
-        self._outbox: list[asyncio.Future[None]] = []
+        r = inp.resume
+        self.state = r.state if r else StageState.of(inp.region, inp.environment, inp.wave)
+        self.previous: str | None = r.previous if r else None
+        self.soak: SoakProgress | None = r.soak if r else None
+        self.hold = r.hold if r else False
+        self.skip_soak_reason: str | None = r.skip_soak_reason if r else None
+        self.stop_reason: str | None = r.stop_reason if r else None
+        self.detail = StageDetail(state=self.state, analysis=r.analysis if r else None,
+                                  last_look=r.last_look if r else None, runs=r.runs if r else 1)
+        self.conclusion: StageConclusion | None = None
+        self.cancelled = False
+        self._reported: StageStatus | None = None
+        self._outbox: list[asyncio.Task[None]] = []
+        self._background: list[asyncio.Task[object]] = []
 
-    # -- messages from the parent ------------------------------------------------------------------
-    @workflow.query(description="Status, verdict and soak progress of this stage.")
+    # -- messages ----------------------------------------------------------------------------------
+    @workflow.query(description="This stage: status, versions, verdict, soak progress, and the judge's findings.")
     def progress(self) -> StageDetail:
         return self.detail
 
-    @workflow.signal(description="Internal: the rollout is paused; hold before promotion.")
+    @workflow.signal(description="Internal: the rollout is paused (true) or resumed; hold before promotion.")
     def set_hold(self, hold: bool) -> None:
         self.hold = hold
 
@@ -60,174 +90,279 @@ class StageWorkflow:
     def skip_soak(self, reason: str) -> None:
         self.skip_soak_reason = reason or "skipped"
 
-    # -- the stage ---------------------------------------------------------------------------------
-    def _report(self, status: StageStatus, detail: str = "") -> None:
-        changed = status != self.state.status
-        self.state.status = status
-        workflow.set_current_details(stage_details(
-            self.ref.key, status, self.inp.service, self.previous, self.inp.version, detail, self.state.report_path))
-        parent = workflow.info().parent
-        if changed and parent is not None:
-            # Fire and forget: a cancellation that lands while a signal is in flight would be absorbed
-            # by the signal's await, and the stage would carry on instead of rolling back.
-            signal = workflow.get_external_workflow_handle(parent.workflow_id).signal(
-                PROGRESS_SIGNAL, self.state.model_copy())
-            self._outbox.append(asyncio.ensure_future(signal))
+    @workflow.signal(description="Internal: stop and roll back (the rollout was stopped or another stage failed). "
+                                 "Ignored once the stage rolls back or has finished its work.")
+    def stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason or "stopped by the rollout"
 
+    @workflow.signal(description="Internal: the rollout's verdict on a finished stage: keep it, or roll it back.")
+    def conclude(self, conclusion: StageConclusion) -> None:
+        if self.conclusion is None:
+            self.conclusion = conclusion
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def _report(self, status: StageStatus, detail: str = "", *, tell_rollout: bool = True) -> None:
+        """Show the stage on its page and, when something the rollout shows changed, tell the rollout."""
+        self.state.status = status
+        workflow.set_current_details(stage_details(self.state, service=self.inp.service, version=self.inp.version,
+                                                   detail=detail))
+        parent = workflow.info().parent
+        if parent is None or not tell_rollout or status in OUTCOME_FAILURE_TYPES or status == "skipped":
+            return  # how a stage ends reaches the rollout as its result, not as a report
+        self._reported = status
+        # Fire and forget: the stage never waits on the rollout; the futures are awaited before it ends.
+        signal = workflow.get_external_workflow_handle(self.inp.rollout_id).signal(PROGRESS_SIGNAL, self.state.model_copy())
+        self._outbox.append(asyncio.ensure_future(signal))
+
+    def _cancel_requested(self) -> None:
+        """A workflow cancellation request: a stop while the stage works; 'keep' once it waits for the verdict."""
+        self.cancelled = True
+        if not self.state.awaiting_verdict:
+            self.stop(f"cancellation requested on {self.ref.key}")
+
+    async def _shielded(self, activity: Awaitable[T]) -> T:
+        """Run an activity to its end even if the workflow is asked to cancel (which is then noted, not obeyed)."""
+        task = asyncio.ensure_future(activity)
+        while True:
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.done():
+                    return task.result()
+                self._cancel_requested()
+
+    async def _until(self, condition: Callable[[], bool], timeout: timedelta | None = None, summary: str = "") -> bool:
+        """Wait for `condition` (True) or the timeout (False); a cancellation request is noted, not raised."""
+        while True:
+            try:
+                await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary or None)
+                return True
+            except TimeoutError:
+                return False
+            except asyncio.CancelledError:
+                self._cancel_requested()
+                if condition():
+                    return True
+                # a cancellation cuts a timed wait short only through the condition (stop_reason)
+
+    def _check_stop(self) -> None:
+        if self.stop_reason is not None:
+            raise _Failed(f"stopped: {self.stop_reason}")
+
+    # -- the stage ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: StageInput) -> StageState:
-        result = self.state
-        result.started_at = workflow.now()
-        self._report("deploying")
+        st = self.state
+        if inp.resume is None:
+            st.started_at = workflow.now()
+            self._report("deploying", tell_rollout=False)  # the rollout marked it deploying when it started it
+            try:
+                self.previous = await self._shielded(workflow.execute_local_activity_method(
+                    DeployActivities.current_version, StageOnly(stage=self.ref),
+                    summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL))
+            except ActivityError as err:
+                st.reason = f"could not read the current version: {failure_text(err)}"
+                return await self._end("failed")
+            st.version_before = st.version_now = self.previous
+            if self.previous == inp.version:
+                st.reason = f"{self.ref.key} already runs {inp.version}"
+                self._report("skipped", st.reason)
+                return await self._end("skipped")
+            if self.stop_reason is not None:
+                st.reason = f"stopped before it changed anything: {self.stop_reason}"
+                self._report("skipped", st.reason)
+                return await self._end("skipped")
         try:
-            self.previous = await workflow.execute_local_activity_method(  # a quick read: no extra server round trip
-                DeployActivities.current_version, StageOnly(stage=self.ref),
-                summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL,
-            )
-        except (asyncio.CancelledError, ActivityError) as err:
-            if isinstance(err, asyncio.CancelledError):  # nothing was touched yet: the stage is untouched
-                result.status, result.reason = "skipped", "cancelled before it started"
-            else:
-                result.status, result.reason = "rolled_back", f"could not read the current version: {_error_text(err)}"
-            return await self._done(result)
-        result.version_before = self.previous
-        if self.previous == inp.version:
-            result.version_now = inp.version
-            result.reason = f"{self.ref.key} already runs {inp.version}"
-            self._report("skipped", result.reason)
-            return await self._done(result)
-        outcome: StageStatus = "succeeded"
-        try:
-            outcome = await self._deploy_and_judge(result)
-            if outcome == "succeeded":
-                outcome = await self._promote_and_soak(result)
-        except asyncio.CancelledError:
-            outcome, result.reason = "rolled_back", "cancelled: the rollout was aborted or another stage failed"
-        except ActivityError as err:
-            outcome, result.reason = "rolled_back", f"activity failed: {_error_text(err)}"
-        except ApplicationError as err:
-            outcome, result.reason = "rolled_back", str(err)
-        if outcome == "succeeded":
-            await workflow.execute_activity_method(
-                DeployActivities.cleanup, StageOnly(stage=self.ref),
-                summary=f"remove canary and baseline in {self.ref.key}", **options.DEPLOY,
-            )
-            result.version_now = inp.version
-            self._report("succeeded", f"now on `{inp.version}`")
-        else:
-            await self._rollback(result)
-        return await self._done(result)
+            if inp.resume is None:
+                await self._deploy_and_judge()
+                await self._promote()
+            if self.soak is not None:
+                await self._soak()  # may continue as new
+        except _Failed as failed:
+            st.reason = failed.reason
+            return await self._roll_back_and_end()
+        st.version_now = inp.version
+        st.awaiting_verdict = workflow.info().parent is not None
+        self._report("succeeded", f"now on `{inp.version}`")
+        if not st.awaiting_verdict:
+            return await self._end("succeeded")
+        await self._until(lambda: self.conclusion is not None or self.cancelled, summary="wait for the rollout's verdict")
+        st.awaiting_verdict = False
+        if self.conclusion is not None and self.conclusion.action == "roll_back":
+            st.reason = self.conclusion.reason or "rolled back by the rollout"
+            return await self._roll_back_and_end()
+        why = (self.conclusion.reason if self.conclusion is not None
+               else "the rollout ended without a verdict (it was cancelled or terminated); the new version stays")
+        if why:
+            st.reason = f"{st.reason}; {why}" if st.reason else why
+        self._report("succeeded", f"kept `{inp.version}`", tell_rollout=False)
+        return await self._end("succeeded")
 
-    async def _done(self, result: StageState) -> StageState:
-        result.ended_at = workflow.now()
-        await asyncio.gather(*self._outbox, return_exceptions=True)
-        return result
+    async def _end(self, status: StageStatus) -> StageState:
+        """Close the stage: wait for its reports and background work, then succeed or fail with its state."""
+        st = self.state
+        st.status = status
+        st.ended_at = workflow.now()
+        workflow.set_current_details(stage_details(st, service=self.inp.service, version=self.inp.version))
+        await asyncio.gather(*self._outbox, *self._background, return_exceptions=True)
+        if status in OUTCOME_FAILURE_TYPES:
+            raise ApplicationError(f"{self.ref.key} {status.replace('_', ' ')}: {st.reason}", st,
+                                   type=OUTCOME_FAILURE_TYPES[status], non_retryable=True)
+        return st
 
-    async def _deploy_and_judge(self, result: StageState) -> StageStatus:
+    async def _deploy_and_judge(self) -> None:
         inp, canary = self.inp, self.inp.canary
-        self._report("deploying", f"canary `{inp.version}` and baseline `{self.previous}`")
+        self._report("deploying", f"canary `{inp.version}` and baseline `{self.previous}`", tell_rollout=False)
         deploys = [
-            workflow.execute_activity_method(
+            asyncio.ensure_future(self._shielded(workflow.execute_activity_method(
                 DeployActivities.deploy_baseline,
                 DeployInput(stage=self.ref, version=self.previous or inp.version, image=None, replicas=canary.baseline_replicas),
-                summary=f"baseline {self.previous} in {self.ref.key}", **options.DEPLOY,
-            ),
-            workflow.execute_activity_method(
+                summary=f"baseline {self.previous} in {self.ref.key}", **options.DEPLOY))),
+            asyncio.ensure_future(self._shielded(workflow.execute_activity_method(
                 DeployActivities.deploy_canary,
                 DeployInput(stage=self.ref, version=inp.version, image=inp.image, replicas=canary.canary_replicas),
-                summary=f"canary {inp.version} in {self.ref.key}", **options.DEPLOY,
-            ),
+                summary=f"canary {inp.version} in {self.ref.key}", **options.DEPLOY))),
         ]
         # let both deploys settle before acting on a failure, so a rollback never races a running deploy
         for outcome in await asyncio.gather(*deploys, return_exceptions=True):
+            if isinstance(outcome, ActivityError):
+                raise _Failed(f"deploy failed: {failure_text(outcome)}")
             if isinstance(outcome, BaseException):
                 raise outcome
+        self._check_stop()
         start = workflow.now()
         if canary.analysis_minutes > 0:
             self._report("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")
-            await workflow.sleep(timedelta(minutes=canary.analysis_minutes), summary=f"canary window {self.ref.key}")
-        self._report("analyzing", "judging canary against baseline")
-        analysis = await workflow.execute_activity_method(
-            AnalysisActivities.analyze_canary,
-            AnalysisInput(
-                stage=self.ref, rollout_id=inp.rollout_id, analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
-                metrics=canary.metrics, judge=canary.judge,
-                window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
-                baseline_version=self.previous, canary_version=inp.version,
-            ),
-            summary=f"judge canary {self.ref.key}", **options.ANALYSIS,
-        )
+            await self._until(lambda: self.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
+                              f"canary window {self.ref.key}")
+            self._check_stop()
+        try:
+            analysis = await self._shielded(workflow.execute_activity_method(
+                AnalysisActivities.analyze_canary,
+                AnalysisInput(
+                    stage=self.ref, rollout_id=inp.rollout_id,
+                    analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
+                    metrics=canary.metrics, judge=canary.judge,
+                    window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
+                    baseline_version=self.previous, canary_version=inp.version,
+                ),
+                summary=f"judge canary {self.ref.key}", **options.ANALYSIS))
+        except ActivityError as err:
+            raise _Failed(f"canary analysis failed: {failure_text(err)}") from None
+        st = self.state
         self.detail.analysis = analysis.result
-        result.verdict, result.score, result.report_path = analysis.result.verdict, analysis.result.score, analysis.report_path
+        st.verdict, st.score, st.report_url = analysis.result.verdict, analysis.result.score, analysis.report_path
         if analysis.result.verdict != "pass":
-            result.reason = f"canary judged {analysis.result.verdict}: {analysis.result.summary}"
-            return "rolled_back"
-        return "succeeded"
+            raise _Failed(f"canary judged {analysis.result.verdict}: {analysis.result.summary}")
+        self._check_stop()
 
-    async def _promote_and_soak(self, result: StageState) -> StageStatus:
-        inp, canary = self.inp, self.inp.canary
+    async def _promote(self) -> None:
+        inp = self.inp
         if self.hold:
             self._report("promoting", "rollout paused: holding before promotion")
-            await workflow.wait_condition(lambda: not self.hold)
+            await self._until(lambda: not self.hold or self.stop_reason is not None, summary="paused before promotion")
+            self._check_stop()
+        soak = timedelta(hours=inp.soak_hours)
         self._report("promoting", f"promoting `{inp.version}`")
-        promoted = await workflow.execute_activity_method(
-            DeployActivities.promote, PromoteInput(stage=self.ref, version=inp.version, image=inp.image),
-            summary=f"promote {inp.version} in {self.ref.key}", **options.DEPLOY,
-        )
+        try:
+            promoted = await self._shielded(workflow.execute_activity_method(
+                DeployActivities.promote,
+                PromoteInput(stage=self.ref, version=inp.version, image=inp.image, cleanup=soak <= timedelta(0)),
+                summary=f"promote {inp.version} in {self.ref.key}", **options.DEPLOY))
+        except ActivityError as err:
+            raise _Failed(f"promotion failed: {failure_text(err)}") from None
         if promoted.previous_version is not None:
             self.previous = promoted.previous_version
-            result.version_before = promoted.previous_version
-        soak = timedelta(hours=inp.soak_hours)
-        if soak <= timedelta(0):
-            return "succeeded"
-        start = workflow.now()
-        end = start + soak
-        self.detail.soak_ends_at = end
-        check = timedelta(minutes=canary.soak_check_minutes)
-        looks = max(1, math.ceil(soak / check))
-        for look in range(1, looks + 1):
-            remaining = end - workflow.now()
-            wait = min(check, remaining)
-            self._report("soaking", f"look {look}/{looks}; soak ends {end:%Y-%m-%d %H:%M} UTC")
-            if wait > timedelta(0):
-                try:
-                    await workflow.wait_condition(
-                        lambda: self.skip_soak_reason is not None, timeout=wait,
-                        timeout_summary=f"soak {self.ref.key} look {look}/{looks}",
-                    )
-                except TimeoutError:
-                    pass
-            if self.skip_soak_reason is not None:
-                result.reason = f"soak skipped: {self.skip_soak_reason}"
-                return "succeeded"
-            checked = await workflow.execute_activity_method(
-                AnalysisActivities.soak_check,
-                SoakCheckInput(
-                    stage=self.ref, rollout_id=inp.rollout_id, metrics=canary.metrics, judge=canary.judge,
-                    window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
-                    baseline_version=self.previous, canary_version=inp.version, look=look, max_looks=looks,
-                ),
-                summary=f"soak check {look}/{looks} {self.ref.key}", **options.ANALYSIS,
-            )
-            self.detail.last_look = checked.monitor
-            result.soak_looks = look
-            if checked.monitor.alarm:
-                result.reason = f"alarm during soak: {'; '.join(checked.monitor.reasons)}"
-                return "rolled_back"
-        return "succeeded"
+            self.state.version_before = promoted.previous_version
+        self.state.version_now = inp.version
+        if promoted.cleanup_error:  # promoted: the new version stays; the leftovers need a person
+            self.state.reason = f"promoted, but {promoted.cleanup_error}"
+        self._check_stop()
+        if soak > timedelta(0):
+            start = workflow.now()
+            interval = min(timedelta(minutes=inp.canary.soak_check_minutes), soak)
+            self.soak = SoakProgress(started_at=start, ends_at=start + soak, interval=interval,
+                                     max_looks=max(1, math.ceil(soak / interval)))
+            self.state.soak_max_looks, self.state.soak_ends_at = self.soak.max_looks, self.soak.ends_at
 
-    async def _rollback(self, result: StageState) -> None:
-        self._report("rolling_back", result.reason)
+    async def _soak(self) -> None:
+        """Look at the promoted version every interval until the soak ends; alarm, stop or skip end it early."""
+        assert self.soak is not None
+        soak, st, canary = self.soak, self.state, self.inp.canary
+        every = max(1, math.ceil(soak.max_looks / SOAK_REPORTS))
+        while soak.looks_done < soak.max_looks:
+            look = soak.looks_done + 1
+            due = min(soak.started_at + soak.interval * look, soak.ends_at)
+            self._report("soaking", f"look {look}/{soak.max_looks}; soak ends {soak.ends_at:%Y-%m-%d %H:%M} UTC",
+                         tell_rollout=self._reported != "soaking" or look % every == 0)
+            wait = due - workflow.now()
+            if wait > timedelta(0):
+                await self._until(lambda: self.skip_soak_reason is not None or self.stop_reason is not None, wait,
+                                  f"soak {self.ref.key} look {look}/{soak.max_looks}")
+            self._check_stop()
+            if self.skip_soak_reason is not None:
+                st.reason = f"soak skipped: {self.skip_soak_reason}"
+                break
+            now = workflow.now()
+            window_start = max(soak.started_at, now - timedelta(seconds=canary.interval_seconds * MAX_WINDOW_SAMPLES))
+            try:
+                checked = await self._shielded(workflow.execute_activity_method(
+                    AnalysisActivities.soak_check,
+                    SoakCheckInput(
+                        stage=self.ref, rollout_id=self.inp.rollout_id, metrics=canary.metrics, judge=canary.judge,
+                        window=MetricWindow(start=window_start, end=now, interval_seconds=canary.interval_seconds),
+                        baseline_version=self.previous, canary_version=self.inp.version,
+                        look=look, max_looks=soak.max_looks,
+                    ),
+                    summary=f"soak check {look}/{soak.max_looks} {self.ref.key}", **options.ANALYSIS))
+            except ActivityError as err:
+                raise _Failed(f"soak check failed: {failure_text(err)}") from None
+            self.detail.last_look = checked.monitor
+            soak.looks_done = st.soak_looks = look
+            if checked.monitor.alarm:
+                raise _Failed(f"alarm during soak (look {look}/{soak.max_looks}): {'; '.join(checked.monitor.reasons)}")
+            if soak.looks_done < soak.max_looks and self._history_full():
+                await self._continue_as_new()
+        self._check_stop()
         try:
-            await workflow.execute_activity_method(
+            await self._shielded(workflow.execute_activity_method(
+                DeployActivities.cleanup, StageOnly(stage=self.ref),
+                summary=f"remove canary and baseline in {self.ref.key}", **options.DEPLOY))
+        except ActivityError as err:  # promoted and soaked: the new version stays; the leftovers need a person
+            st.reason = f"soaked, but {failure_text(err)}"
+
+    def _history_full(self) -> bool:
+        info = workflow.info()
+        return info.get_current_history_length() >= self.inp.history_budget or info.is_continue_as_new_suggested()
+
+    async def _continue_as_new(self) -> None:
+        """Start a fresh run that goes on with the soak: same input, plus everything this run learned."""
+        assert self.soak is not None
+        await asyncio.gather(*self._outbox, return_exceptions=True)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        resume = StageResume(
+            state=self.state, previous=self.previous, soak=self.soak, hold=self.hold,
+            skip_soak_reason=self.skip_soak_reason, stop_reason=self.stop_reason,
+            analysis=self.detail.analysis, last_look=self.detail.last_look, runs=self.detail.runs + 1,
+        )
+        workflow.continue_as_new(self.inp.model_copy(update={"resume": resume}))
+
+    async def _roll_back_and_end(self) -> StageState:
+        """Put the primary back on the version found, remove canary and baseline; never cancelled halfway."""
+        st = self.state
+        st.awaiting_verdict = False
+        self._report("rolling_back", st.reason)
+        try:
+            rolled = await self._shielded(workflow.execute_activity_method(
                 DeployActivities.rollback,
-                RollbackInput(stage=self.ref, to_version=self.previous, reason=result.reason),
-                summary=f"roll back {self.ref.key} to {self.previous}", **options.ROLLBACK,
-            )
+                RollbackInput(stage=self.ref, to_version=self.previous, reason=st.reason),
+                summary=f"roll back {self.ref.key} to {self.previous}", **options.ROLLBACK))
         except ActivityError as err:
-            result.reason += f"; ROLLBACK FAILED: {_error_text(err)} — fix by hand, then re-run"
-            result.version_now = None
-            self._report("failed", result.reason)
-            return
-        result.version_now = self.previous
-        self._report("rolled_back", result.reason)
+            st.reason += f"; ROLLBACK FAILED: {failure_text(err)} — fix by hand, then re-run"
+            st.version_now = None
+            return await self._end("failed")
+        st.version_now = self.previous
+        if rolled.cleanup_error:
+            st.reason += f"; {rolled.cleanup_error}"
+        return await self._end("rolled_back")

@@ -1,64 +1,92 @@
-"""Payloads of the release-manager updates. Each is one JSON object, as the Temporal UI sends it."""
+"""Payloads of the release-manager updates. Each is one JSON object, as the Temporal UI sends it.
+
+A payload that does not match its model is refused before the validator runs, naming the field
+(worker/converter.py); the validators then check it against the rollout's state.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from common.types import RollbackScope
 
+Name = Annotated[str, Field(min_length=1, max_length=200, description="who acts (recorded in the audit trail)")]
+Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (recorded in the audit trail)")]
+
 
 class _Payload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
 
 
-class Approve(_Payload):
-    """{"stage": "eu-west-1/prod", "approver": "alice", "comment": "metrics look fine"} — or "wave": 3."""
+class _Gate(_Payload):
+    stage: str | None = Field(default=None, max_length=200)
+    wave: int | None = Field(default=None, ge=1, le=1000)
 
-    stage: str | None = None
-    wave: int | None = None
-    approver: str = Field(min_length=1)
-    comment: str = ""
+    @model_validator(mode="after")
+    def _one_target(self) -> _Gate:
+        if (self.stage is None) == (self.wave is None):
+            raise ValueError('give exactly one of "stage" (e.g. "eu-west-1/prod") or "wave" (e.g. 4)')
+        return self
 
 
-class Reject(_Payload):
-    """{"stage": "eu-west-1/prod", "approver": "alice", "reason": "..."} — rolls back by the rollback scope."""
+class Approve(_Gate):
+    """{"wave": 4, "approver": "alice", "comment": "metrics look fine"} — or a stage of that wave instead of "wave"."""
 
-    stage: str | None = None
-    wave: int | None = None
-    approver: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
+    approver: Name
+    comment: str = Field(default="", max_length=2000)
+
+
+class Reject(_Gate):
+    """{"wave": 4, "approver": "alice", "reason": "..."} — rolls back by the rollback scope."""
+
+    approver: Name
+    reason: Why
 
 
 class Pause(_Payload):
-    by: str = Field(min_length=1)
-    reason: str = ""
+    """{"by": "alice", "reason": "db migration"} — holds at the next safe point."""
+
+    by: Name
+    reason: str = Field(default="", max_length=2000)
 
 
 class Resume(_Payload):
-    by: str = Field(min_length=1)
+    """{"by": "alice"}"""
+
+    by: Name
 
 
 class Abort(_Payload):
-    by: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
+    """{"by": "alice", "reason": "..."} — stops and rolls back by the rollback scope."""
+
+    by: Name
+    reason: Why
 
 
 class Rollback(_Payload):
-    by: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
+    """{"by": "alice", "reason": "...", "scope": "all"} — stops and rolls back with an explicit scope."""
+
+    by: Name
+    reason: Why
     scope: RollbackScope | None = None
 
 
 class SkipSoak(_Payload):
-    stage: str
-    by: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
+    """{"stage": "us-east-1/prod", "by": "alice", "reason": "..."}"""
+
+    stage: str = Field(min_length=1, max_length=200)
+    by: Name
+    reason: Why
 
 
 class OverrideWindow(_Payload):
-    stage: str
-    by: str = Field(min_length=1)
-    reason: str = Field(min_length=1)
+    """{"stage": "eu-west-1/prod", "by": "alice", "reason": "..."}"""
+
+    stage: str = Field(min_length=1, max_length=200)
+    by: Name
+    reason: Why
 
 
 class Ack(BaseModel):
@@ -66,17 +94,3 @@ class Ack(BaseModel):
 
     ok: bool = True
     message: str
-
-
-def payload_problems(err: ValidationError) -> list[str]:
-    """One line per problem, naming the field: `reason: required field is missing`."""
-    out = []
-    for e in err.errors():
-        field = ".".join(str(p) for p in e["loc"]) or "(payload)"
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "missing":
-            msg = "required field is missing"
-        elif e["type"] == "extra_forbidden":
-            msg = "unknown field"
-        out.append(f"{field}: {msg}")
-    return out

@@ -20,6 +20,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.adapters.registry import registry_from_targets
 from activities.adapters.targets import load_targets
+from bifrost_cli.ops import outcome
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import (
     BASELINE,
@@ -153,7 +154,7 @@ async def run_rollout(env: Any, tmp_path: Path, kube: FakeKubeApi, prom_url: str
     async with build_worker(env.client, registry, task_queue=task_queue, reports_dir=tmp_path / "reports"):
         handle = await env.client.start_workflow(
             RolloutWorkflow.run, req, id=f"{req.workflow_id}/{uuid.uuid4().hex[:6]}", task_queue=task_queue)
-        result = await handle.result()
+        result = await outcome(handle)
         raw, ids = await histories_bytes(env.client, handle, task_queue)
     return result, raw, ids, requested_by
 

@@ -17,10 +17,10 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, async_playwright
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import TEMPORAL, require_or_skip
+from worker.converter import DATA_CONVERTER
 from workflows import search
 
 CHROMIUM = "/usr/bin/chromium"
@@ -82,7 +82,7 @@ async def ui_server(browser: Browser) -> AsyncIterator[UiServer]:
         try:
             env = await WorkflowEnvironment.start_local(
                 ui=True, ui_port=ui_port, dev_server_existing_path=TEMPORAL,
-                search_attributes=search.ALL, data_converter=pydantic_data_converter,
+                search_attributes=search.ALL, data_converter=DATA_CONVERTER,
                 dev_server_extra_args=[
                     "--ui-disable-news-fetch",
                     "--dynamic-config-value", "frontend.enableServerVersionCheck=false",

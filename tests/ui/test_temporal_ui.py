@@ -16,6 +16,7 @@ from typing import Any
 from playwright.async_api import Browser, Page, expect
 from temporalio.client import WorkflowHandle
 
+from bifrost_cli.ops import outcome
 from tests.ui.conftest import UiServer
 from tests.ui.temporal_ui import choose_update, current_details, enter_payload, open_update_dialog, open_workflow, submit
 from tests.workflows.helpers import fleet, make_request, running_worker, start
@@ -41,10 +42,10 @@ async def wait_for_status(handle: WorkflowHandle[Any, Any], status: str, timeout
 
 
 def approve_example(details: str) -> dict[str, Any]:
-    """The JSON example on the details' `approve:` line, checked to be a valid Approve payload."""
-    line = next((ln for ln in details.splitlines() if ln.strip().startswith("approve:")), None)
+    """The JSON example on the details' `approve` line, checked to be a valid Approve payload."""
+    line = next((ln for ln in details.splitlines() if ln.strip().startswith("approve") and "{" in ln), None)
     assert line is not None, f"no approve example in the current details:\n{details}"
-    example = Approve.model_validate_json(line.split(":", 1)[1].strip())
+    example = Approve.model_validate_json(line[line.index("{"):].strip())
     return example.model_dump(exclude_defaults=True)
 
 
@@ -73,18 +74,19 @@ async def test_release_manager_approves_a_gate_in_the_temporal_ui(
             details = await current_details(page)
             await details.get_by_text("awaiting approval").wait_for()
             text = await details.locator("body").inner_text()
-            assert f"approval of {GATE}" in text
-            assert approve_example(text) == {"stage": GATE, "approver": "<your name>", "comment": "looks good"}
+            assert "approval of wave 2 (gates: ap-south-1/prod)" in text
+            assert "approving wave 2 releases ap-south-1/prod, 20% of production traffic" in text
+            assert approve_example(text) == {"wave": 2, "approver": "<your name>", "comment": "looks good"}
             await page.screenshot(path=tmp_path / "awaiting-approval.png", full_page=True)
             mark("page and current details shown")
 
             # The dialog lists `approve` with its description; mallory is refused by the validator.
             dialog = await open_update_dialog(page)
             option = await choose_update(dialog, "approve")
-            assert "Approve a pending gate" in option
+            assert "Approve the pending gate" in option
             await enter_payload(dialog, {"stage": GATE, "approver": "mallory", "comment": "from the UI"})
             await submit(dialog)
-            await expect(dialog.get_by_text("'mallory' is not an approver of this rollout")).to_be_visible()
+            await expect(dialog.get_by_text("'mallory' may not approve")).to_be_visible()
             await page.screenshot(path=tmp_path / "refused.png")
             mark("invalid approval refused in the dialog")
             state = await handle.query(RolloutWorkflow.status)
@@ -97,12 +99,12 @@ async def test_release_manager_approves_a_gate_in_the_temporal_ui(
             await expect(page.get_by_text("Update successful").first).to_be_visible()  # toast (+ its live region)
 
             mark("valid approval accepted")
-            result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+            result = await asyncio.wait_for(outcome(handle), RESULT_TIMEOUT_S)
             mark("rollout succeeded")
             assert result.status == "succeeded", result.reason
             assert all(s.status == "succeeded" and s.version_now == req.version for s in result.stages)
             approvals = [(a.who, a.action, a.target, a.detail) for a in result.audit if a.action == "approve"]
-            assert approvals == [("alice", "approve", GATE, "from the UI")]
+            assert approvals == [("alice", "approve", "wave-2", "from the UI")]
             assert not [a for a in result.audit if a.who == "mallory"], "a refused update left an audit entry"
 
             # The UI shows the outcome too (the worker still answers the metadata query).

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
+from worker.converter import DATA_CONVERTER
 from workflows import search
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Abort, Approve, Pause, Resume
@@ -51,7 +52,7 @@ async def record() -> None:
         old.unlink()
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=pydantic_data_converter)
+                                                data_converter=DATA_CONVERTER)
     client = env.client
     try:
         # 1. a good rollout, and 2. a regression in the second production region (scope all)
@@ -61,7 +62,7 @@ async def record() -> None:
         async with running_worker(client, f, "record"):
             for name, req in (("good", good), ("regression", bad)):
                 h = await start(client, req, "record")
-                await h.result()
+                await outcome(h)
                 await _save(client, name, [h.id, *await _children(client, h.id)])
             # 3. approval gate with pause and resume, then 4. abort during a wave
             gated = make_request(approvals={"gates": [{"wave": 3}], "approvers": ["alice"]})
@@ -71,13 +72,13 @@ async def record() -> None:
             await h.execute_update(RolloutWorkflow.approve, Approve(wave=3, approver="alice", comment="ok"))
             await _wait(h, lambda s: s.status == "paused")
             await h.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
-            await h.result()
+            await outcome(h)
             await _save(client, "approval-pause", [h.id, *await _children(client, h.id)])
             slow = make_request(canary={"analysis_minutes": 5})
             h = await start(client, slow, "record")
             await _wait(h, lambda s: s.stage("ap-south-1/test").status == "analyzing")
             await h.execute_update(RolloutWorkflow.abort, Abort(by="erin", reason="recording"))
-            await h.result()
+            await outcome(h)
             await _save(client, "abort", [h.id, *await _children(client, h.id), f"service-lock/{slow.service}"])
     finally:
         await env.shutdown()

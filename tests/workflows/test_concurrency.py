@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bifrost_cli.ops import start_rollout
+from bifrost_cli.ops import outcome, start_rollout
 from tests.workflows.helpers import fleet, make_request, running_worker
 from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
@@ -15,7 +15,7 @@ async def test_duplicate_submits_give_one_rollout(env, task_queue, tmp_path):
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
         handles = await asyncio.gather(*(start_rollout(env.client, req, task_queue) for _ in range(3)))
         assert len({h.result_run_id for h in handles}) == 1
-        result = await handles[0].result()
+        result = await outcome(handles[0])
     assert result.status == "succeeded"
     count = await env.client.count_workflows(f"WorkflowId = '{req.workflow_id}'")
     assert count.count == 1
@@ -28,7 +28,7 @@ async def _race(env, task_queue, tmp_path, policy: str):
     f = fleet()
     async with running_worker(env.client, f, task_queue, tmp_path):
         ha, hb = await asyncio.gather(start_rollout(env.client, a, task_queue), start_rollout(env.client, b, task_queue))
-        ra, rb = await asyncio.gather(ha.result(), hb.result())
+        ra, rb = await asyncio.gather(outcome(ha), outcome(hb))
     return f, {a.version: ra, b.version: rb}
 
 
@@ -84,7 +84,7 @@ async def test_a_terminated_rollout_does_not_hold_the_lock_forever(env, task_que
         await ha.terminate("operator terminated it")  # it never gets to release the lock
         hb = await start_rollout(env.client, b, task_queue)
         async with asyncio.timeout(60):
-            result = await hb.result()
+            result = await outcome(hb)
         lock = await env.client.get_workflow_handle(f"service-lock/{a.service}").query(ServiceLockWorkflow.lock_state)
     assert result.status == "succeeded"
     assert any("ended without releasing; lock freed" in line for line in lock.log)

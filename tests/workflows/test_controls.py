@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
+from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 from workflows.models import RolloutState
 from workflows.rollout import RolloutWorkflow
@@ -26,9 +28,13 @@ async def wait_for(handle: WorkflowHandle, pred, timeout: float = 30.0) -> Rollo
 
 
 async def refused(handle: WorkflowHandle, update, arg) -> str:
+    """The one-line reason an update was refused; refusals carry no stack trace for the UI to show."""
     with pytest.raises(WorkflowUpdateFailedError) as info:
         await handle.execute_update(update, arg)
-    return str(info.value.cause)
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type in ("Refused", "InvalidPayload"), cause
+    assert cause.failure is not None and cause.failure.stack_trace == ""
+    return cause.message
 
 
 async def accepted_updates(handle: WorkflowHandle) -> list[str]:
@@ -48,25 +54,31 @@ async def test_approval_gate_with_refusals_then_approve(env, task_queue, tmp_pat
     async with running_worker(env.client, f, task_queue, tmp_path):
         h = await start(env.client, req, task_queue)
         state = await wait_for(h, lambda s: s.status == "awaiting_approval")
-        assert state.pending_approvals == ["us-east-1/prod"]
+        assert state.pending_approvals == ["us-east-1/prod"] and state.awaiting_wave == 4
         assert state.stage("us-east-1/prod").status == "pending"
         # refusals, each with a reason, none recorded in history
-        assert "not an approver" in await refused(h, RolloutWorkflow.approve, Approve(stage="us-east-1/prod", approver="mallory"))
-        assert "eu-west-1/prod is not waiting for approval" in await refused(
+        not_listed = await refused(h, RolloutWorkflow.approve, Approve(stage="us-east-1/prod", approver="mallory"))
+        assert "'mallory' may not approve" in not_listed
+        assert "alice" not in not_listed and "bob" not in not_listed  # the allow-list is not disclosed
+        assert "wave 6 is not waiting for approval; wave 4 is (us-east-1/prod)" in await refused(
             h, RolloutWorkflow.approve, Approve(stage="eu-west-1/prod", approver="alice"))
-        assert "exactly one of" in await refused(h, RolloutWorkflow.approve, Approve(approver="alice"))
+        # payloads as the UI sends them: plain JSON, checked field by field before the validator
+        assert "unknown field 'approved_by'; expected 'approver'" in await refused(
+            h, "approve", {"wave": 4, "approved_by": "alice"})
+        assert "exactly one of" in await refused(h, "approve", {"approver": "alice"})
+        assert "expected a JSON object" in await refused(h, "approve", "alice")
         assert "is not paused" in await refused(h, RolloutWorkflow.resume, Resume(by="alice"))
         assert "not waiting for a deployment window" in await refused(
             h, RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="alice", reason="x"))
         assert "unknown stage 'mars/prod'" in await refused(
             h, RolloutWorkflow.skip_soak, SkipSoak(stage="mars/prod", by="alice", reason="x"))
-        ack = await h.execute_update(RolloutWorkflow.approve, Approve(stage="us-east-1/prod", approver="alice", comment="ship it"))
-        assert ack.message == "approved us-east-1/prod by alice"
-        result = await h.result()
+        ack = await h.execute_update(RolloutWorkflow.approve, Approve(wave=4, approver="alice", comment="ship it"))
+        assert ack.message == "approved wave 4 (us-east-1/prod) by alice"
+        result = await outcome(h)
     assert result.status == "succeeded"
     assert await accepted_updates(h) == ["approve"]
     approvals = [a for a in result.audit if a.action == "approve"]
-    assert [(a.who, a.target, a.detail) for a in approvals] == [("alice", "us-east-1/prod", "ship it")]
+    assert [(a.who, a.target, a.detail) for a in approvals] == [("alice", "wave-4", "ship it")]
 
 
 async def test_current_details_say_how_to_act(env, task_queue, tmp_path):
@@ -76,10 +88,14 @@ async def test_current_details_say_how_to_act(env, task_queue, tmp_path):
         await wait_for(h, lambda s: s.status == "awaiting_approval")
         meta = await h.query("__temporal_workflow_metadata")
         details = meta.current_details if hasattr(meta, "current_details") else meta["currentDetails"]
-        assert "awaiting approval" in details
-        assert '`approve`: `{"stage": "us-east-1/prod", "approver": "<your name>", "comment": "looks good"}`' in details
+        assert "AWAITING APPROVAL" in details
+        assert "approving wave 4 releases us-east-1/prod, 50% of production traffic" in details
+        assert '`approve` `{"wave": 4, "approver": "<your name>", "comment": "looks good"}`' in details
+        summary = await h.query(RolloutWorkflow.summary)
+        assert summary.status == "awaiting_approval" and summary.stages["us-east-1/prod"] == "pending, 1.0.0"
+        # a gate can be named by any stage of its wave
         await h.execute_update(RolloutWorkflow.reject, Reject(stage="us-east-1/prod", approver="bob", reason="error budget spent"))
-        result = await h.result()
+        result = await outcome(h)
     assert result.status == "rejected"
     assert "rejected by bob: error budget spent" in result.reason
     assert all(s.version_now == "1.0.0" for s in result.stages)  # scope all: everything went back
@@ -98,7 +114,7 @@ async def test_pause_holds_before_the_next_wave_until_resume(env, task_queue, tm
         assert "resume" in (state.waiting_for or "")
         assert not [c for c in f.calls if c[1] == "us-east-1/test"]  # wave 3 has not started
         await h.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
-        result = await h.result()
+        result = await outcome(h)
     assert result.status == "succeeded"
     actions = [(a.who, a.action) for a in result.audit if a.who != "bifrost"]
     assert actions == [("ci", "submit"), ("carol", "pause"), ("dave", "approve"), ("carol", "resume")]
@@ -113,13 +129,14 @@ async def test_abort_mid_soak_rolls_back(env, task_queue, tmp_path):
         assert "is not soaking" in await refused(
             h, RolloutWorkflow.skip_soak, SkipSoak(stage="ap-south-1/test", by="x", reason="y"))
         await h.execute_update(RolloutWorkflow.abort, Abort(by="erin", reason="customer reports"))
-        result = await h.result()
+        result = await outcome(h)
     assert result.status == "aborted"
     assert result.reason == "aborted by erin: customer reports"
     assert all(s.version_now == "1.0.0" for s in result.stages)
     assert all(v["primary"] == "1.0.0" for v in f.snapshot().values())
     stages = {s.key: s for s in result.stages}
-    assert "cancelled" in stages["ap-south-1/prod"].reason
+    assert stages["ap-south-1/prod"].reason.startswith("stopped: aborted by erin: customer reports")
+    assert stages["ap-south-1/prod"].status == "rolled_back"
 
 
 async def test_skip_soak_ends_a_soak_early(env, task_queue, tmp_path):
@@ -130,7 +147,7 @@ async def test_skip_soak_ends_a_soak_early(env, task_queue, tmp_path):
         h = await start(env.client, req, task_queue)
         await wait_for(h, lambda s: s.stage("us-east-1/prod").status == "soaking")
         await h.execute_update(RolloutWorkflow.skip_soak, SkipSoak(stage="us-east-1/prod", by="frank", reason="hotfix"))
-        result = await h.result()
+        result = await outcome(h)
     assert result.status == "succeeded"
     assert result.stages[0].reason == "soak skipped: frank: hotfix"
 
@@ -143,9 +160,9 @@ async def test_override_window_starts_a_frozen_stage(env, task_queue, tmp_path):
         h = await start(env.client, req, task_queue)
         state = await wait_for(h, lambda s: s.status == "waiting_window")
         assert "us-east-1/prod" in state.waiting_for
-        assert "not an approver" in await refused(
+        assert "'hal' may not approve, reject or override" in await refused(
             h, RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="hal", reason="x"))
         await h.execute_update(RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="gina", reason="sev1 fix"))
-        result = await h.result()
+        result = await outcome(h)
     assert result.status == "succeeded"
     assert [a.action for a in result.audit if a.who == "gina"] == ["override-window"]

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from worker.build import WORKFLOWS
+from worker.converter import DATA_CONVERTER
 
 HISTORIES = sorted((Path(__file__).resolve().parent.parent / "histories").glob("*.json"))
 
@@ -24,5 +24,5 @@ def test_histories_are_recorded():
 async def test_replay(path: Path):
     data = json.loads(path.read_text())
     history = WorkflowHistory.from_json(data["workflow_id"], data["history"])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
     await replayer.replay_workflow(history)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 from workflows.plan import build_plan
 
@@ -13,7 +18,7 @@ async def test_good_rollout_runs_stages_in_plan_order(env, task_queue, tmp_path:
     f = fleet()
     async with running_worker(env.client, f, task_queue, tmp_path):
         handle = await start(env.client, req, task_queue)
-        result = await handle.result()
+        result = await outcome(handle)
     assert result.status == "succeeded", result.reason
     assert all(s.version_now == req.version for s in result.stages)
     promoted = [key for op, key, _ in f.calls if op == "promote"]
@@ -30,7 +35,7 @@ async def test_regression_in_second_prod_region_rolls_back_everything_before_it(
     req = make_request()
     f = fleet(effects=[_effect(req.version, regions=["us-east-1"], environments=["prod"], latency_factor=1.6)])
     async with running_worker(env.client, f, task_queue, tmp_path):
-        result = await (await start(env.client, req, task_queue)).result()
+        result = await outcome(await start(env.client, req, task_queue))
     assert result.status == "rolled_back"
     stages = {s.key: s for s in result.stages}
     assert stages["us-east-1/prod"].verdict == "fail", result
@@ -49,7 +54,7 @@ async def test_region_scope_rolls_back_only_the_failing_region(env, task_queue, 
     req = make_request(rollback_scope="region")
     f = fleet(effects=[_effect(req.version, regions=["us-east-1"], environments=["prod"], error_factor=8)])
     async with running_worker(env.client, f, task_queue, tmp_path):
-        result = await (await start(env.client, req, task_queue)).result()
+        result = await outcome(await start(env.client, req, task_queue))
     versions = {s.key: s.version_now for s in result.stages}
     assert result.status == "rolled_back"
     assert versions == {
@@ -63,7 +68,7 @@ async def test_deploy_failure_rolls_back_and_names_the_error(env, task_queue, tm
     req = make_request()
     f = fleet(effects=[_effect(req.version, regions=["us-east-1"], environments=["test"], fail_deploy=True)])
     async with running_worker(env.client, f, task_queue, tmp_path):
-        result = await (await start(env.client, req, task_queue)).result()
+        result = await outcome(await start(env.client, req, task_queue))
     stages = {s.key: s for s in result.stages}
     assert result.status == "rolled_back"
     assert "simulated deploy failure" in stages["us-east-1/test"].reason
@@ -82,7 +87,7 @@ async def test_cancelling_a_running_rollout_rolls_back(env, task_queue, tmp_path
             while not any(op == "deploy_canary" for op, _, _ in f.calls):
                 await asyncio.sleep(0.05)  # poll the fleet until the canary is up, bounded by the timeout
         await handle.cancel()
-        result = await handle.result()
+        result = await outcome(handle)
     assert result.status == "aborted"
     assert "cancellation" in result.reason
     stages = {s.key: s for s in result.stages}
@@ -92,17 +97,16 @@ async def test_cancelling_a_running_rollout_rolls_back(env, task_queue, tmp_path
 
 
 async def test_plan_error_is_refused_before_any_deploy(env, task_queue, tmp_path):
-    from temporalio.client import WorkflowFailureError
-
     req = make_request(blast_radius={"prod_traffic_caps": [0.1]})
     f = fleet()
     async with running_worker(env.client, f, task_queue, tmp_path):
         handle = await start(env.client, req, task_queue)
-        try:
+        with pytest.raises(WorkflowFailureError) as caught:
             await handle.result()
-            raise AssertionError("expected the rollout to fail")
-        except WorkflowFailureError as err:
-            assert "prod_traffic_caps" in str(err.cause)
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidRequest"
+    assert "prod_traffic_caps" in cause.message
+    assert cause.failure is not None and cause.failure.stack_trace == ""  # the UI shows the reason, not Python frames
     assert f.calls == []
 
 
@@ -115,7 +119,7 @@ async def test_a_stage_without_a_target_fails_before_anything_is_deployed(env, t
     registry = AdapterRegistry(default_deployer=Unconfigured("targets.yaml"), default_metrics=f,
                                deployers={"ap-south-1/test": f, "ap-south-1/prod": f})
     async with build_worker(env.client, registry, task_queue=task_queue, reports_dir=tmp_path):
-        result = await (await start(env.client, req, task_queue)).result()
+        result = await outcome(await start(env.client, req, task_queue))
     assert result.status == "failed"
     assert "nothing was deployed" in result.reason and "has no target in targets.yaml" in result.reason
     assert [c for c in f.calls if c[0] != "rollback"] == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 
 
@@ -10,7 +11,7 @@ async def test_hours_long_soak_completes_with_periodic_checks(ts_env, task_queue
     f = fleet()
     async with running_worker(ts_env.client, f, task_queue, tmp_path):
         handle = await start(ts_env.client, req, task_queue)
-        result = await handle.result()
+        result = await outcome(handle)
     assert result.status == "succeeded", result.reason
     for stage in result.stages:
         hours = (stage.ended_at - stage.started_at).total_seconds() / 3600  # the stage's (virtual) clock
@@ -26,7 +27,7 @@ async def test_alarm_during_soak_rolls_back(ts_env, task_queue, tmp_path):
     f = fleet(effects=[{"version": req.version, "regions": ["us-east-1"], "environments": ["prod"],
                         "error_factor": 6, "only_after_promotion": True}])
     async with running_worker(ts_env.client, f, task_queue, tmp_path):
-        result = await (await start(ts_env.client, req, task_queue)).result()
+        result = await outcome(await start(ts_env.client, req, task_queue))
     stages = {s.key: s for s in result.stages}
     assert result.status == "rolled_back"
     assert stages["us-east-1/prod"].verdict == "pass"  # the canary looked fine before promotion

@@ -4,20 +4,36 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 
 
-async def test_unanswered_approval_times_out_and_rolls_back(ts_env, task_queue, tmp_path):
-    req = make_request(approvals={"gates": [{"stage": "us-east-1/prod"}], "timeout_hours": 72})
+async def test_unanswered_approval_times_out_after_its_hours(ts_env, task_queue, tmp_path):
+    # The gate is on the first wave: the dev server skips a workflow's time only while it has no open child
+    # workflows, and stages that finished their work stay open until the rollout's verdict.
+    req = make_request(approvals={"gates": [{"wave": 1}], "timeout_hours": 72})
     f = fleet()
     async with running_worker(ts_env.client, f, task_queue, tmp_path):
-        result = await (await start(ts_env.client, req, task_queue)).result()
+        result = await outcome(await start(ts_env.client, req, task_queue))
     assert result.status == "rejected"
-    assert "timed out after 72 h" in result.reason
+    assert "approval of wave 1 (wave-1) timed out after 72 h" in result.reason
     timeout = next(a for a in result.audit if a.action == "approval-timeout")
     granted = next(a for a in result.audit if a.action == "lock-granted")
     assert timeout.at - granted.at >= timedelta(hours=72)
+    assert f.calls == [] or all(op == "rollback" for op, _, _ in f.calls)  # nothing was deployed
+    assert all(s.version_now == "1.0.0" and s.status == "pending" for s in result.stages)
+
+
+async def test_an_approval_timeout_rolls_back_the_waves_before_it(env, task_queue, tmp_path):
+    req = make_request(approvals={"gates": [{"stage": "us-east-1/prod"}], "timeout_hours": 0.0015})  # 5.4 s
+    f = fleet()
+    async with running_worker(env.client, f, task_queue, tmp_path):
+        result = await outcome(await start(env.client, req, task_queue))
+    stages = {s.key: s for s in result.stages}
+    assert result.status == "rejected" and "approval of wave 4" in result.reason
     assert not [c for c in f.calls if c[1] == "us-east-1/prod"]  # the gated stage never started
+    for key in ("ap-south-1/test", "ap-south-1/prod", "us-east-1/test"):  # finished, then rolled back on their pages
+        assert stages[key].status == "rolled_back" and "rolled back by the rollout (scope all)" in stages[key].reason
     assert all(s.version_now == "1.0.0" for s in result.stages)
 
 
@@ -33,7 +49,7 @@ async def test_a_stage_waits_for_its_window_to_open(ts_env, task_queue, tmp_path
     req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0, "environments": ["prod"], "windows": [window]}],
                        blast_radius={"canary_region": None})
     async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
-        result = await (await start(ts_env.client, req, task_queue)).result()
+        result = await outcome(await start(ts_env.client, req, task_queue))
     assert result.status == "succeeded", result.reason
     stage = result.stages[0]
     opened = stage.started_at.astimezone(UTC)

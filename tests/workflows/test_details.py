@@ -1,0 +1,98 @@
+"""The UI's current details and the summary query: pure functions of a rollout's state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from tests.workflows.helpers import make_request
+from workflows.details import approval_releases, holds_at, how_to_act, rollout_details, rollout_summary, stage_details
+from workflows.models import AuditEntry, PauseInfo, RolloutState, StageState
+from workflows.plan import build_plan
+
+T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+
+
+def _state(**overrides: object) -> RolloutState:
+    req = make_request(service="payments", approvals={"gates": [{"wave": 4}], "approvers": ["alice"]})
+    plan = build_plan(req)
+    stages = [StageState.of(s.region, s.environment, w.index) for w in plan.waves for s in w.stages]
+    for st in stages:
+        st.version_before = st.version_now = "1.0.0"
+    state = RolloutState(rollout_id="rollout/payments/2.0.0", service="payments", version="2.0.0",
+                         status="running", waves=len(plan.waves), stages=stages)
+    for k, v in overrides.items():
+        setattr(state, k, v)
+    return state
+
+
+def test_the_table_lists_every_stage_with_versions_verdict_and_soak():
+    state = _state(current_wave=2, current_stage="ap-south-1/prod")
+    first, second = state.stages[0], state.stages[1]
+    first.status, first.version_now, first.verdict, first.score = "succeeded", "2.0.0", "pass", 100.0
+    first.awaiting_verdict = True
+    first.report_url = "http://127.0.0.1:8234/r/ap-south-1-test.html"
+    second.status, second.version_now, second.soak_looks, second.soak_max_looks = "soaking", "2.0.0", 3, 12
+    second.soak_ends_at = datetime(2026, 12, 1, 14, 5, tzinfo=UTC)
+    text = rollout_details(state, build_plan(make_request()), waiting_window=set(), soaking=["ap-south-1/prod"])
+    assert "## payments `2.0.0` — **RUNNING** · wave 2/6" in text
+    assert "| 1 | ap-south-1/test | succeeded (rollout may still roll it back) | `1.0.0` → `2.0.0` | " \
+           "[pass 100](http://127.0.0.1:8234/r/ap-south-1-test.html) | – |" in text
+    assert "| 2 | **ap-south-1/prod** | soaking | `1.0.0` → `2.0.0` | – | look 3/12, ends 2026-12-01 14:05 UTC |" in text
+    assert "| 6 | eu-west-1/prod | pending | `1.0.0` | – | – |" in text
+    assert '`skip_soak` `{"stage": "ap-south-1/prod"' in text
+
+
+def test_waiting_at_a_gate_says_what_the_approval_releases():
+    req = make_request(service="payments", blast_radius={"canary_region": "ap-south-1", "max_parallel_regions": 2,
+                                                         "max_parallel_prod_regions": 2},
+                       approvals={"gates": [{"stage": "us-east-1/prod"}]})
+    plan = build_plan(req)
+    prod_wave = next(w for w in plan.waves if "us-east-1/prod" in [s.key for s in w.stages])
+    assert approval_releases(plan, prod_wave.index) == (
+        f"approving wave {prod_wave.index} releases us-east-1/prod + eu-west-1/prod, 80% of production traffic")
+    state = _state(status="awaiting_approval", awaiting_wave=prod_wave.index, current_wave=prod_wave.index,
+                   waiting_for=f"approval of wave {prod_wave.index} (gates: us-east-1/prod)")
+    text = rollout_details(state, plan, waiting_window=set(), soaking=[])
+    assert f"**Waiting for:** approval of wave {prod_wave.index} (gates: us-east-1/prod) — approving wave" in text
+    assert f'`approve` `{{"wave": {prod_wave.index}, "approver": "<your name>"' in text
+
+
+def test_a_pause_shows_who_why_and_where_it_holds():
+    state = _state(current_wave=2, current_stage="ap-south-1/prod", pause=PauseInfo(by="carol", reason="db migration", at=T0))
+    state.stages[1].status = "analyzing"
+    assert holds_at(state) == "before promoting ap-south-1/prod and before wave 3"
+    text = rollout_details(state, None, waiting_window=set(), soaking=[])
+    assert "**Paused** by carol at 2026-12-01 09:30 UTC: “db migration” — holds before promoting ap-south-1/prod and before wave 3" in text
+    assert [name for name, _ in how_to_act(state, paused=True, waiting_window=set(), soaking=[])] == ["resume", "abort"]
+
+
+def test_recent_actions_show_the_last_five_audit_lines():
+    audit = [AuditEntry(at=T0, who=f"user{i}", action="pause", detail=f"why {i}") for i in range(8)]
+    text = rollout_details(_state(audit=audit), None, waiting_window=set(), soaking=[])
+    assert "user2" not in text and "- 12-01 09:30 user3: pause — why 3" in text and "user7" in text
+
+
+def test_a_finished_rollout_offers_no_actions_and_keeps_its_reason():
+    state = _state(status="rolled_back", reason="eu-west-1/prod: canary judged fail")
+    text = rollout_details(state, None, waiting_window=set(), soaking=[])
+    assert "**Reason:** eu-west-1/prod: canary judged fail" in text and "How to act" not in text
+
+
+def test_summary_is_one_line_per_stage():
+    state = _state(current_wave=1)
+    state.stages[0].status, state.stages[0].version_now = "analyzing", "1.0.0"
+    summary = rollout_summary(state)
+    assert summary.rollout == "payments 2.0.0" and summary.wave == "1/6"
+    assert summary.stages["ap-south-1/test"] == "analyzing, 1.0.0"
+    assert len(summary.model_dump_json()) < len(state.model_dump_json()) / 2
+
+
+def test_a_stage_page_after_a_rollback_by_scope_says_so():
+    st = StageState.of("ap-south-1", "prod", 2)
+    st.status, st.version_before, st.version_now = "rolled_back", "1.0.0", "1.0.0"
+    st.reason = "rolled back by the rollout (scope all): us-east-1/prod: canary judged fail"
+    st.verdict, st.score = "pass", 100.0
+    text = stage_details(st, service="payments", version="2.0.0")
+    assert "## Stage ap-south-1/prod — **ROLLED BACK**" in text
+    assert "payments: `1.0.0` → `2.0.0`; now on `1.0.0`" in text
+    assert "**Reason:** rolled back by the rollout (scope all)" in text

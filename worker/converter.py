@@ -1,0 +1,72 @@
+"""The data converter every Bifrost client and worker shares: pydantic JSON, readable refusals, quiet failures.
+
+- A payload that does not match its model (a misspelt update field typed in the Temporal UI, a workflow
+  input the request model would refuse) becomes an `InvalidPayload` failure naming the field, instead of
+  "Failed decoding arguments" and an SDK stack. For a workflow input that fails the run at once (it cannot
+  wedge retrying its first task); for an update it rejects the update before any history is written.
+- Failures Bifrost raises on purpose (refusals, outcomes such as RolledBack) carry no stack trace: the UI
+  shows the message a release manager needs, not Python frames.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import temporalio.api.common.v1
+import temporalio.api.failure.v1
+from pydantic import BaseModel, ValidationError
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, pydantic_data_converter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DefaultFailureConverter,
+    DefaultPayloadConverter,
+    JSONPlainPayloadConverter,
+    PayloadConverter,
+)
+from temporalio.exceptions import ApplicationError
+
+from common.problems import payload_problems
+from common.types import INVALID_PAYLOAD, USER_FACING_FAILURE_TYPES
+
+
+class _ModelJSONConverter(PydanticJSONPlainPayloadConverter):
+    """Pydantic JSON, but a payload that fails its model's validation is an InvalidPayload naming the field."""
+
+    def from_payload(self, payload: temporalio.api.common.v1.Payload, type_hint: type | None = None) -> Any:
+        try:
+            return super().from_payload(payload, type_hint)
+        except ValidationError as err:
+            model = type_hint if isinstance(type_hint, type) and issubclass(type_hint, BaseModel) else None
+            what = model.__name__ if model is not None else "payload"
+            problems = payload_problems(err, model)
+            raise ApplicationError(f"invalid {what}: {'; '.join(problems)}", type=INVALID_PAYLOAD,
+                                   non_retryable=True) from None
+
+
+class BifrostPayloadConverter(CompositePayloadConverter):
+    """The default encodings, with JSON handled by `_ModelJSONConverter`."""
+
+    def __init__(self) -> None:
+        json_converter = _ModelJSONConverter()
+        super().__init__(*(json_converter if isinstance(c, JSONPlainPayloadConverter) else c
+                           for c in DefaultPayloadConverter.default_encoding_payload_converters))
+
+
+class BifrostFailureConverter(DefaultFailureConverter):
+    """Drops the stack trace of the failures Bifrost raises on purpose; keeps it for everything else (bugs)."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter,
+                   failure: temporalio.api.failure.v1.Failure) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        if isinstance(exception, ApplicationError) and exception.type in USER_FACING_FAILURE_TYPES:
+            failure.stack_trace = ""
+
+
+DATA_CONVERTER = dataclasses.replace(
+    pydantic_data_converter,
+    payload_converter_class=BifrostPayloadConverter,
+    failure_converter_class=BifrostFailureConverter,
+)
+
+__all__ = ["DATA_CONVERTER", "BifrostFailureConverter", "BifrostPayloadConverter"]
