@@ -126,8 +126,8 @@ async def test_a_stale_resource_version_is_a_real_conflict(kube: FakeKubeApi):
     real_read = d._read
     touched = []
 
-    async def read_then_someone_writes(ns: str, name: str):  # noqa: ANN202
-        dep = await real_read(ns, name)
+    async def read_then_someone_writes(failed: str, ns: str, name: str):  # noqa: ANN202
+        dep = await real_read(failed, ns, name)
         if name == "checkout" and not touched:
             kube.touch(ns, name)
             touched.append(True)
@@ -155,17 +155,17 @@ async def test_server_errors_are_retried_then_reported_retryable(kube: FakeKubeA
     kube.fail_next(50, 500)
     with pytest.raises(DeployError) as err:
         await deployer(kube, max_attempts=2).deploy(STAGE, "canary", "1.1.0", NEW, 1)
-    assert err.value.retryable and "HTTP 500" in str(err.value)
+    assert err.value.retryable and "500 Internal Server Error" in str(err.value)
 
 
-@pytest.mark.parametrize("status, words", [(403, "permission"), (422, "invalid"), (404, "not found")])
+@pytest.mark.parametrize("status, words", [(403, "Forbidden"), (422, "Unprocessable"), (404, "Not Found")])
 async def test_client_errors_are_not_retryable(kube: FakeKubeApi, status: int, words: str):
     kube.seed_primary(NS, "checkout", OLD)
     kube.fail_next(1, status, method="POST")
     with pytest.raises(DeployError) as err:
         await deployer(kube).deploy(STAGE, "canary", "1.1.0", NEW, 1)
     assert not err.value.retryable
-    assert f"HTTP {status}" in str(err.value) and words in str(err.value) and "shop/checkout-canary" in str(err.value)
+    assert f"{status} {words}" in str(err.value) and "CREATE deployments/shop/checkout-canary" in str(err.value)
     assert kube.count("POST") == 1  # not retried
 
 
@@ -237,7 +237,7 @@ async def test_bearer_token_is_read_from_the_environment(monkeypatch: pytest.Mon
         with pytest.raises(DeployError) as err:
             await KubernetesDeployer(lambda: kube_api_client(api_url=kube.url, token_env="TEST_KUBE_TOKEN"),
                                      settings).current_version(STAGE)
-        assert "HTTP 401" in str(err.value) and "wrong" not in str(err.value)
+        assert "401 Unauthorized" in str(err.value) and "wrong" not in str(err.value)
 
         monkeypatch.setenv("TEST_KUBE_TOKEN", "s3cr3t-kube-token")
         d = KubernetesDeployer(lambda: kube_api_client(api_url=kube.url, token_env="TEST_KUBE_TOKEN"), settings)

@@ -62,7 +62,8 @@ async def test_failures_return_false_log_without_the_key_and_never_raise(webhook
     assert await notifier.send(EVENT) is False
 
     text = caplog.text
-    assert "not delivered to webhook releases" in text and "TEST_WEBHOOK_URL is not set" in text
+    assert "could not deliver stage_rolled_back" in text and "POST webhook releases" in text
+    assert "TEST_WEBHOOK_URL is not set" in text
     assert "k3y-s3cret" not in text
 
 

@@ -84,7 +84,7 @@ async def test_a_query_returning_several_series_is_rejected(prometheus: Promethe
     src = source(prometheus.url, queries={"latency_p99": 'rate(http_requests_total{version="{version}"}[3m])'})
     with pytest.raises(MetricsError) as err:
         await src.fetch(STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
-    assert not err.value.retryable and "one per side" in str(err.value)
+    assert not err.value.retryable and "one series per side" in str(err.value)
 
 
 async def test_missing_template_and_wrong_url_are_permanent(prometheus: PrometheusServer):
@@ -119,7 +119,7 @@ async def test_server_errors_are_retried_with_backoff(prometheus: PrometheusServ
     front = front_factory(failures=10)
     with pytest.raises(MetricsError) as err:
         await source(front.url, max_attempts=2).fetch(STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
-    assert err.value.retryable and "HTTP 503" in str(err.value) and "overloaded" in str(err.value)
+    assert err.value.retryable and "503 Service Unavailable" in str(err.value) and "overloaded" in str(err.value)
 
 
 async def test_a_silent_server_times_out_as_retryable(prometheus: PrometheusServer, front_factory):
