@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from activities.adapters.base import http_status
 from activities.adapters.secrets import resolve_secret
 
 
@@ -55,9 +57,16 @@ def aws_error(err: ClientError) -> tuple[str, str, int | None]:
     """(error code, AWS's own message, HTTP status) of a botocore ClientError, never its whole rendering."""
     error = err.response.get("Error", {}) or {}
     status = (err.response.get("ResponseMetadata", {}) or {}).get("HTTPStatusCode")
-    return str(error.get("Code") or "error"), str(error.get("Message") or ""), status if isinstance(status, int) else None
+    message = str(error.get("Message") or "")
+    if "<" in message and ">" in message:  # an HTML error page from a proxy or endpoint, not AWS's own words
+        message = re.sub(r"<[^>]*>", " ", message)
+    return str(error.get("Code") or "error"), message, status if isinstance(status, int) else None
 
 
 def aws_status(code: str, http: int | None) -> str:
-    """'AccessDenied (HTTP 403)': the AWS error code first, as AWS documents and support cases name it."""
+    """'AccessDenied (HTTP 403)': the AWS error code first, as AWS documents and support cases name it.
+
+    When there was no AWS error code (botocore then uses the HTTP status as the code), '500 Internal Server Error'."""
+    if http and code == str(http):
+        return http_status(http)
     return f"{code} (HTTP {http})" if http else code

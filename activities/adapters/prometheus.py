@@ -143,14 +143,14 @@ class PrometheusSource:
             except httpx.TimeoutException:
                 last = MetricsError(
                     failed, target=target, status=f"no answer within {s.timeout_seconds:g}s",
-                    hint=f"Prometheus is slow or unreachable ({attempt} attempts); the activity will be retried — if this "
+                    hint=f"Prometheus is slow or unreachable ({attempt} attempts); the activity will be retried; if this "
                          "persists, raise timeout_seconds or make the query cheaper",
                 )
             except httpx.TransportError as err:
                 last = MetricsError(
                     failed, target=target, status="connection failed", detail=f"{type(err).__name__}: {err}",
                     hint=f"cannot reach Prometheus ({attempt} attempts); check its url in the targets file and the "
-                         "network from the worker — the activity will be retried",
+                         "network from the worker; the activity will be retried",
                 )
             else:
                 if resp.status_code < 500 and resp.status_code != 429:

@@ -129,13 +129,15 @@ def kube_status_error(failed: str, req: KubeRequest, err: ApiException, *, attem
 
 def kube_transport_error(failed: str, req: KubeRequest, err: BaseException, *, attempts: int, timeout: float) -> DeployError:
     """The one-line DeployError for a request that got no answer (connection refused, TLS, timeout)."""
-    timed_out = isinstance(err, (TimeoutError, urllib3.exceptions.TimeoutError)) or isinstance(
-        getattr(err, "reason", None), urllib3.exceptions.TimeoutError)
+    reason = getattr(err, "reason", None) or err
+    # NewConnectionError subclasses urllib3's ConnectTimeoutError, yet it means "refused", not "slow".
+    timed_out = (isinstance(reason, (TimeoutError, urllib3.exceptions.TimeoutError))
+                 and not isinstance(reason, urllib3.exceptions.NewConnectionError))
     status = f"no answer within {timeout:g}s" if timed_out else "connection failed"
     return DeployError(
         failed, target=str(req), status=status, detail=_transport_text(err),
         hint=f"cannot reach the Kubernetes API server ({attempts} attempts); check api_url or the kube context in the "
-             "targets file and the network from the worker — the activity will be retried",
+             "targets file and the network from the worker; the activity will be retried",
         retryable=True,
     )
 
@@ -242,7 +244,7 @@ class KubernetesDeployer:
         raise DeployError(
             failed, target=str(last.req), status=http_status(409), detail=last.detail,
             hint=f"the object kept changing under Bifrost ({s.max_attempts} conflicts in a row): another controller or "
-                 "person is editing it — the activity will be retried",
+                 "person is editing it; the activity will be retried",
             retryable=True,
         ) from last
 
@@ -527,5 +529,5 @@ def _hint(status: int, req: KubeRequest) -> str:
     if status == 400:
         return "the API server could not read the request; this is a Bifrost bug, please report it with this line"
     if status == 429 or status >= 500:
-        return "the API server is overloaded or failing; the activity will be retried — if this persists, check the control plane"
+        return "the API server is overloaded or failing; the activity will be retried; if this persists, check the control plane"
     return "unexpected answer from the API server; please report it with this line"
