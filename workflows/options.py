@@ -1,4 +1,9 @@
-"""Timeouts and retry policies for every activity call, in one place."""
+"""Timeouts and retry policies for every activity call, in one place.
+
+Heartbeat timeouts are seconds, not minutes: they decide how soon another worker takes over an activity
+whose worker died (goal: within 30 s, see benchmarks/failover.py). The activities heartbeat every few
+seconds while they run (activities/heartbeat.py); the SDK sends at most one heartbeat per 0.8 × the
+heartbeat timeout. Start-to-close timeouts stay the outer bound of one attempt."""
 
 from datetime import timedelta
 from typing import TypedDict
@@ -30,14 +35,17 @@ QUICK_LOCAL = LocalActivityOptions(
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )
+# No heartbeats (a few RPCs): a short start-to-close is what bounds the wait when its worker dies.
 QUICK = ActivityOptions(
-    start_to_close_timeout=timedelta(seconds=60),
+    start_to_close_timeout=timedelta(seconds=20),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )
+HEARTBEAT = timedelta(seconds=15)
+
 DEPLOY = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),
-    heartbeat_timeout=timedelta(minutes=2),
+    heartbeat_timeout=HEARTBEAT,
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=4, non_retryable_error_types=NON_RETRYABLE),
 )
@@ -45,12 +53,13 @@ DEPLOY = ActivityOptions(
 ROLLBACK = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),
     schedule_to_close_timeout=timedelta(hours=1),
-    heartbeat_timeout=timedelta(minutes=2),
+    heartbeat_timeout=HEARTBEAT,
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2),
                              non_retryable_error_types=NON_RETRYABLE),
 )
 ANALYSIS = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
+    heartbeat_timeout=HEARTBEAT,
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )

@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deploy import DeployActivities
-    from activities.errors import failure_text
+    from activities.errors import error_text
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
     from common.types import (
@@ -225,7 +225,7 @@ class RolloutWorkflow:
         outcomes = await asyncio.gather(*(read(s) for s in plan.stages()), return_exceptions=True)
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         if errors:
-            self._halt(Stop("failed", f"nothing was deployed: could not read the current versions: {failure_text(errors[0])}",
+            self._halt(Stop("failed", f"nothing was deployed: could not read the current versions: {error_text(errors[0])}",
                             "stage"))
             raise _Stopped()
 
@@ -367,7 +367,7 @@ class RolloutWorkflow:
                     _take(st, report)
                 else:  # the stage workflow itself broke: its version is unknown
                     st.status, st.version_now = "failed", None
-                    st.reason = f"stage workflow failed: {failure_text(exc)}"
+                    st.reason = f"stage workflow failed: {error_text(exc)}"
             st.awaiting_verdict = False
             if st.status == "failed":
                 self._audit("bifrost", "stage-failed", key, st.reason)

@@ -25,7 +25,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
     from activities.deploy import DeployActivities
-    from activities.errors import failure_text
+    from activities.errors import error_text
     from activities.models import AnalysisInput, DeployInput, PromoteInput, RollbackInput, SoakCheckInput, StageOnly
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
@@ -162,7 +162,7 @@ class StageWorkflow:
                     DeployActivities.current_version, StageOnly(stage=self.ref),
                     summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL))
             except ActivityError as err:
-                st.reason = f"could not read the current version: {failure_text(err)}"
+                st.reason = f"could not read the current version: {error_text(err)}"
                 return await self._end("failed")
             st.version_before = st.version_now = self.previous
             if self.previous == inp.version:
@@ -227,7 +227,7 @@ class StageWorkflow:
         # let both deploys settle before acting on a failure, so a rollback never races a running deploy
         for outcome in await asyncio.gather(*deploys, return_exceptions=True):
             if isinstance(outcome, ActivityError):
-                raise _Failed(f"deploy failed: {failure_text(outcome)}")
+                raise _Failed(f"deploy failed: {error_text(outcome)}")
             if isinstance(outcome, BaseException):
                 raise outcome
         self._check_stop()
@@ -249,7 +249,7 @@ class StageWorkflow:
                 ),
                 summary=f"judge canary {self.ref.key}", **options.ANALYSIS))
         except ActivityError as err:
-            raise _Failed(f"canary analysis failed: {failure_text(err)}") from None
+            raise _Failed(f"canary analysis failed: {error_text(err)}") from None
         st = self.state
         self.detail.analysis = analysis.result
         st.verdict, st.score, st.report_url = analysis.result.verdict, analysis.result.score, analysis.report_path
@@ -271,7 +271,7 @@ class StageWorkflow:
                 PromoteInput(stage=self.ref, version=inp.version, image=inp.image, cleanup=soak <= timedelta(0)),
                 summary=f"promote {inp.version} in {self.ref.key}", **options.DEPLOY))
         except ActivityError as err:
-            raise _Failed(f"promotion failed: {failure_text(err)}") from None
+            raise _Failed(f"promotion failed: {error_text(err)}") from None
         if promoted.previous_version is not None:
             self.previous = promoted.previous_version
             self.state.version_before = promoted.previous_version
@@ -317,7 +317,7 @@ class StageWorkflow:
                     ),
                     summary=f"soak check {look}/{soak.max_looks} {self.ref.key}", **options.ANALYSIS))
             except ActivityError as err:
-                raise _Failed(f"soak check failed: {failure_text(err)}") from None
+                raise _Failed(f"soak check failed: {error_text(err)}") from None
             self.detail.last_look = checked.monitor
             soak.looks_done = st.soak_looks = look
             if checked.monitor.alarm:
@@ -330,7 +330,7 @@ class StageWorkflow:
                 DeployActivities.cleanup, StageOnly(stage=self.ref),
                 summary=f"remove canary and baseline in {self.ref.key}", **options.DEPLOY))
         except ActivityError as err:  # promoted and soaked: the new version stays; the leftovers need a person
-            st.reason = f"soaked, but {failure_text(err)}"
+            st.reason = f"soaked, but {error_text(err)}"
 
     def _history_full(self) -> bool:
         info = workflow.info()
@@ -359,7 +359,7 @@ class StageWorkflow:
                 RollbackInput(stage=self.ref, to_version=self.previous, reason=st.reason),
                 summary=f"roll back {self.ref.key} to {self.previous}", **options.ROLLBACK))
         except ActivityError as err:
-            st.reason += f"; ROLLBACK FAILED: {failure_text(err)} — fix by hand, then re-run"
+            st.reason += f"; ROLLBACK FAILED: {error_text(err)} — fix by hand, then re-run"
             st.version_now = None
             return await self._end("failed")
         st.version_now = self.previous

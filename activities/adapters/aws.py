@@ -1,13 +1,16 @@
-"""How the worker reaches AWS (Route 53, CloudWatch): endpoint, profile and credentials by env-var name."""
+"""How the worker reaches AWS (Route 53, CloudWatch): endpoint, profile and credentials by env-var name; AWS errors in words."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
+from activities.adapters.base import http_status
 from activities.adapters.secrets import resolve_secret
 
 
@@ -37,3 +40,33 @@ class AwsConnection:
             retries={"mode": "standard", "max_attempts": self.max_attempts},
         )
         return session.client(service, region_name=region_name, endpoint_url=self.endpoint_url, config=config, **creds)
+
+
+CREDENTIAL_CODES = frozenset({
+    "UnrecognizedClientException", "InvalidClientTokenId", "InvalidSignatureException", "SignatureDoesNotMatch",
+    "ExpiredToken", "ExpiredTokenException", "IncompleteSignature", "MissingAuthenticationToken",
+})
+PERMISSION_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "NotAuthorized"})
+THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled", "RequestLimitExceeded",
+    "TooManyRequestsException", "PriorRequestNotComplete", "ServiceUnavailable", "InternalFailure", "InternalError",
+})
+
+
+def aws_error(err: ClientError) -> tuple[str, str, int | None]:
+    """(error code, AWS's own message, HTTP status) of a botocore ClientError, never its whole rendering."""
+    error = err.response.get("Error", {}) or {}
+    status = (err.response.get("ResponseMetadata", {}) or {}).get("HTTPStatusCode")
+    message = str(error.get("Message") or "")
+    if "<" in message and ">" in message:  # an HTML error page from a proxy or endpoint, not AWS's own words
+        message = re.sub(r"<[^>]*>", " ", message)
+    return str(error.get("Code") or "error"), message, status if isinstance(status, int) else None
+
+
+def aws_status(code: str, http: int | None) -> str:
+    """'AccessDenied (HTTP 403)': the AWS error code first, as AWS documents and support cases name it.
+
+    When there was no AWS error code (botocore then uses the HTTP status as the code), '500 Internal Server Error'."""
+    if http and code == str(http):
+        return http_status(http)
+    return f"{code} (HTTP {http})" if http else code

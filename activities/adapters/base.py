@@ -6,20 +6,78 @@ the target as calling it once.
 
 from __future__ import annotations
 
+import re
+from http import HTTPStatus
 from typing import Protocol
 
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
 
+MAX_DETAIL = 300  # characters of a server's own explanation kept in a message
+
+
+def one_line(text: object, limit: int | None = None) -> str:
+    """`text` with every run of whitespace (newlines included) collapsed to one space, cut to `limit` characters."""
+    flat = re.sub(r"\s+", " ", str(text)).strip()
+    if limit is not None and len(flat) > limit:
+        flat = flat[: limit - 1].rstrip() + "…"
+    return flat
+
+
+def http_status(code: int) -> str:
+    """'403 Forbidden' for 403; 'HTTP 599' for a code without a standard name."""
+    try:
+        return f"{code} {HTTPStatus(code).phrase}"
+    except ValueError:
+        return f"HTTP {code}"
+
 
 class AdapterError(Exception):
     """A target could not do what was asked. `retryable=False` means retrying cannot help.
 
-    The message is one line a human can act on: what failed, on which object, and what to do."""
+    `str(err)` is one line a human can act on, built here from the fields:
+    "<operation>: <status> on <target> (<detail>) — <hint>". `operation` says what failed, `target` the
+    object (e.g. "DELETE deployments/shop/checkout-canary"), `status` the HTTP status or AWS error code,
+    `detail` the server's own explanation (cut to MAX_DETAIL characters) and `hint` what to do. Only
+    `operation` is required: an error with no other field is that one sentence.
+    """
 
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
-        super().__init__(message)
+    def __init__(
+        self,
+        operation: str,
+        *,
+        target: str | None = None,
+        status: str | int | None = None,
+        detail: str | None = None,
+        hint: str | None = None,
+        retryable: bool = True,
+    ) -> None:
+        self.operation = one_line(operation)
+        self.target = one_line(target) if target else None
+        self.status = (http_status(status) if isinstance(status, int) else one_line(status)) if status else None
+        self.detail = one_line(detail, MAX_DETAIL) if detail else None
+        if self.detail and self.status and self.detail.lower() in self.status.lower():
+            self.detail = None  # e.g. a body that only says "Unauthorized" under "401 Unauthorized"
+        self.hint = one_line(hint) if hint else None
         self.retryable = retryable
+        super().__init__(self._line())
+
+    def _line(self) -> str:
+        line = self.operation
+        if self.status and self.target:
+            line += f": {self.status} on {self.target}"
+        elif self.status or self.target:
+            line += f": {self.status or self.target}"
+        if self.detail:
+            line += f" ({self.detail})"
+        if self.hint:
+            line += f" — {self.hint}"
+        return line
+
+    def fields(self) -> dict[str, str | bool | None]:
+        """The structured fields, for a Temporal failure's details and for logs."""
+        return {"operation": self.operation, "target": self.target, "status": self.status, "detail": self.detail,
+                "hint": self.hint, "retryable": self.retryable}
 
 
 class DeployError(AdapterError):
@@ -32,6 +90,10 @@ class MetricsError(AdapterError):
 
 class TrafficError(AdapterError):
     """Traffic weights could not be read or set (unknown record, invalid weights, DNS API down)."""
+
+
+class NotifyError(AdapterError):
+    """A notification was not delivered. The notifier logs it and never raises it: chat must not fail a rollout."""
 
 
 class Deployer(Protocol):

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
 
-from activities.adapters.aws import AwsConnection
+from activities.adapters.aws import CREDENTIAL_CODES, PERMISSION_CODES, AwsConnection, aws_error, aws_status
 from activities.adapters.base import MetricsError
 from activities.adapters.secrets import SecretError
 from canary.config import MetricSamples, MetricSpec
@@ -25,11 +25,9 @@ from common.types import MetricWindow, Role, StageRef
 log = logging.getLogger(__name__)
 
 PLACEHOLDERS = ("service", "version", "region", "environment", "role")
-_NON_RETRYABLE = {
-    "InvalidParameterValue", "InvalidParameterCombination", "MissingParameter", "ValidationError",
-    "AccessDenied", "AccessDeniedException", "UnrecognizedClientException", "InvalidClientTokenId",
-    "InvalidNextToken", "InvalidSignatureException", "SignatureDoesNotMatch",
-}
+_BAD_QUERY = {"InvalidParameterValue", "InvalidParameterCombination", "MissingParameter", "ValidationError", "InvalidNextToken"}
+_NON_RETRYABLE = _BAD_QUERY | PERMISSION_CODES | CREDENTIAL_CODES
+_PERMISSION_HINT = "grant cloudwatch:GetMetricData to the worker's IAM role"
 
 
 @dataclass(frozen=True)
@@ -80,8 +78,9 @@ class CloudWatchSource:
                 except SecretError as err:
                     raise MetricsError(str(err), retryable=False) from err
                 except BotoCoreError as err:  # unknown profile, bad endpoint URL, ...
-                    raise MetricsError(f"cannot create a CloudWatch client for {region} ({err}); check the aws "
-                                       "section of the targets file", retryable=False) from err
+                    raise MetricsError(f"could not create a CloudWatch client for {region}", status=type(err).__name__,
+                                       detail=str(err), hint="check the aws section of the targets file",
+                                       retryable=False) from err
             return self._clients[region]
 
     async def fetch(
@@ -95,14 +94,15 @@ class CloudWatchSource:
         spec = self.settings.metrics.get(metric.name)
         if spec is None:
             raise MetricsError(
-                f"{stage.key}: no CloudWatch metric configured for {metric.name!r} (have: {', '.join(sorted(self.settings.metrics))}); "
-                "add it under metrics.metrics in the targets file",
-                retryable=False,
+                f"could not read {metric.name} in {stage.key}", status=f"no CloudWatch metric configured for {metric.name!r}",
+                detail=f"have: {', '.join(sorted(self.settings.metrics)) or 'none'}",
+                hint="add it under metrics.metrics in the targets file", retryable=False,
             )
         period = spec.period_seconds or window.interval_seconds
         if not valid_period(period):
-            raise MetricsError(f"{stage.key} {metric.name}: CloudWatch period {period}s is invalid; use 1, 5, 10, 30 "
-                               "or a multiple of 60 (set period_seconds or the canary interval)", retryable=False)
+            raise MetricsError(f"could not read {metric.name} in {stage.key}", status=f"invalid CloudWatch period {period}s",
+                               hint="use 1, 5, 10, 30 or a multiple of 60 (set period_seconds or the canary interval)",
+                               retryable=False)
         if window.end <= window.start:
             return MetricSamples(name=metric.name, baseline=[], canary=[])
         sides = {"baseline": baseline, "canary": canary}
@@ -123,12 +123,13 @@ class CloudWatchSource:
                 stat["Unit"] = spec.unit
             queries.append({"Id": qid, "MetricStat": stat, "ReturnData": True})
         region = self.settings.aws_region or stage.region
-        what = f"{stage.key} {metric.name}"
-        points = await asyncio.to_thread(self._get_metric_data, region, queries, window.start, window.end, what)
+        failed = f"could not read {metric.name} in {stage.key}"
+        target = f"GetMetricData {spec.namespace}/{spec.metric_name} in {region}"
+        points = await asyncio.to_thread(self._get_metric_data, region, queries, window.start, window.end, failed, target)
         return MetricSamples(name=metric.name, baseline=points.get("baseline", []), canary=points.get("canary", []))
 
     def _get_metric_data(self, region: str, queries: list[dict[str, Any]], start: datetime, end: datetime,
-                         what: str) -> dict[str, list[float]]:
+                         failed: str, target: str) -> dict[str, list[float]]:
         client = self._client(region)
         collected: dict[str, list[tuple[datetime, float]]] = {q["Id"]: [] for q in queries}
         kwargs: dict[str, Any] = dict(MetricDataQueries=queries, StartTime=start, EndTime=end, ScanBy="TimestampAscending")
@@ -139,33 +140,44 @@ class CloudWatchSource:
                     status = result.get("StatusCode", "Complete")
                     messages = "; ".join(m.get("Value", "") for m in result.get("Messages", []))
                     if status == "InternalError":
-                        raise MetricsError(f"{what}: CloudWatch InternalError for {result['Id']} ({messages}); "
-                                           "the activity will be retried", retryable=True)
+                        raise MetricsError(failed, target=target, status=f"InternalError for the {result['Id']}",
+                                           detail=messages, hint="CloudWatch failed; the activity will be retried",
+                                           retryable=True)
                     if status == "Forbidden":
-                        raise MetricsError(f"{what}: CloudWatch denied {result['Id']} ({messages}); grant "
-                                           "cloudwatch:GetMetricData to the worker's role", retryable=False)
+                        raise MetricsError(failed, target=target, status=f"Forbidden for the {result['Id']}",
+                                           detail=messages, hint=_PERMISSION_HINT, retryable=False)
                     if status == "PartialData" and not resp.get("NextToken"):
-                        log.info("%s %s: CloudWatch returned partial data (%s)", what, result["Id"], messages)
+                        log.info("%s %s: CloudWatch returned partial data (%s)", target, result["Id"], messages)
                     collected[result["Id"]].extend(zip(result.get("Timestamps", []), result.get("Values", [])))
                 token = resp.get("NextToken")
                 if not token:
                     break
                 kwargs["NextToken"] = token
         except ClientError as err:
-            code = err.response.get("Error", {}).get("Code", "")
-            msg = err.response.get("Error", {}).get("Message", str(err))
-            if code in _NON_RETRYABLE:
-                raise MetricsError(f"{what}: CloudWatch rejected GetMetricData ({code}: {msg}); check the namespace, "
-                                   "metric, dimensions, statistic and the worker's IAM permissions", retryable=False) from err
-            raise MetricsError(f"{what}: CloudWatch GetMetricData failed ({code or 'error'}: {msg}); "
-                               "the activity will be retried", retryable=True) from err
+            code, msg, http = aws_error(err)
+            raise MetricsError(failed, target=target, status=aws_status(code, http), detail=msg, hint=_client_hint(code),
+                               retryable=code not in _NON_RETRYABLE) from err
         except NoCredentialsError as err:
-            raise MetricsError(f"{what}: no AWS credentials on this worker; configure a role/profile or "
-                               "access_key_id_env/secret_access_key_env in the targets file", retryable=False) from err
+            raise MetricsError(failed, target=target, status="no AWS credentials",
+                               hint="configure a role or profile for the worker, or access_key_id_env/"
+                                    "secret_access_key_env in the targets file", retryable=False) from err
         except ParamValidationError as err:
-            raise MetricsError(f"{what}: invalid GetMetricData parameters: {err}; fix the CloudWatch metric in the "
-                               "targets file", retryable=False) from err
+            raise MetricsError(failed, target=target, status="invalid parameters", detail=str(err),
+                               hint="fix the CloudWatch metric in the targets file", retryable=False) from err
         except BotoCoreError as err:  # connection errors, timeouts
-            raise MetricsError(f"{what}: cannot reach CloudWatch ({type(err).__name__}: {err}); "
-                               "the activity will be retried", retryable=True) from err
+            raise MetricsError(failed, target=target, status="cannot reach CloudWatch", detail=f"{type(err).__name__}: {err}",
+                               hint="check endpoint_url and the network from the worker; the activity will be retried",
+                               retryable=True) from err
         return {qid: [v for _, v in sorted(pts, key=lambda p: p[0])] for qid, pts in collected.items()}
+
+
+def _client_hint(code: str) -> str:
+    """What to do about a GetMetricData error code."""
+    if code in PERMISSION_CODES:
+        return _PERMISSION_HINT
+    if code in CREDENTIAL_CODES:
+        return ("AWS rejected the worker's credentials; check its role or profile, or the access key variables in the "
+                "targets file")
+    if code in _BAD_QUERY:
+        return "check the namespace, metric, dimensions, statistic and unit of this metric in the targets file"
+    return "CloudWatch is throttling or failing; the activity will be retried"

@@ -12,10 +12,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from activities.adapters.base import MetricsError
+from activities.adapters.base import MetricsError, http_status
 from activities.adapters.secrets import SecretError, resolve_secret
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
@@ -53,6 +54,15 @@ def render_query(template: str, **values: str) -> str:
     return out
 
 
+def public_url(url: str) -> str:
+    """`url` without user:password, so it can appear in messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", "")).rstrip("/")
+
+
 def unknown_placeholders(template: str) -> list[str]:
     """`{word}` tokens that look like placeholders but are not ones we fill (a bare `{word}` is never valid PromQL)."""
     return sorted({m for m in re.findall(r"\{([A-Za-z_]+)\}", template) if m not in PLACEHOLDERS})
@@ -86,9 +96,9 @@ class PrometheusSource:
         template = self.settings.queries.get(metric.name)
         if template is None:
             raise MetricsError(
-                f"{stage.key}: no PromQL template for metric {metric.name!r} (have: {', '.join(sorted(self.settings.queries))}); "
-                "add one under metrics.queries in the targets file",
-                retryable=False,
+                f"could not read {metric.name} in {stage.key}", status=f"no PromQL template for metric {metric.name!r}",
+                detail=f"have: {', '.join(sorted(self.settings.queries)) or 'none'}",
+                hint="add one under metrics.queries in the targets file", retryable=False,
             )
         step = self.settings.step_seconds or window.interval_seconds
         start, end = window.start.timestamp(), window.end.timestamp()
@@ -96,9 +106,9 @@ class PrometheusSource:
             return MetricSamples(name=metric.name, baseline=[], canary=[])
         if (end - start) / step > MAX_POINTS:
             raise MetricsError(
-                f"{stage.key}: window of {end - start:.0f}s at step {step}s exceeds Prometheus' {MAX_POINTS} points "
-                "per series; use a larger interval or step_seconds",
-                retryable=False,
+                f"could not read {metric.name} in {stage.key}", status="too many points",
+                detail=f"a window of {end - start:.0f}s at step {step}s exceeds Prometheus' {MAX_POINTS} points per series",
+                hint="use a larger canary interval or step_seconds in the targets file", retryable=False,
             )
         headers = self._headers()
         async with httpx.AsyncClient(
@@ -111,7 +121,8 @@ class PrometheusSource:
                     return []
                 query = render_query(template, service=stage.service, version=version, region=stage.region,
                                      environment=stage.environment, role=role)
-                values = await self._query_range(client, query, start, end, step, f"{stage.key} {metric.name} {role} {version}")
+                values = await self._query_range(client, query, start, end, step,
+                                                 f"could not read {metric.name} of the {role} {version} in {stage.key}")
                 expected = int((end - start) // step) + 1
                 if values and len(values) < expected:
                     log.info("%s %s %s: partial data, %d of %d points", stage.key, metric.name, role, len(values), expected)
@@ -121,58 +132,72 @@ class PrometheusSource:
         return MetricSamples(name=metric.name, baseline=b, canary=c)
 
     async def _query_range(self, client: httpx.AsyncClient, query: str, start: float, end: float, step: int,
-                           what: str) -> list[float]:
+                           failed: str) -> list[float]:
         s = self.settings
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
-        last = ""
+        target = f"POST {public_url(s.url)}/api/v1/query_range"
+        last: MetricsError | None = None
         for attempt in range(1, s.max_attempts + 1):
             try:
                 resp = await client.post("/api/v1/query_range", data=params)
             except httpx.TimeoutException:
-                last = f"no answer within {s.timeout_seconds:g}s"
+                last = MetricsError(
+                    failed, target=target, status=f"no answer within {s.timeout_seconds:g}s",
+                    hint=f"Prometheus is slow or unreachable ({attempt} attempts); the activity will be retried; if this "
+                         "persists, raise timeout_seconds or make the query cheaper",
+                )
             except httpx.TransportError as err:
-                last = f"{type(err).__name__}: {err}"
+                last = MetricsError(
+                    failed, target=target, status="connection failed", detail=f"{type(err).__name__}: {err}",
+                    hint=f"cannot reach Prometheus ({attempt} attempts); check its url in the targets file and the "
+                         "network from the worker; the activity will be retried",
+                )
             else:
                 if resp.status_code < 500 and resp.status_code != 429:
-                    return self._parse(resp, query, what)
-                last = f"HTTP {resp.status_code}: {_error_text(resp)}"
+                    return self._parse(resp, query, failed, target)
+                last = MetricsError(
+                    failed, target=target, status=http_status(resp.status_code), detail=_error_text(resp),
+                    hint=f"Prometheus is overloaded or failing ({attempt} attempts); the activity will be retried",
+                )
             if attempt < s.max_attempts:
-                log.warning("%s: Prometheus query failed (%s), retry %d", what, last, attempt)
+                log.warning("%s; retry %d", last, attempt)
                 await asyncio.sleep(s.backoff_seconds * 2 ** (attempt - 1))
-        raise MetricsError(
-            f"{what}: Prometheus at {s.url} failed {s.max_attempts} times ({last}); the activity will be retried",
-            retryable=True,
-        )
+        assert last is not None
+        raise last
 
-    def _parse(self, resp: httpx.Response, query: str, what: str) -> list[float]:
+    def _parse(self, resp: httpx.Response, query: str, failed: str, target: str) -> list[float]:
+        status = http_status(resp.status_code)
         if resp.status_code in (401, 403):
-            raise MetricsError(
-                f"{what}: Prometheus at {self.settings.url} refused access (HTTP {resp.status_code}); "
-                "check token_env in the targets file", retryable=False)
+            raise MetricsError(failed, target=target, status=status, detail=_error_text(resp),
+                               hint="Prometheus refused the worker; check token_env (or headers) for Prometheus in the "
+                                    "targets file", retryable=False)
         if resp.status_code == 404:
-            raise MetricsError(
-                f"{what}: {self.settings.url} has no /api/v1/query_range (HTTP 404); check the Prometheus url "
-                "in the targets file (it must be the server root, not a UI page)", retryable=False)
+            raise MetricsError(failed, target=target, status=status,
+                               hint="check the Prometheus url in the targets file: it must be the server root, not a "
+                                    "UI page", retryable=False)
         try:
             body: dict[str, Any] = resp.json()
         except ValueError:
-            raise MetricsError(f"{what}: Prometheus answered HTTP {resp.status_code} with non-JSON "
-                               f"({resp.text[:120]!r}); check the url", retryable=False) from None
+            raise MetricsError(failed, target=target, status=f"{status}, not JSON", detail=resp.text[:120],
+                               hint="check the Prometheus url in the targets file", retryable=False) from None
         if resp.status_code >= 400 or body.get("status") != "success":
             raise MetricsError(
-                f"{what}: Prometheus rejected the query (HTTP {resp.status_code} {body.get('errorType', '')}: "
-                f"{body.get('error', 'no error text')}); fix the PromQL template in the targets file. Query: {query}",
-                retryable=False,
+                failed, target=target, status=f"{status} {body.get('errorType') or 'error'}",
+                detail=f"{body.get('error') or 'no error text'}; query: {query}",
+                hint="fix the PromQL template in the targets file", retryable=False,
             )
         data = body.get("data") or {}
         if data.get("resultType") != "matrix":
-            raise MetricsError(f"{what}: expected a matrix from query_range, got {data.get('resultType')!r}", retryable=False)
+            raise MetricsError(failed, target=target, status=f"resultType {data.get('resultType')!r}, not a matrix",
+                               detail=f"query: {query}", hint="the query must be a range vector expression; fix the "
+                               "PromQL template in the targets file", retryable=False)
         series = data.get("result") or []
         if len(series) > 1:
             labels = "; ".join(str(s.get("metric")) for s in series[:3])
             raise MetricsError(
-                f"{what}: the query returned {len(series)} series ({labels}...) but must return one per side; "
-                f"aggregate it (e.g. sum(...) or histogram_quantile over sum by (le)). Query: {query}",
+                failed, target=target, status=f"{len(series)} series", detail=f"{labels}...; query: {query}",
+                hint="the query must return one series per side; aggregate it (e.g. sum(...), or histogram_quantile "
+                     "over sum by (le)) in the targets file",
                 retryable=False,
             )
         if not series:
@@ -180,7 +205,7 @@ class PrometheusSource:
         values = [_to_float(v) for _, v in series[0].get("values") or []]
         nan = sum(math.isnan(v) for v in values)
         if nan:
-            log.info("%s: %d of %d points are NaN", what, nan, len(values))
+            log.info("%d of %d points are NaN for query %s", nan, len(values), query)
         return values
 
 
@@ -189,6 +214,7 @@ def _to_float(value: str) -> float:
 
 
 def _error_text(resp: httpx.Response) -> str:
+    """Prometheus' own `errorType: error` from a JSON error body, else the start of the body."""
     try:
         body = resp.json()
         return f"{body.get('errorType', '')}: {body.get('error', '')}".strip(": ")

@@ -10,9 +10,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import httpx
 
+from activities.adapters.base import NotifyError, http_status
 from activities.adapters.secrets import SecretError, redact, resolve_secret
 from common.types import Notification
 
@@ -67,13 +69,17 @@ class WebhookNotifier:
         return all(results)
 
     async def _post(self, hook: Webhook, n: Notification) -> bool:
+        failed = f"could not deliver {n.event} of {n.rollout_id}"
+        target = f"POST webhook {hook.name}"  # never the URL: it holds the key
         try:
             url = resolve_secret(hook.url_env, f"webhook {hook.name}")
         except SecretError as err:
-            log.warning("notification %s for %s not sent: %s", n.event, n.rollout_id, err)
+            log.debug("webhook %s: %s", hook.name, err)
+            log.warning("%s", NotifyError(failed, target=target, status=f"{hook.url_env} is not set",
+                                          hint="export it in the worker's environment (the targets file only names it)"))
             return False
         payload = slack_payload(n)
-        last = ""
+        error: NotifyError | None = None
         try:
             async with httpx.AsyncClient(timeout=hook.timeout_seconds, transport=self._transport) as client:
                 for attempt in range(1, hook.max_attempts + 1):
@@ -81,15 +87,38 @@ class WebhookNotifier:
                         resp = await client.post(url, json=payload)
                         if resp.status_code < 300:
                             return True
-                        last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+                        error = NotifyError(failed, target=target, status=http_status(resp.status_code),
+                                            detail=_redact_url(resp.text[:200], url), hint=_hint(resp.status_code, hook, attempt))
                         if resp.status_code < 500 and resp.status_code != 429:
                             break  # a 4xx will not get better by retrying (revoked key, bad channel)
+                    except httpx.TimeoutException:
+                        error = NotifyError(failed, target=target, status=f"no answer within {hook.timeout_seconds:g}s",
+                                            hint=f"the chat service did not answer ({attempt} attempts); the rollout "
+                                                 "goes on without this message")
                     except httpx.HTTPError as err:
-                        last = f"{type(err).__name__}: {err}"
+                        error = NotifyError(failed, target=target, status="connection failed",
+                                            detail=_redact_url(f"{type(err).__name__}: {err}", url),
+                                            hint=f"check the URL in {hook.url_env} and the network from the worker "
+                                                 f"({attempt} attempts)")
                     if attempt < hook.max_attempts:
                         await asyncio.sleep(self.backoff_seconds * attempt)
         except Exception as err:  # never let a notification break the caller
-            last = f"{type(err).__name__}: {err}"
-        log.warning("notification %s for %s not delivered to webhook %s: %s", n.event, n.rollout_id, hook.name,
-                    redact(last, url))
+            error = NotifyError(failed, target=target, status=type(err).__name__,
+                                detail=_redact_url(str(err), url), hint="please report it with this line")
+        log.warning("%s", error)
         return False
+
+
+def _hint(status: int, hook: Webhook, attempts: int) -> str:
+    """What to do about a chat service's answer."""
+    if status in (401, 403, 404, 410):
+        return f"the chat service rejected the webhook or its key was revoked; put a fresh webhook URL in {hook.url_env}"
+    if status == 429 or status >= 500:
+        return f"the chat service is failing or rate-limiting ({attempts} attempts); the rollout goes on without this message"
+    return "the chat service refused the message; check the webhook's channel and that it accepts Slack-style JSON"
+
+
+def _redact_url(text: str, url: str) -> str:
+    """`text` without the webhook URL, nor its path or query on their own (either may hold the key)."""
+    parts = urlsplit(url)
+    return redact(text, url, parts.path if len(parts.path) > 1 else None, parts.query or None)

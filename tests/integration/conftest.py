@@ -200,3 +200,12 @@ def webhook_receiver() -> Iterator[Receiver]:
         server.server_close()
         thread.join(5)
 
+
+
+def assert_one_line(text: str, *parts: str) -> None:
+    """An adapter message fit for a result, the UI or a chat message: one line, no client dump, naming every part."""
+    assert "\n" not in text and "\r" not in text, text
+    for dump in ("HTTP response headers", "HTTPHeaderDict", "Traceback", "object at 0x"):
+        assert dump not in text, text
+    for part in parts:
+        assert part in text, f"{part!r} not in {text!r}"

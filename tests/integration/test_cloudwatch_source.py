@@ -7,7 +7,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 
 from activities.adapters.aws import AwsConnection
 from activities.adapters.base import MetricsError
@@ -15,7 +17,7 @@ from activities.adapters.cloudwatch import CloudWatchMetric, CloudWatchSettings,
 from canary import judge
 from canary.config import JudgeConfig, MetricSpec
 from common.types import MetricWindow, StageRef
-from tests.integration.conftest import MotoServer
+from tests.integration.conftest import MotoServer, assert_one_line
 
 pytestmark = pytest.mark.integration
 
@@ -142,3 +144,38 @@ async def test_credentials_named_in_the_targets_file_come_from_the_environment(m
     data = await CloudWatchSource(CloudWatchSettings(metrics={"latency_p99": metric}, connection=conn)).fetch(
         stage, LATENCY, window, ("baseline", "1.0.0"), ("canary", "1.1.0"))
     assert data.canary == pytest.approx(series["1.1.0"])
+
+
+# -- one-line errors ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("code, http, hint, retryable", [
+    ("AccessDenied", 403, "grant cloudwatch:GetMetricData to the worker's IAM role", False),
+    ("InvalidClientTokenId", 403, "AWS rejected the worker's credentials", False),
+    ("InvalidParameterValue", 400, "check the namespace, metric, dimensions, statistic and unit", False),
+    ("Throttling", 400, "CloudWatch is throttling or failing; the activity will be retried", True),
+])
+async def test_aws_errors_are_one_line_with_the_error_code_and_the_fix(aws_credentials, code: str, http: int, hint: str,
+                                                                        retryable: bool):
+    """A real boto3 client whose answers come from botocore's Stubber: the error code, AWS's message, the HTTP status."""
+    client = boto3.client("cloudwatch", region_name="eu-west-1")
+    stub = Stubber(client)
+    stub.add_client_error("get_metric_data", service_error_code=code, http_status_code=http,
+                          service_message=f"User: arn:aws:sts::123456789012:assumed-role/bifrost-worker\nis not allowed ({code})")
+    stub.activate()
+    metric = CloudWatchMetric("Shop/Checkout", "Latency", {"Version": "{version}"})
+    src = CloudWatchSource(CloudWatchSettings(metrics={"latency_p99": metric}), client_factory=lambda region: client)
+    w = MetricWindow(start=datetime.now(UTC) - timedelta(minutes=30), end=datetime.now(UTC), interval_seconds=60)
+    with pytest.raises(MetricsError) as err:
+        await src.fetch(STAGE, LATENCY, w, ("baseline", "1.0.0"), ("canary", "1.1.0"))
+    assert_one_line(str(err.value), "could not read latency_p99 in eu-west-1/prod", f"{code} (HTTP {http}) on GetMetricData",
+                    "Shop/Checkout/Latency in eu-west-1", "assumed-role/bifrost-worker is not allowed", hint)
+    assert err.value.retryable is retryable and err.value.status == f"{code} (HTTP {http})"
+
+
+async def test_a_server_error_from_moto_is_one_line(moto_server, history):
+    with pytest.raises(MetricsError) as err:  # moto answers percentile statistics with HTTP 500
+        await source(moto_server, history.namespace, statistic="p99").fetch(
+            history.stage, LATENCY, history.window, ("baseline", "1.0.0"), ("canary", "1.1.0"))
+    assert_one_line(str(err.value), "could not read latency_p99 in eu-west-1/prod", "500 Internal Server Error on GetMetricData",
+                    "the activity will be retried")
+    assert "<" not in str(err.value)  # moto's HTML error page, without its markup

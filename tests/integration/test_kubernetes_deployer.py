@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import socket
+
 import pytest
+from kubernetes.client.exceptions import ApiException
 from temporalio.testing import ActivityEnvironment
 
 from activities.adapters.base import DeployError
-from activities.adapters.kubernetes.deployer import KubernetesDeployer, KubeSettings, kube_api_client
+from activities.adapters.kubernetes.deployer import (
+    KubeRequest,
+    KubernetesDeployer,
+    KubeSettings,
+    kube_api_client,
+    kube_status_error,
+)
 from activities.adapters.kubernetes.manifests import PREVIOUS_TEMPLATE_ANNOTATION, ROLE_LABEL, VERSION_ANNOTATION, VERSION_LABEL
 from common.types import StageRef
 from tests.fakes.kube_api import FakeKubeApi
+from tests.integration.conftest import assert_one_line
 
 pytestmark = pytest.mark.integration
 
@@ -126,8 +138,8 @@ async def test_a_stale_resource_version_is_a_real_conflict(kube: FakeKubeApi):
     real_read = d._read
     touched = []
 
-    async def read_then_someone_writes(ns: str, name: str):  # noqa: ANN202
-        dep = await real_read(ns, name)
+    async def read_then_someone_writes(failed: str, ns: str, name: str):  # noqa: ANN202
+        dep = await real_read(failed, ns, name)
         if name == "checkout" and not touched:
             kube.touch(ns, name)
             touched.append(True)
@@ -155,17 +167,17 @@ async def test_server_errors_are_retried_then_reported_retryable(kube: FakeKubeA
     kube.fail_next(50, 500)
     with pytest.raises(DeployError) as err:
         await deployer(kube, max_attempts=2).deploy(STAGE, "canary", "1.1.0", NEW, 1)
-    assert err.value.retryable and "HTTP 500" in str(err.value)
+    assert err.value.retryable and "500 Internal Server Error" in str(err.value)
 
 
-@pytest.mark.parametrize("status, words", [(403, "permission"), (422, "invalid"), (404, "not found")])
+@pytest.mark.parametrize("status, words", [(403, "Forbidden"), (422, "Unprocessable"), (404, "Not Found")])
 async def test_client_errors_are_not_retryable(kube: FakeKubeApi, status: int, words: str):
     kube.seed_primary(NS, "checkout", OLD)
     kube.fail_next(1, status, method="POST")
     with pytest.raises(DeployError) as err:
         await deployer(kube).deploy(STAGE, "canary", "1.1.0", NEW, 1)
     assert not err.value.retryable
-    assert f"HTTP {status}" in str(err.value) and words in str(err.value) and "shop/checkout-canary" in str(err.value)
+    assert f"{status} {words}" in str(err.value) and "CREATE deployments/shop/checkout-canary" in str(err.value)
     assert kube.count("POST") == 1  # not retried
 
 
@@ -237,9 +249,99 @@ async def test_bearer_token_is_read_from_the_environment(monkeypatch: pytest.Mon
         with pytest.raises(DeployError) as err:
             await KubernetesDeployer(lambda: kube_api_client(api_url=kube.url, token_env="TEST_KUBE_TOKEN"),
                                      settings).current_version(STAGE)
-        assert "HTTP 401" in str(err.value) and "wrong" not in str(err.value)
+        assert "401 Unauthorized" in str(err.value) and "wrong" not in str(err.value)
 
         monkeypatch.setenv("TEST_KUBE_TOKEN", "s3cr3t-kube-token")
         d = KubernetesDeployer(lambda: kube_api_client(api_url=kube.url, token_env="TEST_KUBE_TOKEN"), settings)
         assert await d.current_version(STAGE) == "1.0.0"
         assert kube.requests[-1].authorization == "Bearer s3cr3t-kube-token"
+
+
+# -- one-line errors ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method, status, call, parts", [
+    ("DELETE", 403, "cleanup", ["could not remove the canary in us-east-1/prod", "403 Forbidden on DELETE deployments/shop/checkout-canary",
+                                "grant delete on deployments in namespace shop to the worker's service account"]),
+    ("POST", 422, "deploy", ["could not deploy the canary 1.1.0 to us-east-1/prod",
+                             "422 Unprocessable Entity on CREATE deployments/shop/checkout-canary", "rejected the object as invalid"]),
+    ("PATCH", 403, "promote", ["could not promote 1.1.0 in us-east-1/prod", "403 Forbidden on PATCH deployments/shop/checkout",
+                               "grant patch on deployments in namespace shop"]),
+    ("PATCH", 404, "promote", ["404 Not Found on PATCH deployments/shop/checkout", "check namespace and workload in the targets file"]),
+    ("GET", 401, "current_version", ["could not read the version running in us-east-1/prod",
+                                     "401 Unauthorized on GET deployments/shop/checkout", "credentials"]),
+    ("GET", 403, "current_version", ["403 Forbidden on GET deployments/shop/checkout", "grant get on deployments in namespace shop"]),
+    ("PUT", 403, "rollback", ["could not roll us-east-1/prod back to 1.0.0", "403 Forbidden on UPDATE deployments/shop/checkout",
+                              "grant update on deployments in namespace shop"]),
+    ("PATCH", 409, "promote", ["409 Conflict on PATCH deployments/shop/checkout", "another controller or person is editing it"]),
+    ("GET", 503, "current_version", ["503 Service Unavailable on GET deployments/shop/checkout", "still failing after 2 attempts",
+                                     "the activity will be retried"]),
+])
+async def test_api_errors_are_one_line_naming_the_request_the_status_and_the_fix(
+        kube: FakeKubeApi, method: str, status: int, call: str, parts: list[str]):
+    kube.seed_primary(NS, "checkout", OLD)
+    d = deployer(kube, max_attempts=2)
+    if call == "rollback":
+        await d.promote(STAGE, "1.1.0", NEW)  # so that the rollback replaces the primary with its saved template
+    if call == "cleanup":
+        await d.deploy(STAGE, "canary", "1.1.0", NEW, 1)
+    kube.fail_next(100, status, method=method)
+    with pytest.raises(DeployError) as err:
+        if call == "cleanup":
+            await d.cleanup(STAGE)
+        elif call == "deploy":
+            await d.deploy(STAGE, "canary", "1.1.0", NEW, 1)
+        elif call == "promote":
+            await d.promote(STAGE, "1.1.0", NEW)
+        elif call == "rollback":
+            await d.rollback(STAGE, "1.0.0", None)
+        else:
+            await d.current_version(STAGE)
+    assert_one_line(str(err.value), *parts)
+    assert err.value.retryable == (status in (409, 503))
+    assert (err.value.status or "").startswith(str(status)) and err.value.hint and err.value.hint in str(err.value)
+
+
+async def test_the_raw_client_text_stays_out_of_the_message(kube: FakeKubeApi):
+    """What the client itself prints for a 403 carries the response headers; Bifrost's message quotes only the Status."""
+    kube.seed_primary(NS, "checkout", OLD)
+    kube.fail_next(1, 403, method="DELETE")
+    with pytest.raises(DeployError) as err:
+        await deployer(kube).cleanup(STAGE)
+    raw = str(err.value.__cause__)
+    assert "HTTP response headers" in raw and "HTTPHeaderDict" in raw  # the dump issue #13 complained about
+    assert_one_line(str(err.value), "injected fault: HTTP 403 for DELETE")  # the Status body's message, quoted
+
+
+def test_a_status_without_message_is_summarised_from_its_causes():
+    err = ApiException(status=422, reason="Unprocessable Entity")
+    err.body = json.dumps({"kind": "Status", "status": "Failure", "reason": "Invalid", "code": 422, "details": {
+        "causes": [{"reason": "FieldValueInvalid", "field": "spec.replicas", "message": "must be greater than or equal to 0"},
+                   {"reason": "FieldValueRequired", "field": "spec.template.spec.containers[0].image", "message": "Required value"}]}})
+    msg = str(kube_status_error("could not deploy", KubeRequest("update", "deployments", "shop", "x"), err))
+    assert_one_line(msg, "422 Unprocessable Entity on UPDATE deployments/shop/x",
+                    "spec.replicas: must be greater than or equal to 0; spec.template.spec.containers[0].image: Required value")
+
+
+async def test_an_unreachable_api_server_is_one_retryable_line():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = KubernetesDeployer(lambda: kube_api_client(api_url=f"http://127.0.0.1:{port}"),
+                           KubeSettings(namespace=NS, max_attempts=2, backoff_seconds=0.01, request_timeout_seconds=2))
+    with pytest.raises(DeployError) as err:
+        await d.current_version(STAGE)
+    assert err.value.retryable
+    assert_one_line(str(err.value), "connection failed on GET deployments/shop/checkout", "Connection refused",
+                    "cannot reach the Kubernetes API server (2 attempts)")
+
+
+async def test_unreadable_pods_warn_once_in_one_line_and_the_deploy_still_completes(kube: FakeKubeApi, caplog):
+    caplog.set_level(logging.WARNING, logger="activities.adapters.kubernetes.deployer")
+    kube.seed_primary(NS, "checkout", OLD)
+    kube.fail_next(1000, 403, method="GET", path_contains="/pods")
+    await deployer(kube).deploy(STAGE, "canary", "1.1.0", NEW, 2)
+    assert rolled_out(kube.get(NS, "checkout-canary"))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert_one_line(warnings[0], "cannot check image pulls", "403 Forbidden on LIST pods/shop",
+                    "grant list on pods in namespace shop")

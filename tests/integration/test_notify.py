@@ -13,7 +13,7 @@ from activities.adapters.simulated import SimulatedFleet
 from activities.adapters.webhooks import Webhook, WebhookNotifier
 from activities.notify import NotifyActivities
 from common.types import Notification
-from tests.integration.conftest import Receiver
+from tests.integration.conftest import Receiver, assert_one_line
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +62,8 @@ async def test_failures_return_false_log_without_the_key_and_never_raise(webhook
     assert await notifier.send(EVENT) is False
 
     text = caplog.text
-    assert "not delivered to webhook releases" in text and "TEST_WEBHOOK_URL is not set" in text
+    assert "could not deliver stage_rolled_back" in text and "POST webhook releases" in text
+    assert "TEST_WEBHOOK_URL is not set" in text
     assert "k3y-s3cret" not in text
 
 
@@ -81,3 +82,23 @@ async def test_the_notify_activity_uses_the_registry_notifier(webhook_receiver: 
     assert len(webhook_receiver.posts) == 1
     webhook_receiver.statuses = [500, 500]
     assert await ActivityEnvironment().run(NotifyActivities(registry).notify, EVENT) is False
+
+
+async def test_failures_are_logged_as_one_line_with_status_and_fix_but_never_the_url(webhook_receiver: Receiver, monkeypatch,
+                                                                                     caplog):
+    caplog.set_level(logging.WARNING, logger="activities.adapters.webhooks")
+    host = webhook_receiver.url.removeprefix("http://")
+    monkeypatch.setenv("TEST_WEBHOOK_URL", f"{webhook_receiver.url}/services/T000/B000/k3y-s3cret?token=t0k3n")
+    notifier = WebhookNotifier([hook(max_attempts=2)], backoff_seconds=0.01)
+    webhook_receiver.statuses = [403]
+    assert await notifier.send(EVENT) is False
+    webhook_receiver.statuses = [503, 503]
+    assert await notifier.send(EVENT) is False
+    forbidden, unavailable = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    start = "could not deliver stage_rolled_back of rollout/checkout/1.1.0: "
+    assert_one_line(forbidden, start + "403 Forbidden on POST webhook releases (invalid_token)",
+                    "put a fresh webhook URL in TEST_WEBHOOK_URL")
+    assert_one_line(unavailable, start + "503 Service Unavailable on POST webhook releases",
+                    "the chat service is failing or rate-limiting (2 attempts)")
+    for line in (forbidden, unavailable):
+        assert "k3y-s3cret" not in line and "t0k3n" not in line and host not in line and "/services/" not in line

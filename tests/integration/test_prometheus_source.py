@@ -13,7 +13,7 @@ from activities.adapters.prometheus import PrometheusSettings, PrometheusSource
 from canary import judge
 from canary.config import JudgeConfig, MetricSpec
 from common.types import MetricWindow, StageRef
-from tests.integration.conftest import BAD, BASELINE, GOOD, IDLE, PARTIAL, SERVICE, Front, PrometheusServer
+from tests.integration.conftest import BAD, BASELINE, GOOD, IDLE, PARTIAL, SERVICE, Front, PrometheusServer, assert_one_line
 from tests.integration.promdata import QUERIES
 
 pytestmark = pytest.mark.integration
@@ -84,7 +84,7 @@ async def test_a_query_returning_several_series_is_rejected(prometheus: Promethe
     src = source(prometheus.url, queries={"latency_p99": 'rate(http_requests_total{version="{version}"}[3m])'})
     with pytest.raises(MetricsError) as err:
         await src.fetch(STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
-    assert not err.value.retryable and "one per side" in str(err.value)
+    assert not err.value.retryable and "one series per side" in str(err.value)
 
 
 async def test_missing_template_and_wrong_url_are_permanent(prometheus: PrometheusServer):
@@ -119,7 +119,7 @@ async def test_server_errors_are_retried_with_backoff(prometheus: PrometheusServ
     front = front_factory(failures=10)
     with pytest.raises(MetricsError) as err:
         await source(front.url, max_attempts=2).fetch(STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
-    assert err.value.retryable and "HTTP 503" in str(err.value) and "overloaded" in str(err.value)
+    assert err.value.retryable and "503 Service Unavailable" in str(err.value) and "overloaded" in str(err.value)
 
 
 async def test_a_silent_server_times_out_as_retryable(prometheus: PrometheusServer, front_factory):
@@ -140,3 +140,32 @@ async def test_bearer_token_comes_from_the_environment(prometheus: PrometheusSer
     monkeypatch.setenv("TEST_PROM_TOKEN", "prom-t0ken")
     await source(front.url, token_env="TEST_PROM_TOKEN").fetch(STAGE, SPECS[0], window(prometheus), ("baseline", None), ("canary", GOOD))
     assert front.seen[-1]["Authorization"] == "Bearer prom-t0ken"
+
+
+# -- one-line errors ---------------------------------------------------------------------------------
+
+async def test_a_rejected_query_is_one_line_with_status_error_type_and_fix(prometheus: PrometheusServer):
+    src = source(prometheus.url, queries={"latency_p99": 'rate(http_requests_total{version="{version}"[5m])'})
+    with pytest.raises(MetricsError) as err:
+        await src.fetch(STAGE, SPECS[0], window(prometheus), ("baseline", BASELINE), ("canary", GOOD))
+    assert_one_line(str(err.value), "could not read latency_p99 of the", "400 Bad Request bad_data on POST",
+                    "/api/v1/query_range", "parse error", "fix the PromQL template in the targets file")
+
+
+@pytest.mark.parametrize("status, parts, retryable", [
+    (403, ["403 Forbidden on POST", "unavailable: overloaded", "check token_env"], False),
+    (503, ["503 Service Unavailable on POST", "Prometheus is overloaded or failing (2 attempts)"], True),
+])
+async def test_http_errors_are_one_line_and_never_show_credentials_in_the_url(status: int, parts: list[str], retryable: bool):
+    front = Front("http://127.0.0.1:9", failures=10, status=status)  # answers every request with `status` itself
+    try:
+        host = front.url.removeprefix("http://")
+        src = source(f"http://bifrost:pr0m-pa55@{host}", max_attempts=2)
+        w = MetricWindow(start=datetime.now(UTC) - timedelta(minutes=10), end=datetime.now(UTC), interval_seconds=60)
+        with pytest.raises(MetricsError) as err:
+            await src.fetch(STAGE, SPECS[0], w, ("baseline", None), ("canary", GOOD))
+    finally:
+        front.close()
+    text = str(err.value)
+    assert_one_line(text, f"could not read latency_p99 of the canary {GOOD} in us-east-1/prod", f"{host}/api/v1/query_range", *parts)
+    assert "pr0m-pa55" not in text and "bifrost:" not in text and err.value.retryable is retryable

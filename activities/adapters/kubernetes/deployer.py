@@ -9,17 +9,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
-from activities.adapters.base import DeployError
+from activities.adapters.base import DeployError, http_status, one_line
 from activities.adapters.kubernetes.manifests import (
     FATAL_WAITING,
     PREVIOUS_TEMPLATE_ANNOTATION,
@@ -61,8 +62,29 @@ class KubeSettings:
     image_pull_grace_seconds: float = 120.0  # ImagePullBackOff this long fails the deploy as a bad image
 
 
+Verb = Literal["get", "list", "create", "update", "patch", "delete"]
+
+
+@dataclass(frozen=True)
+class KubeRequest:
+    """One API request, named the way RBAC names it: verb, resource, namespace and object name."""
+
+    verb: Verb
+    resource: str
+    namespace: str
+    name: str | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.resource}/{self.namespace}" + (f"/{self.name}" if self.name else "")
+        return f"{self.verb.upper()} {where}"
+
+
 class _Conflict(Exception):
     """A write lost a race (HTTP 409); the step re-reads and tries again."""
+
+    def __init__(self, req: KubeRequest, detail: str) -> None:
+        super().__init__(f"{req}: {detail}")
+        self.req, self.detail = req, detail
 
 
 def _heartbeat(*details: object) -> None:
@@ -72,12 +94,52 @@ def _heartbeat(*details: object) -> None:
 
 
 def _status_message(err: ApiException) -> str:
-    """The API server's own explanation from the Status body, or the HTTP reason."""
+    """The API server's own explanation from its Status body (message, else reason and causes), or the HTTP reason.
+
+    Never the client's own rendering of the exception, which carries the response headers."""
     try:
         body = json.loads(err.body or "{}")
-        return str(body.get("message") or err.reason or "")
     except (ValueError, TypeError):
-        return str(err.body or err.reason or "")
+        body = None
+    if not isinstance(body, dict):
+        return one_line(err.body or err.reason or "")
+    if body.get("message"):
+        return one_line(body["message"])
+    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body.get("details"), dict) else []
+    parts = [f"{c.get('field', '')}: {c.get('message', '')}".strip(": ") for c in causes if isinstance(c, dict)]
+    return one_line("; ".join(p for p in parts if p) or body.get("reason") or err.reason or "")
+
+
+def _transport_text(err: BaseException) -> str:
+    """A connection error's reason without urllib3's object reprs ("<...HTTPConnection object at 0x...>: ")."""
+    reason = getattr(err, "reason", None) or err
+    return one_line(re.sub(r"<[^<>]* object at 0x[0-9a-fA-F]+>:?\s*", "", str(reason)) or type(err).__name__)
+
+
+def kube_status_error(failed: str, req: KubeRequest, err: ApiException, *, attempts: int = 1) -> DeployError:
+    """The one-line DeployError for an API answer: what failed, the HTTP status, the request, the server's words, what to do."""
+    status = err.status or 0
+    retryable = status == 429 or status >= 500
+    hint = _hint(status, req)
+    if retryable and attempts > 1:
+        hint = f"still failing after {attempts} attempts; {hint}"
+    return DeployError(failed, target=str(req), status=http_status(status) if status else "client error",
+                       detail=_status_message(err), hint=hint, retryable=retryable)
+
+
+def kube_transport_error(failed: str, req: KubeRequest, err: BaseException, *, attempts: int, timeout: float) -> DeployError:
+    """The one-line DeployError for a request that got no answer (connection refused, TLS, timeout)."""
+    reason = getattr(err, "reason", None) or err
+    # NewConnectionError subclasses urllib3's ConnectTimeoutError, yet it means "refused", not "slow".
+    timed_out = (isinstance(reason, (TimeoutError, urllib3.exceptions.TimeoutError))
+                 and not isinstance(reason, urllib3.exceptions.NewConnectionError))
+    status = f"no answer within {timeout:g}s" if timed_out else "connection failed"
+    return DeployError(
+        failed, target=str(req), status=status, detail=_transport_text(err),
+        hint=f"cannot reach the Kubernetes API server ({attempts} attempts); check api_url or the kube context in the "
+             "targets file and the network from the worker; the activity will be retried",
+        retryable=True,
+    )
 
 
 def kube_api_client(
@@ -111,6 +173,7 @@ class KubernetesDeployer:
         self._factory = client_factory
         self.settings = settings
         self._client: k8s.ApiClient | None = None
+        self._warned: set[tuple[str, str | None]] = set()
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _api_client(self) -> k8s.ApiClient:
@@ -121,9 +184,8 @@ class KubernetesDeployer:
                 raise DeployError(str(err), retryable=False) from err
             except Exception as err:  # kubeconfig parse errors, missing context, ...
                 raise DeployError(
-                    f"cannot build a Kubernetes client ({type(err).__name__}: {err}); "
-                    "check kubeconfig/context or api_url in the targets file",
-                    retryable=False,
+                    "could not build a Kubernetes client", status=type(err).__name__, detail=str(err),
+                    hint="check kubeconfig/context or api_url in the targets file", retryable=False,
                 ) from err
         return self._client
 
@@ -137,61 +199,66 @@ class KubernetesDeployer:
         s = self.settings
         return s.namespace.replace("{service}", stage.service), s.workload.replace("{service}", stage.service)
 
-    async def _call(self, what: str, fn: Callable[..., T], *args: Any, missing_ok: bool = False, **kwargs: Any) -> T | None:
-        """One API call in a thread: retries 5xx/429/connection errors, maps the rest to DeployError or _Conflict."""
+    async def _call(self, failed: str, req: KubeRequest, fn: Callable[..., T], *args: Any, missing_ok: bool = False,
+                    **kwargs: Any) -> T | None:
+        """One API call in a thread: retries 5xx/429/connection errors, maps the rest to DeployError or _Conflict.
+
+        `failed` says what Bifrost was doing ("could not deploy the canary ..."), `req` which request it was."""
         s = self.settings
         kwargs["_request_timeout"] = s.request_timeout_seconds
-        last = ""
+        last: DeployError | None = None
         for attempt in range(1, s.max_attempts + 1):
             try:
                 return await asyncio.to_thread(fn, *args, **kwargs)
             except ApiException as err:
                 status = err.status or 0
-                msg = _status_message(err)
                 if status == 404 and missing_ok:
                     return None
                 if status == 409:
-                    raise _Conflict(f"{what}: {msg}") from err
-                if status in (400, 401, 403, 404, 422):
-                    raise DeployError(f"{what}: HTTP {status}: {msg}; {_hint(status)}", retryable=False) from err
-                last = f"HTTP {status}: {msg}"
+                    raise _Conflict(req, _status_message(err)) from err
+                if status != 429 and status < 500:
+                    raise kube_status_error(failed, req, err) from err
+                last = kube_status_error(failed, req, err, attempts=attempt)
             except (urllib3.exceptions.HTTPError, OSError) as err:
-                last = f"{type(err).__name__}: {err}"
+                last = kube_transport_error(failed, req, err, attempts=attempt, timeout=s.request_timeout_seconds)
             if attempt < s.max_attempts:
-                _heartbeat(f"{what}: {last}; retry {attempt}")
+                _heartbeat(f"{req}: {last.status}; retry {attempt}")
                 await asyncio.sleep(s.backoff_seconds * 2 ** (attempt - 1))
-        raise DeployError(
-            f"{what}: still failing after {s.max_attempts} attempts ({last}); the API server may be down, "
-            "the activity will be retried",
-            retryable=True,
-        )
+        assert last is not None
+        raise last
 
-    async def _converge(self, what: str, step: Callable[[], Awaitable[T]]) -> T:
+    async def _converge(self, failed: str, step: Callable[[], Awaitable[T]]) -> T:
         """Run a read-modify-write step until it does not lose a race."""
         s = self.settings
+        last: _Conflict | None = None
         for attempt in range(1, s.max_attempts + 1):
             try:
                 return await step()
             except _Conflict as err:
-                log.info("%s: conflict (%s), re-reading (attempt %d)", what, err, attempt)
-                _heartbeat(f"{what}: conflict, retry {attempt}")
+                last = err
+                log.info("%s: conflict on %s (%s), re-reading (attempt %d)", failed, err.req, err.detail, attempt)
+                _heartbeat(f"{err.req}: conflict, retry {attempt}")
                 if attempt < s.max_attempts:
                     await asyncio.sleep(s.backoff_seconds * attempt / 4)
+        assert last is not None
         raise DeployError(
-            f"{what}: the object kept changing under us ({s.max_attempts} conflicts in a row); "
-            "another controller or person is editing it, the activity will be retried",
+            failed, target=str(last.req), status=http_status(409), detail=last.detail,
+            hint=f"the object kept changing under Bifrost ({s.max_attempts} conflicts in a row): another controller or "
+                 "person is editing it; the activity will be retried",
             retryable=True,
-        )
+        ) from last
 
-    async def _read(self, ns: str, name: str) -> k8s.V1Deployment | None:
-        return await self._call(f"read deployment {ns}/{name}", self._apps().read_namespaced_deployment, name, ns, missing_ok=True)
+    async def _read(self, failed: str, ns: str, name: str) -> k8s.V1Deployment | None:
+        return await self._call(failed, KubeRequest("get", "deployments", ns, name), self._apps().read_namespaced_deployment,
+                                name, ns, missing_ok=True)
 
-    async def _read_primary(self, ns: str, name: str, purpose: str) -> k8s.V1Deployment:
-        dep = await self._read(ns, name)
+    async def _read_primary(self, failed: str, ns: str, name: str) -> k8s.V1Deployment:
+        dep = await self._read(failed, ns, name)
         if dep is None:
             raise DeployError(
-                f"{purpose}: primary Deployment {ns}/{name} not found; Bifrost deploys beside an existing primary, "
-                "so create it first or fix namespace/workload in the targets file",
+                failed, status=f"primary Deployment {ns}/{name} not found",
+                hint="Bifrost deploys beside an existing primary: create it first, or fix namespace/workload in the "
+                     "targets file",
                 retryable=False,
             )
         return dep
@@ -207,57 +274,65 @@ class KubernetesDeployer:
         return self._api_client().sanitize_for_serialization(obj)
 
     # -- waiting -----------------------------------------------------------------------------------
-    async def _wait_rollout(self, ns: str, name: str, image: str | None, purpose: str) -> None:
+    async def _wait_rollout(self, failed: str, purpose: str, ns: str, name: str, image: str | None) -> None:
         """Poll until the rollout completes; fail on ProgressDeadlineExceeded, unpullable images or our own deadline."""
         s = self.settings
         loop = asyncio.get_running_loop()
         # A little past the server's own progress deadline, so its ProgressDeadlineExceeded (more telling) wins.
         deadline = loop.time() + s.progress_deadline_seconds + min(30.0, max(2 * s.poll_seconds, s.progress_deadline_seconds / 2))
         pull_since: float | None = None
+        target = f"deployments/{ns}/{name}"
+        describe = f"inspect with `kubectl -n {ns} describe deployment {name}`"
         while True:
-            dep = await self._read(ns, name)
+            dep = await self._read(failed, ns, name)
             if dep is None:
-                raise DeployError(f"{purpose}: Deployment {ns}/{name} disappeared during its rollout; retrying", retryable=True)
+                raise DeployError(failed, target=target, status="deleted during its rollout",
+                                  hint="something else removed it; the activity will be retried and recreate it",
+                                  retryable=True)
             state, detail = rollout_state(dep)
             _heartbeat(f"{purpose}: {ns}/{name}: {detail}")
             if state == "complete":
                 return
             if state == "failed":
-                raise DeployError(
-                    f"{purpose}: rollout of {ns}/{name} failed: {detail}; inspect with "
-                    f"`kubectl -n {ns} describe deployment {name}`",
-                    retryable=False,
-                )
+                raise DeployError(failed, target=target, status="rollout failed", detail=detail, hint=describe,
+                                  retryable=False)
             if image is not None:
-                problem = await self._image_problem(ns, dep, image)
+                problem = await self._image_problem(failed, ns, dep, image)
                 if problem is not None:
                     fatal, text = problem
                     pull_since = pull_since if pull_since is not None else loop.time()
                     if fatal or loop.time() - pull_since >= s.image_pull_grace_seconds:
-                        raise DeployError(f"{purpose}: image {image} cannot run in {ns}/{name}: {text}", retryable=False)
+                        raise DeployError(
+                            failed, target=target, status=f"image {image} cannot run", detail=text,
+                            hint="check the image name and tag, and that the cluster can pull from its registry "
+                                 "(imagePullSecrets)",
+                            retryable=False,
+                        )
                 else:
                     pull_since = None
             if loop.time() >= deadline:
-                raise DeployError(
-                    f"{purpose}: rollout of {ns}/{name} did not complete within {s.progress_deadline_seconds:g}s "
-                    f"({detail}); inspect with `kubectl -n {ns} describe deployment {name}`",
-                    retryable=False,
-                )
+                raise DeployError(failed, target=target,
+                                  status=f"rollout not complete after {s.progress_deadline_seconds:g}s", detail=detail,
+                                  hint=describe, retryable=False)
             await asyncio.sleep(s.poll_seconds)
 
-    async def _image_problem(self, ns: str, dep: k8s.V1Deployment, image: str) -> tuple[bool, str] | None:
+    async def _image_problem(self, failed: str, ns: str, dep: k8s.V1Deployment, image: str) -> tuple[bool, str] | None:
         """(fatal, reason) when pods of this Deployment cannot pull `image`; None if fine or pods are not readable."""
         selector = dep.spec.selector.match_labels or {}
         if not selector:
             return None
         label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        req = KubeRequest("list", "pods", ns)
         try:
             pods = await asyncio.to_thread(
                 self._core().list_namespaced_pod, ns, label_selector=label_selector,
                 _request_timeout=self.settings.request_timeout_seconds,
             )
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as err:
-            log.debug("cannot list pods of %s/%s to check image pulls: %s", ns, dep.metadata.name, err)
+        except ApiException as err:
+            self._warn_once(req, kube_status_error(f"{failed}: cannot check image pulls", req, err))
+            return None
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            log.debug("%s: cannot list pods to check image pulls: %s", req, _transport_text(err))
             return None
         for pod in pods.items or []:
             for cs in (pod.status.container_statuses or []) if pod.status else []:
@@ -270,19 +345,29 @@ class KubernetesDeployer:
                     return False, f"{waiting.reason}: {waiting.message or ''}".strip()
         return None
 
+    def _warn_once(self, req: KubeRequest, err: DeployError) -> None:
+        """Log a problem that does not fail the step (e.g. pods not readable) once per request kind, not every poll."""
+        key = (str(req), err.status)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s", err)
+
     # -- Deployer ----------------------------------------------------------------------------------
     async def current_version(self, stage: StageRef) -> str | None:
         ns, name = self._where(stage)
-        dep = await self._read(ns, name)
+        dep = await self._read(f"could not read the version running in {stage.key}", ns, name)
         return None if dep is None else self.version_of(dep)
 
     async def deploy(self, stage: StageRef, role: Role, version: str, image: str | None, replicas: int) -> None:
+        failed = f"could not deploy the {role} {version} to {stage.key}"
         if role not in ("canary", "baseline"):
             raise DeployError(f"deploy() runs canary and baseline, not {role!r}; use promote() for the primary", retryable=False)
         if replicas < 1:
-            raise DeployError(f"{role} replicas must be at least 1, got {replicas}", retryable=False)
+            raise DeployError(failed, status="invalid replicas", detail=f"got {replicas}",
+                              hint=f"set the {role} replicas to at least 1", retryable=False)
         if image is None and role == "canary":
-            raise DeployError(f"deploy canary {version} to {stage.key}: a canary needs an image", retryable=False)
+            raise DeployError(failed, status="no image", hint="a canary needs an image; set the request's artifact",
+                              retryable=False)
         if image is not None:
             check_image(image)
         ns, workload = self._where(stage)
@@ -291,12 +376,12 @@ class KubernetesDeployer:
         apps = self._apps()
 
         async def step() -> str:
-            primary = await self._read_primary(ns, workload, purpose)
+            primary = await self._read_primary(failed, ns, workload)
             running = self.version_of(primary)
             if image is None and running not in (None, version):
                 raise DeployError(
-                    f"{purpose}: no image given, so the baseline copies the primary, but {ns}/{workload} runs "
-                    f"{running}, not {version}; pass the baseline image explicitly",
+                    failed, target=f"deployments/{ns}/{workload}", status=f"primary runs {running}, not {version}",
+                    hint="no image was given, so the baseline copies the primary; pass the baseline image explicitly",
                     retryable=False,
                 )
             idx = self._container(primary)
@@ -304,32 +389,36 @@ class KubernetesDeployer:
                 self._as_dict(primary), role=role, version=version, image=image, replicas=replicas, container=idx,
                 primary_version=running, progress_deadline_seconds=self.settings.progress_deadline_seconds,
             )
-            current = await self._read(ns, name)
+            current = await self._read(failed, ns, name)
             if current is None:
-                await self._call(f"{purpose}: create {ns}/{name}", apps.create_namespaced_deployment, ns, k8s.V1Deployment.from_dict(body))
+                await self._call(failed, KubeRequest("create", "deployments", ns, name), apps.create_namespaced_deployment,
+                                 ns, k8s.V1Deployment.from_dict(body))
                 return manifest_image(body, idx)
             if (current.metadata.annotations or {}).get(SPEC_HASH_ANNOTATION) == body["metadata"]["annotations"][SPEC_HASH_ANNOTATION]:
                 return manifest_image(body, idx)
             if self._as_dict(current.spec.selector) != body["spec"]["selector"]:
                 # The selector is immutable: replace the whole Deployment.
-                await self._call(f"{purpose}: delete {ns}/{name} (selector changed)", apps.delete_namespaced_deployment,
-                                 name, ns, missing_ok=True, propagation_policy="Background")
-                raise _Conflict("selector changed; recreating")
+                delete = KubeRequest("delete", "deployments", ns, name)
+                await self._call(failed, delete, apps.delete_namespaced_deployment, name, ns, missing_ok=True,
+                                 propagation_policy="Background")
+                raise _Conflict(delete, "selector changed; recreating")
             body["metadata"]["resourceVersion"] = current.metadata.resource_version
-            await self._call(f"{purpose}: update {ns}/{name}", apps.replace_namespaced_deployment, name, ns, k8s.V1Deployment.from_dict(body))
+            await self._call(failed, KubeRequest("update", "deployments", ns, name), apps.replace_namespaced_deployment,
+                             name, ns, k8s.V1Deployment.from_dict(body))
             return manifest_image(body, idx)
 
-        running_image = await self._converge(purpose, step)
-        await self._wait_rollout(ns, name, running_image, purpose)
+        running_image = await self._converge(failed, step)
+        await self._wait_rollout(failed, purpose, ns, name, running_image)
 
     async def promote(self, stage: StageRef, version: str, image: str) -> str | None:
         check_image(image)
         ns, name = self._where(stage)
+        failed = f"could not promote {version} in {stage.key}"
         purpose = f"promote {version} in {stage.key}"
         apps = self._apps()
 
         async def step() -> str | None:
-            primary = await self._read_primary(ns, name, purpose)
+            primary = await self._read_primary(failed, ns, name)
             ann = primary.metadata.annotations or {}
             idx = self._container(primary)
             current = self.version_of(primary)
@@ -345,15 +434,17 @@ class KubernetesDeployer:
                 resource_version=primary.metadata.resource_version, container_name=primary.spec.template.spec.containers[idx].name,
                 version=version, image=image, annotations=annotations, template_labels={ROLE_LABEL: "primary"},
             )
-            await self._call(f"{purpose}: patch {ns}/{name}", apps.patch_namespaced_deployment, name, ns, patch)
+            await self._call(failed, KubeRequest("patch", "deployments", ns, name), apps.patch_namespaced_deployment,
+                             name, ns, patch)
             return previous
 
-        previous = await self._converge(purpose, step)
-        await self._wait_rollout(ns, name, image, purpose)
+        previous = await self._converge(failed, step)
+        await self._wait_rollout(failed, purpose, ns, name, image)
         return previous
 
     async def rollback(self, stage: StageRef, to_version: str | None, image: str | None) -> None:
         ns, name = self._where(stage)
+        failed = f"could not roll {stage.key} back to {to_version}"
         purpose = f"roll back {stage.key} to {to_version}"
         if to_version is None:
             log.info("%s: no earlier version recorded; nothing to restore on the primary", purpose)
@@ -363,7 +454,7 @@ class KubernetesDeployer:
         apps = self._apps()
 
         async def step() -> None:
-            primary = await self._read_primary(ns, name, purpose)
+            primary = await self._read_primary(failed, ns, name)
             current = self.version_of(primary)
             if current == to_version:
                 return
@@ -371,14 +462,15 @@ class KubernetesDeployer:
             stored = ann.get(PREVIOUS_TEMPLATE_ANNOTATION)
             if ann.get(PREVIOUS_VERSION_ANNOTATION) == to_version and stored:
                 body = restored_primary(self._as_dict(primary), stored, to_version, current)
-                await self._call(f"{purpose}: restore template of {ns}/{name}", apps.replace_namespaced_deployment,
+                await self._call(failed, KubeRequest("update", "deployments", ns, name), apps.replace_namespaced_deployment,
                                  name, ns, k8s.V1Deployment.from_dict(body))
                 return
             if image is None:
                 raise DeployError(
-                    f"{purpose}: primary {ns}/{name} runs {current} and holds no saved template for {to_version}, "
-                    f"and no image was given; set it by hand (`kubectl -n {ns} rollout undo deployment/{name}`) "
-                    "or pass the image to roll back to",
+                    failed, target=f"deployments/{ns}/{name}", status=f"primary runs {current}",
+                    detail=f"it holds no saved template for {to_version} and no image was given",
+                    hint=f"set it by hand (`kubectl -n {ns} rollout undo deployment/{name}`) or pass the image to roll "
+                         "back to",
                     retryable=False,
                 )
             patch = image_patch(
@@ -388,36 +480,54 @@ class KubernetesDeployer:
                 annotations={ROLLED_BACK_FROM_ANNOTATION: current or "unknown", PREVIOUS_VERSION_ANNOTATION: None,
                              PREVIOUS_TEMPLATE_ANNOTATION: None},
             )
-            await self._call(f"{purpose}: patch {ns}/{name}", apps.patch_namespaced_deployment, name, ns, patch)
+            await self._call(failed, KubeRequest("patch", "deployments", ns, name), apps.patch_namespaced_deployment,
+                             name, ns, patch)
 
-        await self._converge(purpose, step)
-        await self._wait_rollout(ns, name, None, purpose)
+        await self._converge(failed, step)
+        await self._wait_rollout(failed, purpose, ns, name, None)
 
     async def cleanup(self, stage: StageRef) -> None:
         ns, workload = self._where(stage)
         apps = self._apps()
-        names = [f"{workload}-canary", f"{workload}-baseline"]
-        for name in names:
-            await self._call(f"clean up {ns}/{name}", apps.delete_namespaced_deployment, name, ns,
-                             missing_ok=True, propagation_policy="Background")
+        roles = {f"{workload}-canary": "canary", f"{workload}-baseline": "baseline"}
+        for name, role in roles.items():
+            await self._call(f"could not remove the {role} in {stage.key}", KubeRequest("delete", "deployments", ns, name),
+                             apps.delete_namespaced_deployment, name, ns, missing_ok=True, propagation_policy="Background")
         deadline = time.monotonic() + max(10.0, self.settings.request_timeout_seconds)
         while True:  # confirm they are gone (a finalizer may hold them briefly)
-            left = [n for n in names if await self._read(ns, n) is not None]
+            left = [n for n in roles if await self._read(f"could not remove the {roles[n]} in {stage.key}", ns, n) is not None]
             if not left:
                 return
             _heartbeat(f"waiting for {', '.join(left)} to be deleted")
             if time.monotonic() >= deadline:
-                raise DeployError(f"clean up {stage.key}: {', '.join(left)} still present after delete; "
-                                  "check finalizers with kubectl", retryable=True)
+                raise DeployError(
+                    f"could not remove the {roles[left[0]]} in {stage.key}",
+                    target=", ".join(f"deployments/{ns}/{n}" for n in left), status="still present after delete",
+                    hint=f"check its finalizers (`kubectl -n {ns} get deployment {left[0]} -o yaml`)", retryable=True,
+                )
             await asyncio.sleep(self.settings.poll_seconds)
 
 
-def _hint(status: int) -> str:
-    return {
-        400: "the request was malformed; this is a Bifrost bug, please report it with this message",
-        401: "the credentials were rejected; check the kube context or the token environment variable",
-        403: "the worker's identity lacks permission; grant get/list/create/update/patch/delete on deployments "
-             "(and list on pods) in this namespace",
-        404: "not found; check namespace and workload in the targets file",
-        422: "the API server rejected the object as invalid; fix the image, replicas or the primary's manifest",
-    }.get(status, "")
+def _hint(status: int, req: KubeRequest) -> str:
+    """What to do about an API answer, for the request that got it."""
+    if status == 401:
+        return ("the API server rejected the worker's credentials; refresh the kube context's credentials or the "
+                "token named by token_env in the targets file")
+    if status == 403:
+        return (f"grant {req.verb} on {req.resource} in namespace {req.namespace} to the worker's service account "
+                "(check the worker's RBAC)")
+    if status == 404:
+        if req.name is None or req.verb == "create":
+            return f"namespace {req.namespace} does not exist or serves no {req.resource}; check namespace in the targets file"
+        return (f"{req.resource} {req.namespace}/{req.name} does not exist; check namespace and workload in the "
+                "targets file")
+    if status == 409:
+        return "another controller or person changed it at the same time; the activity will be retried"
+    if status == 422:
+        return ("the API server rejected the object as invalid; fix what it names (the image, the replicas or the "
+                "primary's manifest)")
+    if status == 400:
+        return "the API server could not read the request; this is a Bifrost bug, please report it with this line"
+    if status == 429 or status >= 500:
+        return "the API server is overloaded or failing; the activity will be retried; if this persists, check the control plane"
+    return "unexpected answer from the API server; please report it with this line"
