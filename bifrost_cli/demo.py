@@ -23,6 +23,7 @@ from workflows.request import load_request
 from workflows.rollout import RolloutWorkflow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
+FLEET_DB = Path(".bifrost/fleet.db")  # the default of `bifrost worker --fleet-db`, so a worker can join the demo
 
 
 def _free_port() -> int:
@@ -49,8 +50,7 @@ async def _watch(client: Client, ids: list[str], console: Console) -> list[Rollo
     return [r.result() for r in results]
 
 
-async def _run(address: str, console: Console) -> bool:
-    fleet = SimulatedFleet(FleetScenario.load(EXAMPLES / "demo-fleet.yaml"))
+async def _run(address: str, console: Console, fleet: SimulatedFleet) -> bool:
     good, bad = load_request(EXAMPLES / "demo-good.yaml"), load_request(EXAMPLES / "demo-bad.yaml")
     client = await connect(address, "default")
     reports = Path(".bifrost/reports").resolve()
@@ -88,11 +88,14 @@ def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, conso
         console.print(f"[yellow]ports busy; using {port} (gRPC) and {ui_port} (UI) instead[/yellow]")
     db = Path(".bifrost/demo.db")
     db.unlink(missing_ok=True)
+    SimulatedFleet.remove_state_file(FLEET_DB)  # a fresh fleet too: every region starts on the scenario's version
+    fleet = SimulatedFleet(FleetScenario.load(EXAMPLES / "demo-fleet.yaml"), state_file=FLEET_DB).open()
     console.print("starting the embedded Temporal dev server ...")
     server = start_dev_server(port=port, ui_port=ui_port, db_file=db, log_file=".bifrost/demo-temporal.log")
     console.print(f"Temporal Web UI: [bold]{server.ui_url}[/bold] (namespace default) — watch the rollouts there")
     try:
-        ok = asyncio.run(_run(server.address, console))
+        console.print(f"simulated fleet state: {FLEET_DB} (recreated on every run)", markup=False, highlight=False)
+        ok = asyncio.run(_run(server.address, console, fleet))
         if keep:
             console.print("server kept running; Ctrl-C to stop")
             try:
@@ -101,5 +104,6 @@ def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, conso
                 pass
     finally:
         server.stop()
+        fleet.close()
     console.print("[green]demo passed[/green]" if ok else "[red]demo failed: outcomes were not as expected[/red]")
     return 0 if ok else 1

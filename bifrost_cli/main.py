@@ -125,12 +125,21 @@ def server(port: int, ui_port: int, db: str) -> None:
               help="simulated fleet scenario (YAML) for stages without real targets")
 @click.option("--targets", "targets_file", type=click.Path(exists=True, dir_okay=False),
               help="targets file selecting Kubernetes / Prometheus / CloudWatch per region and environment")
+@click.option("--fleet-db", default=".bifrost/fleet.db", show_default=True, type=click.Path(dir_okay=False),
+              help="SQLite file holding the simulated fleet's state (which version runs where); it survives "
+                   "restarts, and workers given the same file share one fleet. Delete it to start afresh")
 @click.option("--reports", default=".bifrost/reports", show_default=True, help="where canary reports are written")
-def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str) -> None:
+def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, fleet_db: str, reports: str) -> None:
     """Run a worker: executes rollouts and their activities. Stop with Ctrl-C (graceful)."""
+    from activities.adapters.base import AdapterError
     from worker.main import run_worker
 
-    _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports))
+    try:
+        _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
+                        fleet_db=fleet_db))
+    except AdapterError as err:  # e.g. the fleet state file cannot be opened: say so, without a traceback
+        err_console.print(f"worker not started: {err}", style="red", markup=False, highlight=False)
+        sys.exit(EXIT_INVALID)
 
 
 # -- rollouts --------------------------------------------------------------------------------------

@@ -1,15 +1,25 @@
 """A simulated fleet: which version runs where, and realistic metric samples, deterministic for a seed.
 
-Latency is log-normal per interval; errors are binomial counts over a request volume. Scenario knobs
-make a version slower or more error-prone in chosen regions, or make its deploy fail.
+Which version runs where is kept in SQLite (a file under `.bifrost/`, or memory), so a restarted worker,
+or several workers on one file, see one fleet. Latency is log-normal per interval; errors are binomial
+counts over a request volume. Scenario knobs make a version slower or more error-prone in chosen
+regions, or make its deploy fail.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import yaml
@@ -17,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from activities.adapters.base import DeployError
 from canary.config import MetricSamples, MetricSpec
-from common.types import MetricWindow, Role, StageRef
+from common.types import MetricWindow, Role, StageRef, stage_key
 
 
 class VersionEffect(BaseModel):
@@ -58,85 +68,284 @@ class FleetScenario(BaseModel):
         return cls.model_validate(yaml.safe_load(Path(path).read_text()) or {})
 
 
-class _Slot(BaseModel):
+class SlotState(BaseModel):
+    """What runs in one service/region/environment. Stored as JSON, so a new field with a default needs no migration."""
+
     primary: str | None = None
     history: list[str] = Field(default_factory=list)  # primaries before the current one, oldest first
     canary: str | None = None
     baseline: str | None = None
 
 
+# Bookkeeping: a change to these is not logged as an effect (the primary's own change already says it).
+_NOT_EFFECTS = frozenset({"history"})
+
+
+class FleetEffect(NamedTuple):
+    """One actual change of the fleet: `field` of a stage went from `before` to `after` during `operation`."""
+
+    operation: str
+    service: str
+    stage_key: str
+    field: str
+    before: Any
+    after: Any
+    pid: int  # the process that made the change
+
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    # one row per service/region/environment; `state` is a SlotState as JSON
+    """CREATE TABLE IF NOT EXISTS slots (
+        service TEXT NOT NULL, region TEXT NOT NULL, environment TEXT NOT NULL, state TEXT NOT NULL,
+        PRIMARY KEY (service, region, environment))""",
+    # append-only. 'call': an operation was invoked (retries and no-ops too); `version` is its argument.
+    # 'effect': the operation changed `field` of the stage from `before` to `after` (JSON values).
+    """CREATE TABLE IF NOT EXISTS events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL, pid INTEGER NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('call', 'effect')), operation TEXT NOT NULL,
+        service TEXT NOT NULL, region TEXT NOT NULL, environment TEXT NOT NULL,
+        version TEXT, field TEXT, before TEXT, after TEXT)""",
+    "CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, id)",
+)
+
+T = TypeVar("T")
+
+
 class SimulatedFleet:
-    """In-memory fleet implementing both `Deployer` and `MetricSource`."""
+    """A fleet implementing both `Deployer` and `MetricSource`, its state in SQLite: a file, or memory.
 
-    def __init__(self, scenario: FleetScenario | None = None) -> None:
+    Each operation is one `BEGIN IMMEDIATE` transaction, so workers sharing the file (threads or processes)
+    never interleave a read-modify-write; every call and every actual change is logged in `events`.
+    """
+
+    def __init__(
+        self, scenario: FleetScenario | None = None, state_file: str | Path | None = None,
+        *, busy_timeout_seconds: float = 30.0,
+    ) -> None:
         self.scenario = scenario or FleetScenario()
-        self._slots: dict[tuple[str, str, str], _Slot] = {}
-        self.calls: list[tuple[str, str, str]] = []  # (operation, stage key, version), for tests and demos
+        self.state_file = Path(state_file) if state_file is not None else None
+        self.busy_timeout_seconds = busy_timeout_seconds
+        self._conn: sqlite3.Connection | None = None  # opened on first use: a worker that never uses it makes no file
+        self._lock = threading.Lock()  # one connection per fleet; its threads take turns
 
-    # -- state -----------------------------------------------------------------------------------
-    def slot(self, stage: StageRef) -> _Slot:
-        key = (stage.service, stage.region, stage.environment)
-        if key not in self._slots:
-            self._slots[key] = _Slot(primary=self.scenario.initial_version)
-        return self._slots[key]
+    # -- storage ---------------------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        """The state file's path, or "memory"."""
+        return str(self.state_file) if self.state_file is not None else "memory"
+
+    def open(self) -> "SimulatedFleet":
+        """Open (and create) the state database now, so a bad path fails at start-up rather than mid-rollout."""
+        with self._lock:
+            self._connection()
+        return self
+
+    def close(self) -> None:
+        """Close the database: in memory, the state is gone; a file keeps it for the next opener."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> "SimulatedFleet":
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @staticmethod
+    def remove_state_file(path: str | Path) -> None:
+        """Delete a fleet database with its WAL and shared-memory files (a stale WAL must not outlive its db)."""
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+    def _error(self, err: BaseException, *, retryable: bool) -> DeployError:
+        return DeployError(
+            f"simulated fleet state {self.where}: {err}; check the path (--fleet-db), or delete the file to start "
+            "the fleet afresh", retryable=retryable,
+        )
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        try:
+            if self.state_file is not None:
+                self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.state_file if self.state_file is not None else ":memory:",
+                timeout=self.busy_timeout_seconds, isolation_level=None, check_same_thread=False,
+            )
+        except (OSError, sqlite3.Error) as err:
+            raise self._error(err, retryable=False) from err
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer ("memory" in memory)
+            conn.execute("PRAGMA synchronous=NORMAL")  # with WAL, still consistent after a process is killed
+            with _transaction(conn):
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, SCHEMA_VERSION):
+                    raise DeployError(
+                        f"simulated fleet state {self.where} has schema version {version}, but this Bifrost "
+                        f"reads version {SCHEMA_VERSION}: delete the file or choose another (--fleet-db)",
+                        retryable=False,
+                    )
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException as err:
+            conn.close()
+            if isinstance(err, sqlite3.Error):
+                raise self._error(err, retryable=False) from err
+            raise
+        self._conn = conn
+        return conn
+
+    def _transact(
+        self, stage: StageRef, operation: str | None, version: str | None, change: Callable[[SlotState], T],
+        *, log_call: bool = True,
+    ) -> T:
+        """Read the stage's slot, apply `change`, write it back and log the call and effects, all in one transaction."""
+        where = (stage.service, stage.region, stage.environment)
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _transaction(conn):
+                    row = conn.execute(
+                        "SELECT state FROM slots WHERE service=? AND region=? AND environment=?", where
+                    ).fetchone()
+                    if row is None:
+                        state = SlotState(primary=self.scenario.initial_version)
+                        conn.execute("INSERT INTO slots VALUES (?, ?, ?, ?)", (*where, state.model_dump_json()))
+                    else:
+                        state = SlotState.model_validate_json(row[0])
+                    now, pid = datetime.now(UTC).isoformat(), os.getpid()
+                    if operation is not None and log_call:
+                        conn.execute(
+                            "INSERT INTO events (at, pid, kind, operation, service, region, environment, version) "
+                            "VALUES (?, ?, 'call', ?, ?, ?, ?, ?)", (now, pid, operation, *where, version),
+                        )
+                    before = state.model_dump()
+                    result = change(state)
+                    after = state.model_dump()
+                    if after != before:
+                        conn.execute(
+                            "UPDATE slots SET state=? WHERE service=? AND region=? AND environment=?",
+                            (state.model_dump_json(), *where),
+                        )
+                        for name in after:
+                            if name not in _NOT_EFFECTS and after[name] != before[name]:
+                                conn.execute(
+                                    "INSERT INTO events (at, pid, kind, operation, service, region, environment, "
+                                    "field, before, after) VALUES (?, ?, 'effect', ?, ?, ?, ?, ?, ?, ?)",
+                                    (now, pid, operation or "-", *where, name, json.dumps(before[name]),
+                                     json.dumps(after[name])),
+                                )
+                    return result
+            except sqlite3.Error as err:
+                raise self._error(err, retryable=True) from err
+
+    async def _run(
+        self, stage: StageRef, operation: str | None, version: str | None, change: Callable[[SlotState], T],
+        *, log_call: bool = True,
+    ) -> T:
+        """`_transact` off the event loop: a worker sharing the file may hold the write lock for a moment."""
+        return await asyncio.to_thread(self._transact, stage, operation, version, change, log_call=log_call)
+
+    # -- state, for tests and demos ------------------------------------------------------------------
+    def slot(self, stage: StageRef) -> SlotState:
+        """A copy of the stage's state (created on the scenario's initial version when new)."""
+        return self._transact(stage, None, None, lambda s: s.model_copy(deep=True))
 
     def snapshot(self) -> dict[str, dict[str, str | None]]:
-        return {
-            f"{s}/{r}/{e}": {"primary": v.primary, "canary": v.canary, "baseline": v.baseline}
-            for (s, r, e), v in sorted(self._slots.items())
-        }
+        """`service/region/env` -> primary, canary and baseline, for every stage the fleet has seen."""
+        rows = self._query("SELECT service, region, environment, state FROM slots ORDER BY service, region, environment")
+        out: dict[str, dict[str, str | None]] = {}
+        for service, region, environment, raw in rows:
+            s = SlotState.model_validate_json(raw)
+            out[f"{service}/{region}/{environment}"] = {"primary": s.primary, "canary": s.canary, "baseline": s.baseline}
+        return out
+
+    @property
+    def calls(self) -> list[tuple[str, str, str]]:
+        """Every operation invoked, oldest first, as (operation, `region/env`, version or "-"); retries included."""
+        rows = self._query("SELECT operation, region, environment, version FROM events WHERE kind='call' ORDER BY id")
+        return [(op, stage_key(region, env), version or "-") for op, region, env, version in rows]
+
+    @property
+    def effects(self) -> list[FleetEffect]:
+        """Every actual change, oldest first: a promote that found its version already primary adds none."""
+        rows = self._query(
+            "SELECT operation, service, region, environment, field, before, after, pid FROM events "
+            "WHERE kind='effect' ORDER BY id"
+        )
+        return [FleetEffect(op, service, stage_key(region, env), name, json.loads(before), json.loads(after), pid)
+                for op, service, region, env, name, before, after, pid in rows]
+
+    def _query(self, sql: str) -> list[Any]:
+        with self._lock:
+            try:
+                return self._connection().execute(sql).fetchall()
+            except sqlite3.Error as err:
+                raise self._error(err, retryable=True) from err
 
     def _effect(self, stage: StageRef, version: str | None) -> VersionEffect | None:
         return next((e for e in self.scenario.effects if e.applies(stage, version)), None)
 
     # -- Deployer --------------------------------------------------------------------------------
     async def current_version(self, stage: StageRef) -> str | None:
-        return self.slot(stage).primary
+        return await self._run(stage, None, None, lambda s: s.primary)
 
     async def deploy(self, stage: StageRef, role: Role, version: str, image: str | None, replicas: int) -> None:
-        self.calls.append((f"deploy_{role}", stage.key, version))
+        operation = f"deploy_{role}"
+        await self._run(stage, operation, version, lambda s: None)
         effect = self._effect(stage, version)
         if effect is not None and effect.fail_deploy:
             raise DeployError(
                 f"{stage.key}: {role} {image or version} never became available (simulated deploy failure)", retryable=False
             )
+        if role not in ("canary", "baseline"):
+            raise DeployError(f"deploy() handles canary and baseline, not {role!r}", retryable=False)
         if self.scenario.deploy_delay_seconds:
             await asyncio.sleep(self.scenario.deploy_delay_seconds)
-        slot = self.slot(stage)
-        if role == "canary":
-            slot.canary = version
-        elif role == "baseline":
-            slot.baseline = version
-        else:
-            raise DeployError(f"deploy() handles canary and baseline, not {role!r}", retryable=False)
+
+        def run(s: SlotState) -> None:
+            if role == "canary":
+                s.canary = version
+            else:
+                s.baseline = version
+
+        await self._run(stage, operation, version, run, log_call=False)
 
     async def promote(self, stage: StageRef, version: str, image: str) -> str | None:
-        self.calls.append(("promote", stage.key, version))
-        slot = self.slot(stage)
-        if slot.primary == version:  # already promoted: report the same predecessor as the first call did
-            return slot.history[-1] if slot.history else None
-        previous = slot.primary
-        if previous is not None:
-            slot.history.append(previous)
-        slot.primary = version
-        return previous
+        def switch(s: SlotState) -> str | None:
+            if s.primary == version:  # already promoted: report the same predecessor as the first call did
+                return s.history[-1] if s.history else None
+            previous = s.primary
+            if previous is not None:
+                s.history.append(previous)
+            s.primary = version
+            return previous
+
+        return await self._run(stage, "promote", version, switch)
 
     async def rollback(self, stage: StageRef, to_version: str | None, image: str | None) -> None:
-        self.calls.append(("rollback", stage.key, to_version or "-"))
-        slot = self.slot(stage)
-        slot.canary = None
-        slot.baseline = None
-        if to_version is None or slot.primary == to_version:
-            return
-        if slot.history and slot.history[-1] == to_version:
-            slot.history.pop()
-        slot.primary = to_version
+        def restore(s: SlotState) -> None:
+            s.canary = None
+            s.baseline = None
+            if to_version is None or s.primary == to_version:
+                return
+            if s.history and s.history[-1] == to_version:
+                s.history.pop()
+            s.primary = to_version
+
+        await self._run(stage, "rollback", to_version or "-", restore)
 
     async def cleanup(self, stage: StageRef) -> None:
-        self.calls.append(("cleanup", stage.key, "-"))
-        slot = self.slot(stage)
-        slot.canary = None
-        slot.baseline = None
+        def remove(s: SlotState) -> None:
+            s.canary = None
+            s.baseline = None
+
+        await self._run(stage, "cleanup", "-", remove)
 
     # -- MetricSource ----------------------------------------------------------------------------
     def _count(self, window: MetricWindow) -> int:
@@ -182,3 +391,16 @@ class SimulatedFleet:
             baseline=self._series(stage, metric, window, *baseline),
             canary=self._series(stage, metric, window, *canary),
         )
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE takes the write lock up front (waiting up to the busy timeout): no lost updates."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,129 @@
+"""A `bifrost worker` process is SIGKILLed mid-rollout; a second one on the same fleet file finishes it.
+
+The kill lands in the canary timer of the second stage, right after the first stage's promote: no activity
+is in flight, so Temporal needs no activity timeout to move on (only the sticky queue's few seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from activities.adapters.simulated import SimulatedFleet
+from tests.workflows.helpers import make_request, start
+from workflows.plan import build_plan
+
+BIFROST = str(Path(sys.executable).parent / "bifrost")
+
+
+async def _until(what: str, condition: Callable[[], object], timeout: float, procs: list[subprocess.Popen[bytes]],
+                 logs: list[Path]) -> None:
+    """Poll `condition` every 0.1 s; fail naming `what` (with the workers' logs) on timeout or a worker's death."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return
+        dead = [p.args for p in procs if p.poll() is not None]
+        if dead or time.monotonic() > deadline:
+            tail = "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in logs if log.exists())
+            raise AssertionError(f"{'a worker exited' if dead else 'timed out'} waiting for {what}\n{tail}")
+        await asyncio.sleep(0.1)
+
+
+async def _in_timer(client: Client, workflow_id: str) -> bool:
+    """The stage workflow waits on a timer that has not fired, with no activity scheduled and unfinished."""
+    try:
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+    except Exception:  # noqa: BLE001 - not started yet
+        return False
+    timers: set[str] = set()
+    activities: set[int] = set()
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+            timers.add(e.timer_started_event_attributes.timer_id)
+        elif e.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
+            timers.discard(e.timer_fired_event_attributes.timer_id)
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            activities.add(e.event_id)
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            activities.discard(e.activity_task_completed_event_attributes.scheduled_event_id)
+    return bool(timers) and not activities
+
+
+async def test_a_killed_worker_is_replaced_and_no_stage_is_promoted_twice(env, tmp_path: Path, task_queue: str):
+    scenario, db, reports = tmp_path / "fleet.yaml", tmp_path / "fleet.db", tmp_path / "reports"
+    scenario.write_text("initial_version: 1.0.0\nmin_samples: 60\n")
+    req = make_request(
+        regions=[{"name": "ap-south-1", "traffic_share": 0.4}, {"name": "us-east-1", "traffic_share": 0.6}],
+        canary={"analysis_minutes": 0.1},  # a 6 s canary window per stage: the kill lands in one
+    )
+    stages = [s.key for s in build_plan(req).stages()]
+    assert len(stages) == 4
+    worker_env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    worker_env |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+                   "TEMPORAL_NAMESPACE": env.client.namespace}
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[Path] = []
+
+    def start_worker(name: str) -> subprocess.Popen[bytes]:
+        logs.append(tmp_path / f"{name}.log")
+        with logs[-1].open("wb") as out:
+            procs.append(subprocess.Popen(
+                [BIFROST, "worker", "--task-queue", task_queue, "--fleet", str(scenario), "--fleet-db", str(db),
+                 "--reports", str(reports)], env=worker_env, stdout=out, stderr=subprocess.STDOUT))
+        return procs[-1]
+
+    fleet = SimulatedFleet(state_file=db)  # this test's own view of the workers' fleet
+    try:
+        first = start_worker("worker-1")
+        handle = await start(env.client, req, task_queue)
+
+        def promoted() -> list[str]:
+            return [e.stage_key for e in fleet.effects if e.field == "primary" and e.after == req.version]
+
+        await _until("the first promote", lambda: promoted(), 90, procs, logs)
+        assert promoted() == [stages[0]]
+        await _until(f"{stages[1]}'s canary window", lambda: _in_timer(env.client, f"{handle.id}/{stages[1]}"),
+                     60, procs, logs)
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+        promoted_before_kill = promoted()
+        assert promoted_before_kill == [stages[0]]  # killed mid-rollout
+
+        second = start_worker("worker-2")
+        result = await asyncio.wait_for(handle.result(), timeout=180)
+        assert second.poll() is None  # the second worker ran to the end and still runs
+
+        assert result.status == "succeeded", result.reason
+        assert [s.key for s in result.stages] == stages
+        assert all(s.version_now == req.version for s in result.stages)
+        # no repeated promote: each stage's primary switched exactly once, from the old version to the new
+        switches = [(e.stage_key, e.before, e.after) for e in fleet.effects if e.field == "primary"]
+        assert switches == [(key, "1.0.0", req.version) for key in stages]
+        by_pid = {e.stage_key: e.pid for e in fleet.effects if e.field == "primary"}
+        assert by_pid[stages[0]] == first.pid and {by_pid[k] for k in stages[1:]} == {second.pid}
+        assert all(v == {"primary": req.version, "canary": None, "baseline": None} for v in fleet.snapshot().values())
+        assert sorted(k.split("/", 1)[1] for k in fleet.snapshot()) == sorted(stages)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=40)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        fleet.close()
