@@ -304,3 +304,37 @@ def test_a_temporal_refusal_says_what_was_refused_not_is_a_worker_running(env, m
         assert "Blob data size exceeds limit" in err and "larger than Temporal accepts" in err
     else:
         assert "WorkflowId exceeds maximum allowed length" in err and "Temporal does not accept that rollout id" in err
+
+
+async def test_submit_wait_on_a_terminated_rollout_exits_1_with_the_reason(env, task_queue, tmp_path, monkeypatch):
+    import asyncio
+    import io
+
+    from rich.console import Console
+    from temporalio.service import RPCError
+
+    from bifrost_cli import ops
+    from tests.workflows.helpers import fleet, make_request, running_worker
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0}], blast_radius={"canary_region": None},
+                       approvals={"gates": [{"wave": 1}]})
+    out = io.StringIO()
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        waiting = asyncio.ensure_future(ops.submit(req, wait=True, follow=False, task_queue=task_queue,
+                                                   console=Console(file=out, width=200)))
+        handle = env.client.get_workflow_handle(req.workflow_id)
+        for _ in range(300):  # until the rollout waits at its gate
+            try:
+                if (await ops.query_status(handle)).status == "awaiting_approval":
+                    break
+            except RPCError:
+                pass  # not started yet
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the rollout never reached its approval gate")
+        await handle.terminate(reason="[/red] operator pulled the plug")
+        code = await asyncio.wait_for(waiting, 60)
+    assert code == 1
+    assert "failed: the rollout ended without a result" in out.getvalue()

@@ -9,7 +9,6 @@ import copy
 import json
 import math
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +26,15 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 REQUEST_EXAMPLES = [EXAMPLES / n for n in ("request.yaml", "demo-good.yaml", "demo-bad.yaml")]
 TARGETS_EXAMPLE = EXAMPLES / "targets.yaml"
 
-FUZZ = settings(max_examples=150, deadline=timedelta(seconds=1), suppress_health_check=[HealthCheck.too_slow,
-                                                                                          HealthCheck.function_scoped_fixture])
+# Each input must be handled within one second of this process's CPU time (check_request / check_targets):
+# CPU time, not wall time, so that a busy machine cannot fail the test; hypothesis' own deadline is off for that reason.
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 # -- what "handled" means --------------------------------------------------------------------------
 def check_request(load: Any) -> str:
     """Run `load`; an accepted request must plan (or raise PlanError) and survive the JSON trip to a workflow."""
-    began = time.perf_counter()
+    began = time.process_time()
     try:
         req = load()
     except RequestError as err:
@@ -53,19 +53,19 @@ def check_request(load: Any) -> str:
             outcome = "planned"
         except PlanError:
             outcome = "plan refused"
-    assert time.perf_counter() - began < 1.0
+    assert time.process_time() - began < 1.0
     return outcome
 
 
 def check_targets(load: Any) -> str:
-    began = time.perf_counter()
+    began = time.process_time()
     try:
         assert isinstance(load(), TargetsFile)
         outcome = "accepted"
     except TargetsError as err:
         assert err.problems and all("\n" not in p for p in err.problems), err.problems
         outcome = "refused"
-    assert time.perf_counter() - began < 1.0
+    assert time.process_time() - began < 1.0
     return outcome
 
 
@@ -189,7 +189,7 @@ def test_mutated_example_targets(tmp_path_factory, data):
     check_targets(lambda: load_targets(write(tmp, "t.yaml", dump_yaml(data))))
 
 
-@settings(max_examples=60, deadline=timedelta(seconds=1))
+@settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_mutations_do_get_past_the_parser(data):
     """A guard for the guards: mutated examples reach validation, and some are still accepted and planned."""

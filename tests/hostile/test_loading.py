@@ -49,10 +49,10 @@ def test_hostile_files_are_refused_fast_with_one_line(tmp_path, name, load, erro
     content, expected = HOSTILE[name]
     path = tmp_path / name
     path.write_bytes(content)
-    began = time.perf_counter()
+    began = time.process_time()  # CPU time: a busy machine must not fail the test
     with pytest.raises(error) as info:
         load(path)
-    assert time.perf_counter() - began < 1.0
+    assert time.process_time() - began < 1.0
     (problem,) = info.value.problems
     assert expected in problem, problem
     assert "\n" not in problem and len(problem) < 400
@@ -70,10 +70,10 @@ def test_what_is_not_a_regular_file_is_refused_without_blocking(tmp_path, specia
         path.chmod(0)
         if os.access(path, os.R_OK):
             pytest.skip("running as root: permissions do not apply")
-    began = time.perf_counter()
+    began = time.monotonic()
     with pytest.raises(RequestError) as info:
-        load_request(path)
-    assert time.perf_counter() - began < 1.0
+        load_request(path)  # a FIFO or device read would block for ever, not for a while
+    assert time.monotonic() - began < 10
     (problem,) = info.value.problems
     assert problem.startswith("cannot read file: "), problem
     expected = {"directory": "a directory", "missing": "No such file", "fifo": "a FIFO", "/dev/zero": "a device",
