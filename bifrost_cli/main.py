@@ -93,7 +93,7 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except RPCError as err:
-        reason = shorten(err.message or err.status.name if err.status else str(err), 400)
+        reason = shorten(err.message or (err.status.name if err.status else str(err)), 400)
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAUTHENTICATED):
             _fail(f"could not reach Temporal at {address}: {reason}", hint, EXIT_UNREACHABLE)
         if err.status == RPCStatusCode.NOT_FOUND:
