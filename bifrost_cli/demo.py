@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
+from rich.text import Text
 from temporalio.client import Client
 
 from activities.adapters.registry import AdapterRegistry
@@ -55,8 +56,8 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet) -> bool:
     client = await connect(address, "default")
     reports = Path(".bifrost/reports").resolve()
     async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=TASK_QUEUE, reports_dir=reports):
-        console.print(f"submitting {good.service} {good.version} (healthy) and {bad.version} (regresses latency in "
-                      "eu-west-1 prod); one rollout per service at a time, so the second queues behind the first")
+        console.print(Text(f"submitting {good.service} {good.version} (healthy) and {bad.version} (regresses latency in "
+                      "eu-west-1 prod); one rollout per service at a time, so the second queues behind the first"))
         good_handle = await start_rollout(client, good, TASK_QUEUE)
         while (await good_handle.query(RolloutWorkflow.status)).status == "queued":  # holds the lock: now queue the next
             await asyncio.sleep(0.2)
@@ -69,14 +70,14 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet) -> bool:
         and all(s.version_now == good.version for s in second.stages)
         and all(v["primary"] == good.version for v in fleet.snapshot().values())
     )
-    console.print(Panel.fit(
-        f"[{'green' if ok_first else 'red'}]{first.rollout_id}: {first.status}[/] — {first.reason}\n"
-        f"[{'green' if ok_second else 'red'}]{second.rollout_id}: {second.status}[/] — {second.reason}\n"
-        + (f"canary report: {failing.report_url}\n" if failing and failing.report_url else "")
-        + f"every region now runs {good.version}: "
-        + ("yes" if all(v['primary'] == good.version for v in fleet.snapshot().values()) else "NO"),
-        title="demo outcome",
-    ))
+    every = all(v["primary"] == good.version for v in fleet.snapshot().values())
+    outcome = Text.assemble(
+        (f"{first.rollout_id}: {first.status}", "green" if ok_first else "red"), f" — {first.reason}\n",
+        (f"{second.rollout_id}: {second.status}", "green" if ok_second else "red"), f" — {second.reason}\n",
+        f"canary report: {failing.report_url}\n" if failing and failing.report_url else "",
+        f"every region now runs {good.version}: " + ("yes" if every else "NO"),
+    )
+    console.print(Panel.fit(outcome, title="demo outcome"))
     return ok_first and ok_second
 
 
@@ -85,19 +86,19 @@ def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, conso
     console = console or Console()
     if port_in_use("127.0.0.1", port) or port_in_use("127.0.0.1", ui_port):
         port, ui_port = _free_port(), _free_port()
-        console.print(f"[yellow]ports busy; using {port} (gRPC) and {ui_port} (UI) instead[/yellow]")
+        console.print(Text(f"ports busy; using {port} (gRPC) and {ui_port} (UI) instead", style="yellow"))
     db = Path(".bifrost/demo.db")
     db.unlink(missing_ok=True)
     SimulatedFleet.remove_state_file(FLEET_DB)  # a fresh fleet too: every region starts on the scenario's version
     fleet = SimulatedFleet(FleetScenario.load(EXAMPLES / "demo-fleet.yaml"), state_file=FLEET_DB).open()
-    console.print("starting the embedded Temporal dev server ...")
+    console.print(Text("starting the embedded Temporal dev server ..."))
     server = start_dev_server(port=port, ui_port=ui_port, db_file=db, log_file=".bifrost/demo-temporal.log")
-    console.print(f"Temporal Web UI: [bold]{server.ui_url}[/bold] (namespace default) — watch the rollouts there")
+    console.print(Text.assemble("Temporal Web UI: ", (str(server.ui_url), "bold"), " (namespace default) — watch the rollouts there"))
     try:
-        console.print(f"simulated fleet state: {FLEET_DB} (recreated on every run)", markup=False, highlight=False)
+        console.print(Text(f"simulated fleet state: {FLEET_DB} (recreated on every run)"))
         ok = asyncio.run(_run(server.address, console, fleet))
         if keep:
-            console.print("server kept running; Ctrl-C to stop")
+            console.print(Text("server kept running; Ctrl-C to stop"))
             try:
                 server.process.wait()
             except KeyboardInterrupt:
@@ -105,5 +106,5 @@ def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, conso
     finally:
         server.stop()
         fleet.close()
-    console.print("[green]demo passed[/green]" if ok else "[red]demo failed: outcomes were not as expected[/red]")
+    console.print(Text("demo passed", style="green") if ok else Text("demo failed: outcomes were not as expected", style="red"))
     return 0 if ok else 1

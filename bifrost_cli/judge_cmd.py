@@ -14,10 +14,12 @@ import click
 from pydantic import Field, ValidationError, model_validator
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from canary.config import JudgeConfig, JudgeResult, MetricSamples, MetricSpec
 from canary.judge import judge as run_judge
 from canary.report import render_html
+from common.loading import LoadProblem, read_text
 from common.types import JudgeMode
 
 EXIT_PASS, EXIT_NOT_PASSED, EXIT_INVALID = 0, 1, 2
@@ -87,9 +89,13 @@ def describe_errors(err: ValidationError) -> list[str]:
 def load(path: Path) -> JudgeFile:
     """Parse and validate a judge file; raises click.UsageError-style messages via ValueError."""
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(read_text(path))  # bounded: a regular file of at most 1 MiB of UTF-8 text
+    except LoadProblem as problem:
+        raise ValueError(f"{path}: {problem}") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}") from None
+    except (RecursionError, ValueError) as err:
+        raise ValueError(f"{path}: not valid JSON: {'nested too deeply' if isinstance(err, RecursionError) else err}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: the top level must be an object with 'metrics'")
     try:
@@ -131,7 +137,7 @@ def _fmt(x: float | None) -> str:
 
 def print_table(result: JudgeResult, console: Console) -> None:
     """Human output: a table of metrics, then the verdict line."""
-    table = Table(title=f"canary judge ({result.mode} mode)", show_lines=False)
+    table = Table(title=Text(f"canary judge ({result.mode} mode)"), show_lines=False)
     for col in ("metric", "class", "p-value", "shift", "interval", "effect", "n base/canary", "reason"):
         table.add_column(col, overflow="fold")
     style = {"Pass": "green", "High": "red", "Low": "red", "NodataFailMetric": "red"}
@@ -139,12 +145,12 @@ def print_table(result: JudgeResult, console: Console) -> None:
         iv = f"[{_fmt(m.interval[0])}, {_fmt(m.interval[1])}]" if m.interval else "–"
         cls = m.classification + (" (critical)" if m.critical else "")
         table.add_row(
-            m.name, f"[{style.get(m.classification, 'yellow')}]{cls}[/]", _fmt(m.p_value), _fmt(m.estimate), iv,
-            _fmt(m.effect_size), f"{m.baseline_n}/{m.canary_n}", m.reason,
+            Text(m.name), Text(cls, style=style.get(m.classification, "yellow")), Text(_fmt(m.p_value)),
+            Text(_fmt(m.estimate)), Text(iv), Text(_fmt(m.effect_size)), Text(f"{m.baseline_n}/{m.canary_n}"), Text(m.reason),
         )
     console.print(table)
     colour = "green" if result.verdict == "pass" else "red" if result.verdict == "fail" else "yellow"
-    console.print(f"[bold {colour}]{result.verdict.upper()}[/] score {result.score:.2f}", highlight=False)
+    console.print(Text.assemble((result.verdict.upper(), f"bold {colour}"), f" score {result.score:.2f}"), highlight=False)
     detail = result.summary.split(" — ", 1)[1] if " — " in result.summary else ""
     if detail:  # the summary starts with the verdict and score already printed above
         console.print(detail, highlight=False, markup=False)

@@ -1,32 +1,58 @@
-"""`bifrost`: plan, submit, watch and steer staged multi-region rollouts on Temporal."""
+"""`bifrost`: plan, submit, watch and steer staged multi-region rollouts on Temporal.
+
+Every message is plain text (user text is never read as rich markup), every refusal is one line naming
+the field, and the process leaves with `os._exit` once a command is done: the Temporal SDK's Rust threads
+otherwise crash the interpreter's teardown now and then (SIGABRT after a correct result; docs/operating.md).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import getpass
+import logging
 import os
+import re
+import signal
 import sys
-from typing import TYPE_CHECKING, Any
+import traceback
+from collections.abc import Coroutine
+from typing import Any, NoReturn, TypeVar, get_args
 
 import click
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
+from common.problems import FileProblems, shorten
+from common.types import RolloutStatus
 from workflows.plan import Plan, PlanError, build_plan
-from workflows.request import RequestError, RolloutRequest, load_request
+from workflows.request import MAX_TEXT, MAX_WAVE, MAX_WHO, RequestError, RolloutRequest, load_request
 
-if TYPE_CHECKING:  # the Temporal SDK is imported only by commands that talk to a server
-    from temporalio.workflow import UpdateMethodMultiParam
+T = TypeVar("T")
 
-    from workflows.rollout import RolloutWorkflow
+# markup=False: a value or field name containing "[/red]" prints as written, never as a style tag
+console = Console(markup=False, emoji=False, highlight=False)
+err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
 
-console = Console()
-err_console = Console(stderr=True)
+MAX_WORKFLOW_ID_BYTES = 1000  # Temporal's limit on a workflow id
+_STAGE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?/(test|prod)", re.ASCII)
+_SERVICE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", re.ASCII)
+
+
+def _fail(message: str, hint: str | None = None, code: int = EXIT_INVALID) -> NoReturn:
+    """Print a refusal (plain text, never markup, never wrapped) and what to do next; exit with `code`."""
+    click.echo(click.style(message, fg="red"), err=True)
+    if hint:
+        click.echo(hint, err=True)
+    sys.exit(code)
 
 
 def _identity() -> str:
-    return os.environ.get("BIFROST_USER") or getpass.getuser()
+    """$BIFROST_USER, else the login name; '' when neither is known (the update commands then ask for --as)."""
+    try:
+        return os.environ.get("BIFROST_USER") or getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry (containers with an arbitrary uid)
+        return ""
 
 
 def _load(path: str) -> tuple[RolloutRequest, Plan]:
@@ -34,15 +60,32 @@ def _load(path: str) -> tuple[RolloutRequest, Plan]:
         req = load_request(path)
         return req, build_plan(req)
     except RequestError as err:
-        err_console.print(f"[red]{err}[/red]\nNothing was deployed. Fix the fields above and try again.")
-        sys.exit(EXIT_INVALID)
+        _fail(str(err), "Nothing was deployed. Fix the fields above and try again.")
     except PlanError as err:
-        err_console.print(f"[red]invalid request {path}: the blast-radius rules cannot all be met:\n  - {err}[/red]")
-        sys.exit(EXIT_INVALID)
+        _fail(f"invalid request {shorten(path, 300)}: the blast-radius rules cannot all be met:\n  - {err}",
+              "Nothing was deployed.")
 
 
-def _run(coro: Any) -> Any:
-    """Run a client coroutine; turn connection failures into exit code 4 with what to do next."""
+def _refusal(message: str) -> tuple[str, int]:
+    """What to do about a request Temporal refused, and the exit code, by what it refused."""
+    text = message.lower()
+    if any(k in text for k in ("size", "too large", "larger than", "exceeds limit", "exceeds the limit")):
+        return ("The payload is larger than Temporal accepts: shorten the texts you gave (--reason, --comment) "
+                "or the request file.", EXIT_INVALID)
+    if "workflowid" in text or "workflow id" in text or "workflow_id" in text:
+        return "Temporal does not accept that rollout id: check it with `bifrost list`.", EXIT_INVALID
+    if "search attribute" in text:
+        return ("Register Bifrost's search attributes on the namespace (`bifrost server` does this for a dev server; "
+                "see docs/operating.md).", EXIT_ROLLED_BACK)
+    if "namespace" in text:
+        return "Check TEMPORAL_NAMESPACE (and TEMPORAL_ADDRESS / TEMPORAL_API_KEY).", EXIT_ROLLED_BACK
+    if "poller" in text or "no worker" in text:
+        return "No worker polls the task queue: start one with `bifrost worker`.", EXIT_ROLLED_BACK
+    return "Check the command's arguments (`bifrost COMMAND --help`).", EXIT_ROLLED_BACK
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a client coroutine; turn what Temporal answers into a one-line reason and an exit code."""
     from temporalio.service import RPCError, RPCStatusCode
 
     address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
@@ -50,24 +93,74 @@ def _run(coro: Any) -> Any:
     try:
         return asyncio.run(coro)
     except RPCError as err:
+        reason = shorten(err.message or (err.status.name if err.status else str(err)), 400)
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAUTHENTICATED):
-            err_console.print(f"[red]could not reach Temporal at {address}: {err.message}[/red]\n{hint}")
-            sys.exit(EXIT_UNREACHABLE)
+            _fail(f"could not reach Temporal at {address}: {reason}", hint, EXIT_UNREACHABLE)
         if err.status == RPCStatusCode.NOT_FOUND:
-            err_console.print(f"[red]not found: {err.message}[/red]\n`bifrost list` shows rollouts and their ids.")
-        else:
-            err_console.print(f"[red]Temporal refused the request: {err.message}[/red]\n"
-                              "Is a `bifrost worker` running, and were the search attributes registered "
-                              "(`bifrost server` does this)?")
-        sys.exit(EXIT_ROLLED_BACK)
+            _fail(f"not found: {reason}", "`bifrost list` shows rollouts and their ids.", EXIT_ROLLED_BACK)
+        what_to_do, code = _refusal(reason)
+        _fail(f"Temporal refused the request: {reason}", what_to_do, code)
     except RuntimeError as err:
         if "connect" not in str(err).lower():
             raise
-        err_console.print(f"[red]could not reach Temporal at {address}: {err}[/red]\n{hint}")
-        sys.exit(EXIT_UNREACHABLE)
+        _fail(f"could not reach Temporal at {address}: {shorten(str(err), 400)}", hint, EXIT_UNREACHABLE)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def _exit_status(code: object) -> int:
+    """SystemExit's code as a process exit status (None is 0; a message is printed and gives 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    click.echo(str(code), err=True)
+    return 1
+
+
+def _leave(code: int) -> NoReturn:
+    """Flush and leave without interpreter teardown, where the Temporal SDK's Rust threads can crash the process."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed pipe (`bifrost list | head`) must not change the exit code
+            pass
+    logging.shutdown()
+    os._exit(code)
+
+
+class _Bifrost(click.Group):
+    """The command group; `judge` is loaded only when used (it needs scipy and matplotlib: seconds to import)."""
+
+    _lazy = {"judge": ("bifrost_cli.judge_cmd", "judge")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._lazy and cmd_name not in self.commands:
+            import importlib
+
+            module, attr = self._lazy[cmd_name]
+            try:
+                command = getattr(importlib.import_module(module), attr)
+            except ImportError:
+                return None
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """The console script: run the command, then leave with its exact exit code (CliRunner calls main())."""
+        try:
+            self.main(*args, **kwargs)
+            code = 0
+        except SystemExit as done:
+            code = _exit_status(done.code)
+        except BaseException:  # a bug: show it, and still exit with a code rather than a crash
+            traceback.print_exc()
+            code = 1
+        _leave(code)
+
+
+@click.group(cls=_Bifrost, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option("0.1.0", prog_name="bifrost")
 def cli() -> None:
     """Staged, multi-region rollouts with canary analysis, driven by Temporal.
@@ -87,7 +180,7 @@ def cli() -> None:
 
 # -- offline ---------------------------------------------------------------------------------------
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 def plan(file: str) -> None:
     """Validate a request FILE (YAML or JSON) and print its waves; needs no server."""
     req, p = _load(file)
@@ -113,10 +206,14 @@ def server(port: int, ui_port: int, db: str) -> None:
 
     srv = start_dev_server(port=port, ui_port=ui_port, db_file=db, log_file=".bifrost/temporal.log")
     console.print(f"Temporal on {srv.address}; Web UI {srv.ui_url}; data in {db}. Ctrl-C stops it.")
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops the server too, never orphans it
     try:
         srv.process.wait()
     except KeyboardInterrupt:
         srv.stop()
+        return
+    if srv.process.returncode != 0:  # it died by itself (a port taken, a broken database file)
+        _fail(f"the Temporal dev server exited with code {srv.process.returncode}", "See .bifrost/temporal.log.", 1)
 
 
 @cli.command()
@@ -138,13 +235,14 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, fl
         _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
                         fleet_db=fleet_db))
     except AdapterError as err:  # e.g. the fleet state file cannot be opened: say so, without a traceback
-        err_console.print(f"worker not started: {err}", style="red", markup=False, highlight=False)
-        sys.exit(EXIT_INVALID)
+        _fail(f"worker not started: {err}", "Fix the file named above, or point --fleet-db at another one.")
+    except FileProblems as err:
+        _fail(str(err), "The worker did not start. Fix the fields above and try again.")
 
 
 # -- rollouts --------------------------------------------------------------------------------------
 @cli.command(epilog=EXIT_CODES_HELP)
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 @click.option("--wait", is_flag=True, help="wait for the outcome; the exit code tells it")
 @click.option("--follow", is_flag=True, help="show a live table of waves and stages until the end (implies --wait)")
 @click.option("--task-queue", default="bifrost", show_default=True)
@@ -172,17 +270,38 @@ def status(rollout_id: str, as_json: bool) -> None:
 
 @cli.command("list")
 @click.option("--service", help="only this service")
-@click.option("--status", "status_", help="only this Bifrost status, e.g. running, awaiting_approval, rolled_back")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--status", "status_", type=click.Choice(list(get_args(RolloutStatus))),
+              help="only this Bifrost status, e.g. running, awaiting_approval, rolled_back")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 def list_(service: str | None, status_: str | None, limit: int) -> None:
     """List rollouts, newest first (uses the BifrostService / BifrostStatus search attributes)."""
     from bifrost_cli import ops
 
+    if service is not None and not (len(service) <= 63 and _SERVICE.fullmatch(service)):
+        _fail(f"--service: {shorten(repr(service), 80)} is not a service name (lower-case letters, digits and dashes)")
     _run(ops.list_rollouts(service=service, status=status_, limit=limit, console=console))
 
 
+def _text_problem(value: str) -> str | None:
+    """Why `value` cannot travel to Temporal as text: bytes that are not UTF-8 reach Python as surrogates."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 text"
+    return None
+
+
 def _rid(rollout_id: str) -> str:
-    return rollout_id if rollout_id.startswith("rollout/") else f"rollout/{rollout_id}"
+    """The workflow id (`rollout/` added when left out), refused here if Temporal could not take it."""
+    rid = rollout_id if rollout_id.startswith("rollout/") else f"rollout/{rollout_id}"
+    problem = _text_problem(rid)
+    if problem is None and (not rollout_id.strip() or not rid.isprintable()):
+        problem = "must be printable text on one line, e.g. rollout/payments/2.4.0"
+    if problem is None and len(rid.encode()) > MAX_WORKFLOW_ID_BYTES:
+        problem = f"is {len(rid.encode())} bytes long; Temporal's workflow ids are at most {MAX_WORKFLOW_ID_BYTES}"
+    if problem:
+        _fail(f"ROLLOUT_ID: {shorten(repr(rollout_id), 80)} {problem}", "`bifrost list` shows rollouts and their ids.")
+    return rid
 
 
 def _by_option(f):
@@ -190,19 +309,61 @@ def _by_option(f):
                         help="identity recorded in the audit trail")(f)
 
 
-def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, Any], Any], model: type[BaseModel],
-            fields: dict[str, Any]) -> None:
+# what the user typed, for each payload field
+_OPTION = {"by": "--as", "approver": "--as", "reason": "--reason", "comment": "--comment", "stage": "--stage",
+           "wave": "--wave", "scope": "--scope"}
+
+
+def _local_problems(name: str, fields: dict[str, Any]) -> list[str]:
+    """What the workflow or Temporal would refuse, checked before anything is sent."""
+    out = []
+    for field, value in fields.items():
+        option = _OPTION.get(field, field)
+        if isinstance(value, str):
+            problem = _text_problem(value)
+            limit = MAX_WHO if field in ("by", "approver") else MAX_TEXT
+            if problem:
+                out.append(f"{option}: {problem}")
+            elif field in ("by", "approver") and not value.strip():
+                out.append(f"{option}: give your name with --as NAME or set BIFROST_USER")
+            elif field == "reason" and not value.strip():
+                out.append(f"{option}: must not be empty; say why")
+            elif len(value) > limit:
+                out.append(f"{option}: {len(value)} characters; at most {limit} are allowed")
+            elif field in ("by", "approver") and not value.isprintable():
+                out.append(f"{option}: must be printable text on one line")
+            elif field == "stage" and not _STAGE.fullmatch(value):
+                out.append(f"{option}: {shorten(repr(value), 60)} is not a stage; write region/env, e.g. eu-west-1/prod")
+        elif field == "wave" and value is not None and not 1 <= value <= MAX_WAVE:
+            out.append(f"{option}: {value} is not a wave; waves are numbered from 1 (see `bifrost status`)")
+    if name in ("approve", "reject") and (fields.get("stage") is None) == (fields.get("wave") is None):
+        out.append("--stage/--wave: give exactly one of --stage region/env or --wave N")
+    return out
+
+
+def _update(rollout_id: str, name: str, model: type[BaseModel], fields: dict[str, Any]) -> NoReturn:
     """Build the update's payload from the options (refusing bad values here, naming the field), then send it."""
     from bifrost_cli import ops
     from common.problems import payload_problems
 
+    rid = _rid(rollout_id)
+    problems = _local_problems(name, fields)
+    payload: BaseModel | None = None
     try:
         payload = model.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as err:
-        err_console.print(f"[red]{getattr(update, '__name__', 'update')} not sent: {'; '.join(payload_problems(err, model))}[/red]")
-        sys.exit(EXIT_INVALID)
-    ok = _run(ops.send_update(_rid(rollout_id), update, payload, console=console, err_console=err_console))
-    sys.exit(0 if ok else 1)
+        named = {q.split(":")[0] for q in problems}
+        problems += [p for p in map(_as_option, payload_problems(err, model)) if p.split(":")[0] not in named]
+    if problems or payload is None:
+        _fail(f"{name} not sent: {'; '.join(problems)}", f"Nothing was changed. See `bifrost {name.replace('_', '-')} --help`.")
+    ok = _run(ops.send_update(rid, name, payload, console=console, err_console=err_console))
+    sys.exit(0 if ok else EXIT_ROLLED_BACK)
+
+
+def _as_option(problem: str) -> str:
+    """`reason: ...` from the payload model becomes `--reason: ...`, the name the user typed."""
+    field, sep, rest = problem.partition(":")
+    return f"{_OPTION.get(field, field)}{sep}{rest}"
 
 
 @cli.command()
@@ -213,10 +374,9 @@ def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, An
 @_by_option
 def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, who: str) -> None:
     """Approve a pending gate so the rollout may go on."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import Approve
 
-    _update(rollout_id, RolloutWorkflow.approve, Approve, {"stage": stage, "wave": wave, "approver": who, "comment": comment})
+    _update(rollout_id, "approve", Approve, {"stage": stage, "wave": wave, "approver": who, "comment": comment})
 
 
 @cli.command()
@@ -227,10 +387,9 @@ def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, 
 @_by_option
 def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, who: str) -> None:
     """Reject a pending gate: the rollout rolls back by its rollback scope."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import Reject
 
-    _update(rollout_id, RolloutWorkflow.reject, Reject, {"stage": stage, "wave": wave, "approver": who, "reason": reason})
+    _update(rollout_id, "reject", Reject, {"stage": stage, "wave": wave, "approver": who, "reason": reason})
 
 
 @cli.command()
@@ -239,10 +398,9 @@ def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, wh
 @_by_option
 def pause(rollout_id: str, reason: str, who: str) -> None:
     """Hold the rollout at the next safe point (before a wave or a promotion). Soaks keep their clock."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import Pause
 
-    _update(rollout_id, RolloutWorkflow.pause, Pause, {"by": who, "reason": reason})
+    _update(rollout_id, "pause", Pause, {"by": who, "reason": reason})
 
 
 @cli.command()
@@ -250,10 +408,9 @@ def pause(rollout_id: str, reason: str, who: str) -> None:
 @_by_option
 def resume(rollout_id: str, who: str) -> None:
     """Continue a paused rollout."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import Resume
 
-    _update(rollout_id, RolloutWorkflow.resume, Resume, {"by": who})
+    _update(rollout_id, "resume", Resume, {"by": who})
 
 
 @cli.command()
@@ -262,10 +419,9 @@ def resume(rollout_id: str, who: str) -> None:
 @_by_option
 def abort(rollout_id: str, reason: str, who: str) -> None:
     """Stop the rollout and roll back by the request's rollback scope."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import Abort
 
-    _update(rollout_id, RolloutWorkflow.abort, Abort, {"by": who, "reason": reason})
+    _update(rollout_id, "abort", Abort, {"by": who, "reason": reason})
 
 
 @cli.command()
@@ -275,10 +431,9 @@ def abort(rollout_id: str, reason: str, who: str) -> None:
 @_by_option
 def rollback(rollout_id: str, reason: str, scope: str | None, who: str) -> None:
     """Stop and roll back with an explicit scope."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import Rollback
 
-    _update(rollout_id, RolloutWorkflow.rollback, Rollback, {"by": who, "reason": reason, "scope": scope})
+    _update(rollout_id, "rollback", Rollback, {"by": who, "reason": reason, "scope": scope})
 
 
 @cli.command("skip-soak")
@@ -288,10 +443,9 @@ def rollback(rollout_id: str, reason: str, scope: str | None, who: str) -> None:
 @_by_option
 def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """End a running stage's soak now."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import SkipSoak
 
-    _update(rollout_id, RolloutWorkflow.skip_soak, SkipSoak, {"stage": stage, "by": who, "reason": reason})
+    _update(rollout_id, "skip_soak", SkipSoak, {"stage": stage, "by": who, "reason": reason})
 
 
 @cli.command("override-window")
@@ -301,10 +455,9 @@ def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
 @_by_option
 def override_window(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """Let a stage start outside its deployment window."""
-    from workflows.rollout import RolloutWorkflow
     from workflows.updates import OverrideWindow
 
-    _update(rollout_id, RolloutWorkflow.override_window, OverrideWindow, {"stage": stage, "by": who, "reason": reason})
+    _update(rollout_id, "override_window", OverrideWindow, {"stage": stage, "by": who, "reason": reason})
 
 
 @cli.command()
@@ -317,16 +470,6 @@ def demo(port: int, ui_port: int, keep: bool) -> None:
 
     sys.exit(run_demo(port=port, ui_port=ui_port, keep=keep, console=console))
 
-
-def _register_optional() -> None:
-    try:
-        from bifrost_cli.judge_cmd import judge as judge_cmd
-    except ImportError:
-        return
-    cli.add_command(judge_cmd)
-
-
-_register_optional()
 
 if __name__ == "__main__":  # pragma: no cover
     cli()

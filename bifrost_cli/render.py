@@ -1,4 +1,8 @@
-"""Rich tables for plans and rollout state, shared by `plan`, `status`, `submit --follow` and the demo."""
+"""Rich tables for plans and rollout state, shared by `plan`, `status`, `submit --follow` and the demo.
+
+Every cell and title is a `Text`, so a service, reason or audit entry is shown as written and never read as
+rich markup (a reason containing "[/red]" would otherwise raise MarkupError).
+"""
 
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ def duration(hours: float) -> str:
 
 def plan_table(req: RolloutRequest, plan: Plan) -> Table:
     """One row per stage, grouped by wave, with the production traffic each wave touches."""
-    t = Table(title=f"Plan: {req.service} {req.version} ({len(plan.waves)} waves)", title_justify="left")
+    t = Table(title=Text(f"Plan: {req.service} {req.version} ({len(plan.waves)} waves)"), title_justify="left")
     for col in ("wave", "kind", "stage", "traffic", "soak", "gate"):
         t.add_column(col)
     gates = {g.key for g in req.approvals.gates}
@@ -43,12 +47,12 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
         for i, s in enumerate(w.stages):
             gate = "approval" if s.key in gates or (i == 0 and f"wave-{w.index}" in gates) else ""
             t.add_row(
-                str(w.index) if i == 0 else "",
-                w.kind if i == 0 else "",
-                s.key + (" (canary region)" if w.kind == "prod" and s.region == plan.canary_region else ""),
-                f"{s.traffic_share:.0%}" if s.environment == "prod" else "-",
-                duration(req.soak.hours(s.environment)),
-                gate,
+                Text(str(w.index) if i == 0 else ""),
+                Text(w.kind if i == 0 else ""),
+                Text(s.key + (" (canary region)" if w.kind == "prod" and s.region == plan.canary_region else "")),
+                Text(f"{s.traffic_share:.0%}" if s.environment == "prod" else "-"),
+                Text(duration(req.soak.hours(s.environment))),
+                Text(gate),
             )
         if w.kind == "prod":
             t.add_row("", "", Text(f"wave touches {w.traffic_share:.0%} of production", style="dim"), "", "", "")
@@ -58,12 +62,13 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
 def state_table(state: RolloutState) -> Table:
     """Per-stage status, versions and verdicts of a rollout."""
     title = Text.assemble(f"{state.service} {state.version}: ", styled(state.status))
-    t = Table(title=title, title_justify="left", caption=state.waiting_for and f"waiting for {state.waiting_for}")
+    caption = Text(f"waiting for {state.waiting_for}") if state.waiting_for else None
+    t = Table(title=title, title_justify="left", caption=caption)
     for col in ("wave", "stage", "status", "before", "now", "verdict"):
         t.add_column(col, no_wrap=True)
     t.add_column("note", overflow="fold", ratio=1)
     for s in state.stages:
         verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")
-        t.add_row(str(s.wave), s.key, styled(s.status), s.version_before or "?", s.version_now or "?", verdict,
-                  s.reason[:90])
+        t.add_row(Text(str(s.wave)), Text(s.key), styled(s.status), Text(s.version_before or "?"), Text(s.version_now or "?"),
+                  Text(verdict), Text(s.reason[:90]))
     return t

@@ -3,8 +3,30 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 from pydantic import BaseModel, ValidationError
+
+# a message that already starts with the field it is about, e.g. "regions.traffic_share: shares must add up to 1.0"
+_NAMES_FIELD = re.compile(r"^[A-Za-z_][\w.\[\]-]*: ")
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    """`text` on one line and at most `limit` characters: control characters escaped, the middle cut."""
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(flat) <= limit:
+        return flat
+    keep = max(limit - 1, 2)
+    return f"{flat[: keep - keep // 3]}…{flat[len(flat) - keep // 3:]}"
+
+
+def show(value: object, limit: int = 60) -> str:
+    """A value as a user wrote it (repr), cut to one short line for an error message."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is still named by its type
+        text = f"<{type(value).__name__}>"
+    return shorten(text, limit)
 
 
 class FileProblems(ValueError):
@@ -23,15 +45,18 @@ def validation_problems(err: ValidationError, reference: str) -> list[str]:
     """`field.path: what is wrong (and what is allowed)` for every error; `reference` names the docs."""
     problems = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"].removeprefix("Value error, ")
+        loc = ".".join(shorten(str(p), 60) for p in e["loc"])
+        msg = shorten(e["msg"].removeprefix("Value error, "), 400)
         if e["type"] == "extra_forbidden":
             msg = f"unknown field (check the spelling; see {reference})"
         elif e["type"] == "missing":
             msg = "required field is missing"
         elif e["type"] in ("literal_error", "union_tag_invalid") and not isinstance(e.get("input"), dict):
-            msg = f"{msg} (got {e.get('input')!r})"
-        problems.append(f"{loc}: {msg}")
+            msg = f"{msg} (got {show(e.get('input'))})"
+        if _NAMES_FIELD.match(msg) and (not loc or msg.startswith(f"{loc}.")):
+            problems.append(msg)  # a check across fields names the field itself, more precisely than its loc
+        else:
+            problems.append(f"{loc or '(top level)'}: {msg}")
     return problems
 
 

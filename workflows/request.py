@@ -2,39 +2,185 @@
 
 Loaded from YAML or JSON and validated before anything is deployed. Every error names the field
 and says what is allowed. Field errors are reported together; checks across fields (traffic shares,
-gates, groups) run once every field is valid.
+gates, groups, soak looks) run once every field is valid.
+
+Every value is bounded (docs/request.md lists the bounds), so that each duration becomes a workflow timer,
+each name a Kubernetes object name and a Temporal workflow id, and the request a payload Temporal accepts.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import math
+import re
 from datetime import date, time
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from canary.config import JudgeConfig, MetricSpec
-from common.problems import FileProblems, validation_problems
+from common.loading import load_document
+from common.problems import FileProblems, show, validation_problems
 from common.types import ENV_KINDS, ConcurrencyPolicy, EnvKind, RollbackScope, stage_key
 
-_NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"
+_NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"  # a DNS-1123 label: Kubernetes object names, our region names
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri")
 
+# Bounds (docs/request.md states each one and why)
+MAX_SERVICE_LEN = 50  # "<service>-baseline" must stay a 63-character Kubernetes name
+MAX_ANALYSIS_MINUTES = 1440.0  # 24 h
+MAX_INTERVAL_SECONDS = 3600
+MAX_SAMPLES = 11_000  # Prometheus refuses a range query of more than 11,000 points per series
+MAX_SOAK_HOURS = 336.0  # 14 days
+MIN_LOOK_MINUTES = 1 / 60  # one second
+MAX_LOOK_MINUTES = 1440.0
+MAX_LOOKS = 20_160  # 14 days of one-minute looks
+MAX_APPROVAL_HOURS = 720.0  # 30 days
+MAX_REPLICAS = 1000
+MAX_REGIONS = 64
+MAX_METRICS = 50
+MAX_PARALLEL = 64
+MAX_WAVE = 1000
+MAX_TEXT = 2000
+MAX_WHO = 200
+MAX_METRIC_NAME = 100
+MAX_WORKFLOW_ID_BYTES = 1000  # Temporal's default limit on a workflow id
+MAX_PAYLOAD_BYTES = 1 << 20  # the request as JSON; Temporal refuses payloads over 2 MB
+
+# An OCI image reference: [registry[:port]/]path[:tag][@sha256:<64 hex>] (the distribution spec's grammar)
+_DOMAIN_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_DOMAIN = re.compile(rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]{{1,5}})?", re.ASCII)
+_PATH_PART = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*", re.ASCII)
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}", re.ASCII)
+_CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])(?::([0-5][0-9])(?:\.([0-9]{1,6}))?)?", re.ASCII)
+
+
+def image_reference_problem(ref: str) -> str | None:
+    """Why `ref` is not an OCI image reference, or None if it is one."""
+    if ref != ref.strip():
+        return "remove the spaces around it"
+    if not ref:
+        return "it is empty"
+    if len(ref) > 512:
+        return f"it is {len(ref)} characters long; image references are at most 512"
+    odd = next((c for c in ref if not (c.isascii() and (c.isalnum() or c in "._-:/@"))), None)
+    if odd is not None:
+        return f"it contains {show(odd)}; image references have only letters, digits and . _ - : / @"
+    rest, at, digest = ref.partition("@")
+    if at and not _DIGEST.fullmatch(digest):
+        return "the digest after '@' must be sha256: and 64 lowercase hex digits"
+    parts = rest.split("/")
+    first = parts[0]
+    domain = len(parts) > 1 and ("." in first or ":" in first or first == "localhost")
+    if domain:
+        if not _DOMAIN.fullmatch(first):
+            return f"{show(first)} is not a registry host[:port]"
+        parts = parts[1:]
+    last = parts[-1]
+    tag = None
+    if ":" in last:
+        last, tag = last.split(":", 1)
+        parts[-1] = last
+    if tag is not None and not _TAG.fullmatch(tag):
+        return "the tag after ':' must be letters, digits, '_', '.' or '-' (at most 128, not starting with '.' or '-')"
+    for part in parts:
+        if not _PATH_PART.fullmatch(part):
+            if part.lower() != part and _PATH_PART.fullmatch(part.lower()):
+                return f"the repository path must be lower case ({show(part)})"
+            return (f"{show(part)} is not a repository path component: lower-case letters and digits, "
+                    "separated by '.', '_', '__' or dashes")
+    if len(rest) - (len(tag) + 1 if tag is not None else 0) > 255:
+        return "the repository name is longer than 255 characters"
+    return None
+
+
+def _lone_surrogate(value: object, path: str) -> str | None:
+    """The path of the first string (key or value) that cannot be written as UTF-8, else None."""
+    if isinstance(value, str):
+        return path or "(top level)" if any("\ud800" <= c <= "\udfff" for c in value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            sub = f"{path}.{k}" if path else str(k)
+            found = _lone_surrogate(k, sub) or _lone_surrogate(v, sub)
+            if found:
+                return found
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            found = _lone_surrogate(v, f"{path}.{i}")
+            if found:
+                return found
+    return None
+
+
+@functools.cache
+def _zones() -> frozenset[str]:
+    from zoneinfo import available_timezones
+
+    return frozenset(available_timezones()) | {"UTC"}
+
+
+def _printable(limit: int) -> AfterValidator:
+    """A name written into audit trails and search attributes: printable, non-blank, at most `limit` characters."""
+
+    def check(v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank")
+        if len(v) > limit:
+            raise ValueError(f"{len(v)} characters; at most {limit} are allowed")
+        if not v.isprintable():
+            raise ValueError(f"must be printable text on one line (got {show(v)})")
+        return v
+
+    return AfterValidator(check)
+
+
+def _metric_bounds(m: MetricSpec) -> MetricSpec:
+    """Bounds the judge's own model leaves open: name length, finite thresholds, a few groups."""
+    if len(m.name) > MAX_METRIC_NAME:
+        raise ValueError(f"name is {len(m.name)} characters long; at most {MAX_METRIC_NAME} are allowed")
+    for field in ("allowed_increase", "allowed_decrease", "critical_increase", "critical_decrease"):
+        value = getattr(m, field)
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"{field} must be a finite number (got {value})")
+    if len(m.groups) > MAX_METRICS or any(len(g) > MAX_METRIC_NAME for g in m.groups):
+        raise ValueError(f"groups: at most {MAX_METRICS} groups of at most {MAX_METRIC_NAME} characters each")
+    return m
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
 
 
 class DeployWindow(_Model):
     """A weekly window in which a region may start a stage, in the region's IANA time zone."""
 
-    days: list[Weekday] = Field(default_factory=lambda: list(WEEKDAYS))
+    days: list[Weekday] = Field(default_factory=lambda: list(WEEKDAYS), min_length=1, max_length=7)
     start: time = time(9, 0)
     end: time = time(17, 0)
+
+    @field_validator("start", "end", mode="before")
+    @classmethod
+    def _local_clock(cls, v: object) -> object:
+        """"HH:MM" (or "HH:MM:SS", as the request travels) in the region's time zone; nothing else."""
+        if isinstance(v, time):
+            if v.tzinfo is not None:
+                raise ValueError(f"give a local time without a zone (got {v.isoformat()}); the region's timezone applies")
+            return v
+        if isinstance(v, bool) or isinstance(v, int | float):
+            hint = ""
+            if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 24 * 60:
+                hint = f'; did you mean "{v // 60:02d}:{v % 60:02d}"? YAML reads an unquoted 9:00 as a number: quote it'
+            raise ValueError(f'expected a local time "HH:MM" as a string, got the number {show(v)}{hint}')
+        if isinstance(v, str):
+            m = _CLOCK.fullmatch(v)
+            if m is None:
+                raise ValueError(f'expected a local time "HH:MM" from 00:00 to 23:59, without a zone (got {show(v)})')
+            frac = (m.group(4) or "").ljust(6, "0")
+            return time(int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), int(frac or 0))
+        raise ValueError(f'expected a local time "HH:MM", got {type(v).__name__}')
 
     @model_validator(mode="after")
     def _start_before_end(self) -> "DeployWindow":
@@ -46,12 +192,12 @@ class DeployWindow(_Model):
 class Region(_Model):
     """One region, the environments Bifrost deploys there, and its share of production traffic."""
 
-    name: str = Field(pattern=_NAME, description="region name, e.g. us-east-1")
+    name: str = Field(pattern=_NAME, max_length=63, description="region name, e.g. us-east-1")
     environments: list[EnvKind] = Field(default_factory=lambda: list(ENV_KINDS), min_length=1)
     traffic_share: float = Field(default=0.0, ge=0.0, le=1.0, description="fraction of production traffic")
     timezone: str = "UTC"
-    windows: list[DeployWindow] = Field(default_factory=list, description="empty: any time")
-    freeze_dates: list[date] = Field(default_factory=list)
+    windows: list[DeployWindow] = Field(default_factory=list, max_length=50, description="empty: any time")
+    freeze_dates: list[date] = Field(default_factory=list, max_length=1000)
 
     @field_validator("environments")
     @classmethod
@@ -64,25 +210,50 @@ class Region(_Model):
     @field_validator("timezone")
     @classmethod
     def _known_tz(cls, v: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown IANA time zone {v!r}; use names like 'Europe/Dublin' or 'UTC'") from None
+        # a set lookup, never a file opened by name: 'Europe' is a tzdata directory, '../x' a path
+        if v not in _zones():
+            raise ValueError(f"unknown IANA time zone {show(v)}; use names like 'Europe/Dublin' or 'UTC'")
         return v
 
 
 class CanarySettings(_Model):
     """Canary analysis: which metrics to judge, for how long, and how strictly (`judge`)."""
 
-    metrics: list[MetricSpec] = Field(min_length=1)
-    analysis_minutes: float = Field(default=30.0, ge=0, description="how long canary and baseline run before judging")
-    interval_seconds: int = Field(default=60, ge=1, description="one sample per metric per interval")
-    canary_replicas: int = Field(default=1, ge=1)
-    baseline_replicas: int = Field(default=1, ge=1)
+    metrics: list[Annotated[MetricSpec, AfterValidator(_metric_bounds)]] = Field(min_length=1, max_length=MAX_METRICS)
+    analysis_minutes: float = Field(default=30.0, ge=0, le=MAX_ANALYSIS_MINUTES,
+                                    description="how long canary and baseline run before judging")
+    interval_seconds: int = Field(default=60, ge=1, le=MAX_INTERVAL_SECONDS, description="one sample per metric per interval")
+    canary_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    baseline_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="mode, thresholds, group weights, min_samples, alpha")
-    soak_check_minutes: float = Field(default=10.0, gt=0, description="how often metrics are checked during soak")
+    soak_check_minutes: float = Field(default=10.0, description="how often metrics are checked during soak")
+
+    @field_validator("soak_check_minutes")
+    @classmethod
+    def _look_interval(cls, v: float) -> float:
+        if not MIN_LOOK_MINUTES <= v <= MAX_LOOK_MINUTES:
+            raise ValueError(f"a look every {v:g} min is out of range: give at least 1/60 min (one second) "
+                             f"and at most {MAX_LOOK_MINUTES:g} min (24 h)")
+        return v
+
+    @field_validator("judge")
+    @classmethod
+    def _judge_groups(cls, v: JudgeConfig) -> JudgeConfig:
+        if len(v.groups) > MAX_METRICS or any(len(g) > MAX_METRIC_NAME for g in v.groups):
+            raise ValueError(f"groups: at most {MAX_METRICS} groups of at most {MAX_METRIC_NAME} characters each")
+        return v
+
+    @model_validator(mode="after")
+    def _samples_fit(self) -> "CanarySettings":
+        samples = self.analysis_minutes * 60 / self.interval_seconds
+        if samples > MAX_SAMPLES:
+            least = math.ceil(self.analysis_minutes * 60 / MAX_SAMPLES)
+            raise ValueError(
+                f"canary.analysis_minutes: {self.analysis_minutes:g} min at one sample every {self.interval_seconds} s "
+                f"is {samples:.0f} samples per metric, more than the {MAX_SAMPLES} Prometheus returns in one query; "
+                f"raise canary.interval_seconds to at least {least} or shorten the analysis"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -109,8 +280,8 @@ class CanarySettings(_Model):
 class SoakSettings(_Model):
     """Soak (bake) hours after promotion, per environment kind; fractions allowed."""
 
-    test_hours: float = Field(default=1.0, ge=0)
-    prod_hours: float = Field(default=4.0, ge=0)
+    test_hours: float = Field(default=1.0, ge=0, le=MAX_SOAK_HOURS)
+    prod_hours: float = Field(default=4.0, ge=0, le=MAX_SOAK_HOURS)
 
     def hours(self, env: EnvKind) -> float:
         return self.test_hours if env == "test" else self.prod_hours
@@ -119,14 +290,15 @@ class SoakSettings(_Model):
 class BlastRadius(_Model):
     """Rules that bound how much of the fleet one wave may touch."""
 
-    max_parallel_regions: int = Field(default=1, ge=1, description="regions touched by one wave")
-    max_parallel_prod_regions: int = Field(default=1, ge=1, description="production regions touched by one wave")
+    max_parallel_regions: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="regions touched by one wave")
+    max_parallel_prod_regions: int = Field(default=1, ge=1, le=MAX_PARALLEL, description="production regions touched by one wave")
     prod_traffic_caps: list[float] = Field(
         default_factory=lambda: [1.0],
         min_length=1,
+        max_length=MAX_REGIONS,
         description="max production traffic share per production wave; the last entry applies to all later waves",
     )
-    canary_region: str | None = Field(default=None, description="first production region; default: smallest share")
+    canary_region: str | None = Field(default=None, max_length=63, description="first production region; default: smallest share")
 
     @field_validator("prod_traffic_caps")
     @classmethod
@@ -145,8 +317,8 @@ class BlastRadius(_Model):
 class ApprovalGate(_Model):
     """A manual approval before a stage (`region/env`) or before a wave (1-based) starts."""
 
-    stage: str | None = Field(default=None, pattern=r"^[a-z0-9-]+/(test|prod)$")
-    wave: int | None = Field(default=None, ge=1)
+    stage: str | None = Field(default=None, max_length=70, pattern=r"^[a-z0-9-]+/(test|prod)$")
+    wave: int | None = Field(default=None, ge=1, le=MAX_WAVE)
 
     @model_validator(mode="after")
     def _one_target(self) -> "ApprovalGate":
@@ -162,36 +334,48 @@ class ApprovalGate(_Model):
 class Approvals(_Model):
     """Who may approve, which gates need approval, and what happens if nobody answers."""
 
-    approvers: list[str] = Field(default_factory=list, description="allow-list; empty: anyone may approve")
-    gates: list[ApprovalGate] = Field(default_factory=list)
-    timeout_hours: float = Field(default=72.0, gt=0)
+    approvers: list[Annotated[str, _printable(MAX_WHO)]] = Field(
+        default_factory=list, max_length=1000, description="allow-list; empty: anyone may approve")
+    gates: list[ApprovalGate] = Field(default_factory=list, max_length=1000)
+    timeout_hours: float = Field(default=72.0, gt=0, le=MAX_APPROVAL_HOURS)
     on_timeout: Literal["reject"] = "reject"
 
 
 class Change(_Model):
     """What the rollout ships: the commit and pull request, for the audit trail."""
 
-    commit: str | None = None
-    pr: str | None = None
-    url: str | None = None
-    description: str | None = None
+    commit: str | None = Field(default=None, max_length=MAX_TEXT)
+    pr: str | None = Field(default=None, max_length=MAX_TEXT)
+    url: str | None = Field(default=None, max_length=MAX_TEXT)
+    description: str | None = Field(default=None, max_length=MAX_TEXT)
 
 
 class RolloutRequest(_Model):
     """A request to roll `service` out at `version` across `regions`, in order."""
 
-    service: str = Field(pattern=_NAME, description="service name (lowercase, digits, dashes)")
+    service: str = Field(pattern=_NAME, min_length=1, max_length=MAX_SERVICE_LEN,
+                         description="service name (lowercase, digits, dashes)")
     version: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-    artifact: str | None = Field(default=None, description="image or artifact reference; default: service:version")
-    regions: list[Region] = Field(min_length=1)
+    artifact: str | None = Field(default=None, description="OCI image reference; default: service:version")
+    regions: list[Region] = Field(min_length=1, max_length=MAX_REGIONS)
     canary: CanarySettings
     soak: SoakSettings = Field(default_factory=SoakSettings)
     blast_radius: BlastRadius = Field(default_factory=BlastRadius)
     approvals: Approvals = Field(default_factory=Approvals)
     rollback_scope: RollbackScope = "all"
     on_conflict: ConcurrencyPolicy = Field(default="queue", description="when another version of the service is rolling out")
-    requested_by: str = Field(min_length=1)
+    requested_by: Annotated[str, _printable(MAX_WHO)] = Field(min_length=1)
     change: Change = Field(default_factory=Change)
+
+    @field_validator("artifact")
+    @classmethod
+    def _image_reference(cls, v: str | None) -> str | None:
+        if v is not None:
+            problem = image_reference_problem(v)
+            if problem:
+                raise ValueError(f"not an OCI image reference ({problem}); expected "
+                                 "[registry[:port]/]path[:tag][@sha256:<64 hex>], e.g. registry.example.com/payments:2.4.0")
+        return v
 
     @model_validator(mode="after")
     def _consistent(self) -> "RolloutRequest":
@@ -227,7 +411,38 @@ class RolloutRequest(_Model):
         unknown = sorted(set(self.canary.judge.groups) - groups)
         if unknown:
             raise ValueError(f"canary.judge.groups: weights given for groups no metric belongs to: {', '.join(unknown)}")
+        self._soak_looks_fit()
+        where = _lone_surrogate(self.model_dump(), "")
+        if where is not None:
+            raise ValueError(f"{where}: contains a lone surrogate (an escape such as \\udcff), which is not Unicode text; "
+                             "remove it")
+        longest = max((stage_key(r.name, e) for r in self.regions for e in r.environments), key=len)
+        if len(f"{self.workflow_id}/{longest}".encode()) >= MAX_WORKFLOW_ID_BYTES:
+            raise ValueError(f"service: the stage workflow id {self.workflow_id}/{longest} would exceed Temporal's "
+                             f"{MAX_WORKFLOW_ID_BYTES}-byte limit; shorten the service, version or region names")
         return self
+
+    def _soak_looks_fit(self) -> None:
+        """Every non-zero soak is at least one look interval long and needs at most MAX_LOOKS looks."""
+        look = self.canary.soak_check_minutes
+        used = {e for r in self.regions for e in r.environments}
+        for env in ENV_KINDS:
+            hours = self.soak.hours(env)
+            if hours <= 0 or env not in used:
+                continue
+            field = f"soak.{env}_hours"
+            if look > hours * 60:
+                raise ValueError(
+                    f"canary.soak_check_minutes: a look every {look:g} min is longer than {field} ({hours:g} h = "
+                    f"{hours * 60:g} min); set canary.soak_check_minutes to at most {hours * 60:g} or lengthen the soak"
+                )
+            looks = math.ceil(hours * 60 / look - 1e-9)
+            if looks > MAX_LOOKS:
+                least = hours * 60 / MAX_LOOKS
+                raise ValueError(
+                    f"canary.soak_check_minutes: a look every {look:g} min over {field} ({hours:g} h) is {looks} looks, "
+                    f"more than {MAX_LOOKS}; raise canary.soak_check_minutes to at least {least:.3g}"
+                )
 
     @property
     def image(self) -> str:
@@ -250,20 +465,19 @@ def parse_request(data: object, source: str = "<request>") -> RolloutRequest:
     if not isinstance(data, dict):
         raise RequestError(source, [f"(top level): expected a mapping of fields, got {type(data).__name__}"])
     try:
-        return RolloutRequest.model_validate(data)
+        req = RolloutRequest.model_validate(data)
     except ValidationError as err:
         raise RequestError(source, validation_problems(err, "docs/request.md")) from None
+    except RecursionError:  # only reachable by callers that skip load_request's depth limit
+        raise RequestError(source, ["(top level): nested too deeply"]) from None
+    size = len(req.model_dump_json())
+    if size > MAX_PAYLOAD_BYTES:
+        raise RequestError(source, [f"(top level): the request is {size} bytes as JSON, more than {MAX_PAYLOAD_BYTES}; "
+                                    "Temporal refuses workflow inputs over 2 MB: shorten the lists and texts"])
+    return req
 
 
 def load_request(path: str | Path) -> RolloutRequest:
-    """Read a YAML or JSON request file and validate it."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise RequestError(str(p), [f"cannot read file: {err.strerror}"]) from None
-    try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        raise RequestError(str(p), [f"not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}"]) from None
-    return parse_request(data, str(p))
+    """Read a YAML or JSON (by the `.json` suffix) request file, within the loader's limits, and validate it."""
+    data = load_document(path, RequestError)
+    return parse_request(data, str(path))

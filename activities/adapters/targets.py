@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from common.loading import load_document
 from common.problems import FileProblems, validation_problems
 from common.types import EnvKind, stage_key
 
@@ -21,7 +21,7 @@ EnvName = Annotated[str, Field(pattern=_ENV, description="name of an environment
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # no timeout of inf seconds
 
 
 class SimulatedDeployerConfig(_Model):
@@ -231,14 +231,5 @@ def parse_targets(data: object, source: str = "<targets>") -> TargetsFile:
 
 
 def load_targets(path: str | Path) -> TargetsFile:
-    """Read and validate a YAML targets file."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise TargetsError(str(p), [f"cannot read file: {err.strerror}"]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise TargetsError(str(p), [f"not valid YAML: {err}"]) from None
-    return parse_targets(data, str(p))
+    """Read a YAML targets file (JSON if it ends in .json), within the loader's limits, and validate it."""
+    return parse_targets(load_document(path, TargetsError), str(path))

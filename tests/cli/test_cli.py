@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -97,3 +98,243 @@ def test_status_of_an_unknown_rollout_says_so(env, monkeypatch):
     res = result["res"]
     assert res.exit_code == 1
     assert "not found" in res.output and "bifrost list" in res.output
+
+
+# -- plain text, one-line refusals, local checks (issues #12 and #13) ------------------------------------------
+def closed_env() -> dict[str, str]:
+    """A Temporal address nobody listens on: a command that tried to connect would exit 4, not 2."""
+    return {"TEMPORAL_ADDRESS": f"127.0.0.1:{_closed_port()}", "BIFROST_USER": "alice"}
+
+
+def test_user_text_is_never_read_as_markup(tmp_path):
+    data = yaml.safe_load(open("deploy/examples/request.yaml"))
+    data["[/red]"] = "x"
+    data["rollback_scope"] = "[/]"
+    data["requested_by"] = "[bold]mallory[/bold]"
+    bad = tmp_path / "markup.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    res = run("plan", str(bad))
+    assert res.exit_code == 2
+    assert "[/red]: unknown field" in res.output and "(got '[/]')" in res.output
+
+
+def test_a_valid_request_with_markup_in_its_text_plans(tmp_path):
+    data = yaml.safe_load(open("deploy/examples/request.yaml"))
+    data["requested_by"] = "[/red] [/] [bold]x"
+    data["change"]["description"] = "[link=https://x]y[/link] :smile:"
+    good = tmp_path / "markup-ok.yaml"
+    good.write_text(yaml.safe_dump(data))
+    res = run("plan", str(good))
+    assert res.exit_code == 0, res.output
+    assert "workflow id: rollout/payments/2.4.0" in res.output
+
+
+def test_render_shows_user_text_as_written():
+    import io
+
+    from rich.console import Console
+
+    from bifrost_cli.render import state_table
+    from workflows.models import RolloutState, StageState
+
+    stage = StageState.of("us-east-1", "prod", 1).model_copy(update={"reason": "aborted by [/red]: [bold]no[/]"})
+    state = RolloutState(rollout_id="rollout/a/1", service="a", version="1", status="aborted", stages=[stage],
+                         waiting_for="[/]")
+    out = io.StringIO()
+    Console(file=out, width=200).print(state_table(state))  # a console with markup on, as the demo's Live uses
+    assert "aborted by [/red]: [bold]no[/]" in out.getvalue() and "waiting for [/]" in out.getvalue()
+
+
+BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(9))
+
+
+def nasty_files(tmp_path) -> dict[str, str]:
+    import os
+
+    files = {
+        "alias bomb": ("bomb.yaml", BOMB.encode(), "once YAML aliases are expanded"),
+        "deep json": ("deep.json", b"[" * 50_000 + b"]" * 50_000, "nested too deeply"),
+        "binary": ("bin.yaml", bytes(range(256)) * 4, "not UTF-8 text"),
+        "infinite json": ("inf.json", b'{"canary": {"analysis_minutes": 1e999}}', "too large to be a number"),
+        "window as integer": ("win.yaml", open("deploy/examples/request.yaml", "rb").read().replace(
+            b'start: "09:00"', b"start: 9:00", 1), 'did you mean "09:00"?'),
+        "time zone directory": ("tz.yaml", open("deploy/examples/request.yaml", "rb").read().replace(
+            b"Asia/Kolkata", b"Europe", 1), "unknown IANA time zone 'Europe'"),
+        "markup": ("markup.yaml", b"service: payments\n'[/red]': 1\n", "[/red]: unknown field"),
+    }
+    out = {}
+    for key, (name, content, _) in files.items():
+        (tmp_path / name).write_bytes(content)
+        out[key] = str(tmp_path / name)
+    os.mkfifo(tmp_path / "fifo.yaml")
+    out |= {"fifo": str(tmp_path / "fifo.yaml"), "directory": str(tmp_path), "missing": str(tmp_path / "no.yaml"),
+            "/dev/zero": "/dev/zero"}
+    return out
+
+
+EXPECTED = {"alias bomb": "once YAML aliases are expanded", "deep json": "nested too deeply", "binary": "not UTF-8 text",
+            "infinite json": "too large to be a number", "window as integer": 'did you mean "09:00"?',
+            "time zone directory": "unknown IANA time zone 'Europe'", "markup": "[/red]: unknown field",
+            "fifo": "a FIFO", "directory": "a directory", "missing": "No such file", "/dev/zero": "a device"}
+
+
+def test_plan_refuses_the_nastiest_files_in_one_line(tmp_path):
+    for key, path in nasty_files(tmp_path).items():
+        res = CliRunner().invoke(cli, ["plan", path], catch_exceptions=False)
+        assert res.exit_code == 2, (key, res.output)
+        assert EXPECTED[key] in res.output, (key, res.output)
+        assert "Traceback" not in res.output
+        problems = [line for line in res.output.splitlines() if line.startswith("  - ")]
+        assert problems and all(len(p) < 500 for p in problems), (key, res.output)
+
+
+def test_the_real_command_refuses_them_with_exit_2_and_no_traceback(tmp_path):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    bifrost = str(Path(sys.executable).parent / "bifrost")
+    for key, path in nasty_files(tmp_path).items():
+        if key not in ("alias bomb", "deep json", "binary", "fifo", "markup", "window as integer"):
+            continue
+        began = time.monotonic()
+        done = subprocess.run([bifrost, "plan", path], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, (key, done.returncode, done.stderr)
+        assert EXPECTED[key] in done.stderr and "Traceback" not in done.stderr + done.stdout, (key, done.stderr)
+        assert time.monotonic() - began < 30
+
+
+def test_worker_refuses_a_bad_targets_file_in_one_line(tmp_path):
+    bad = tmp_path / "targets.yaml"
+    bad.write_text(BOMB)
+    res = run("worker", "--targets", str(bad), env=closed_env())
+    assert res.exit_code == 2
+    assert "invalid targets file" in res.output and "once YAML aliases are expanded" in res.output
+
+
+UPDATE_REFUSALS = [
+    (["abort", "payments/2.4.0", "--reason", ""], "abort not sent: --reason: must not be empty"),
+    (["abort", "payments/2.4.0", "--reason", "   "], "--reason: must not be empty"),
+    (["abort", "payments/2.4.0", "--reason", "x" * 2001], "--reason: 2001 characters; at most 2000"),
+    (["abort", "payments/2.4.0", "--reason", "why", "--as", ""], "--as: give your name with --as NAME or set BIFROST_USER"),
+    (["abort", "payments/2.4.0", "--reason", "\udcff"], "--reason: is not valid UTF-8 text"),
+    (["rollback", "payments/2.4.0", "--reason", ""], "rollback not sent: --reason: must not be empty"),
+    (["pause", "payments/2.4.0", "--as", "a\nb"], "pause not sent: --as: must be printable text on one line"),
+    (["pause", "payments/2.4.0", "--reason", "r" * 5000], "--reason: 5000 characters"),
+    (["resume", "payments/2.4.0", "--as", "x" * 201], "resume not sent: --as: 201 characters; at most 200"),
+    (["approve", "payments/2.4.0"], "approve not sent: --stage/--wave: give exactly one of"),
+    (["approve", "payments/2.4.0", "--stage", "us-east-1/prod", "--wave", "2"], "--stage/--wave: give exactly one of"),
+    (["approve", "payments/2.4.0", "--stage", "us-east-1"], "--stage: 'us-east-1' is not a stage; write region/env"),
+    (["approve", "payments/2.4.0", "--wave", "0"], "--wave: 0 is not a wave"),
+    (["approve", "payments/2.4.0", "--wave", "2", "--comment", "c" * 2001], "--comment: 2001 characters"),
+    (["reject", "payments/2.4.0", "--wave", "2", "--reason", ""], "reject not sent: --reason: must not be empty"),
+    (["reject", "payments/2.4.0", "--reason", "no"], "--stage/--wave: give exactly one of"),
+    (["skip-soak", "payments/2.4.0", "--stage", "[/red]", "--reason", "x"], "skip_soak not sent: --stage: '[/red]' is not a stage"),
+    (["skip-soak", "payments/2.4.0", "--stage", "eu-west-1/prod", "--reason", ""], "--reason: must not be empty"),
+    (["override-window", "payments/2.4.0", "--stage", "eu-west-1/staging", "--reason", "x"],
+     "override_window not sent: --stage: 'eu-west-1/staging' is not a stage"),
+    (["override-window", "payments/2.4.0", "--stage", "eu-west-1/prod", "--reason", ""], "--reason: must not be empty"),
+    (["abort", "x" * 1000, "--reason", "why"], "ROLLOUT_ID: "),
+    (["abort", "payments/\n2.4.0", "--reason", "why"], "ROLLOUT_ID: 'payments/\\n2.4.0' must be printable"),
+    (["status", "payments/\udcff"], "ROLLOUT_ID: "),
+    (["list", "--service", "x' OR '1'='1"], "--service: "),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), UPDATE_REFUSALS, ids=[" ".join(a[:1] + a[2:])[:50] for a, _ in UPDATE_REFUSALS])
+def test_what_the_server_would_refuse_is_refused_here_naming_the_option(args, expected):
+    res = run(*args, env=closed_env())
+    assert res.exit_code == 2, res.output  # 4 would mean it tried to reach Temporal
+    assert expected in res.output, res.output
+    assert len([line for line in res.output.splitlines() if "not sent" in line or "ROLLOUT_ID" in line or "--service" in line]) == 1
+
+
+def test_every_update_command_is_covered_and_named_as_the_workflow_names_it():
+    from temporalio import workflow as wf
+
+    from bifrost_cli import ops
+    from workflows.rollout import RolloutWorkflow
+
+    defn = wf._Definition.must_from_class(RolloutWorkflow)
+    assert defn.name == ops.ROLLOUT_WORKFLOW and ops.STATUS_QUERY in defn.queries
+    assert set(ops.UPDATES) == set(defn.updates)
+    commands = {a[0].replace("-", "_") for a, _ in UPDATE_REFUSALS}
+    assert set(ops.UPDATES) <= commands
+
+
+def _cli_in_thread(fn):
+    """Run a CLI helper that calls asyncio.run (and exits) on its own thread, outside the test's event loop."""
+    import threading
+
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = fn()
+        except SystemExit as done:
+            result["exit"] = done.code
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join(60)
+    return result
+
+
+@pytest.mark.parametrize("what", ["oversized payload", "workflow id too long"])
+def test_a_temporal_refusal_says_what_was_refused_not_is_a_worker_running(env, monkeypatch, capsys, what):
+    from bifrost_cli.main import _run
+    from worker.connect import connect
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+
+    async def start():
+        client = await connect()
+        if what == "oversized payload":
+            await client.start_workflow("RolloutWorkflow", "x" * (3 << 20), id="too-big", task_queue="nobody")
+        else:
+            await client.start_workflow("RolloutWorkflow", "x", id="r" * 1500, task_queue="nobody")
+
+    result = _cli_in_thread(lambda: _run(start()))
+    err = capsys.readouterr().err
+    assert result.get("exit") == 2, (result, err)
+    assert "Temporal refused the request" in err and "worker" not in err
+    if what == "oversized payload":
+        assert "Blob data size exceeds limit" in err and "larger than Temporal accepts" in err
+    else:
+        assert "WorkflowId exceeds maximum allowed length" in err and "Temporal does not accept that rollout id" in err
+
+
+async def test_submit_wait_on_a_terminated_rollout_exits_1_with_the_reason(env, task_queue, tmp_path, monkeypatch):
+    import asyncio
+    import io
+
+    from rich.console import Console
+    from temporalio.service import RPCError
+
+    from bifrost_cli import ops
+    from tests.workflows.helpers import fleet, make_request, running_worker
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0}], blast_radius={"canary_region": None},
+                       approvals={"gates": [{"wave": 1}]})
+    out = io.StringIO()
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        waiting = asyncio.ensure_future(ops.submit(req, wait=True, follow=False, task_queue=task_queue,
+                                                   console=Console(file=out, width=200)))
+        handle = env.client.get_workflow_handle(req.workflow_id)
+        for _ in range(300):  # until the rollout waits at its gate
+            try:
+                if (await ops.query_status(handle)).status == "awaiting_approval":
+                    break
+            except RPCError:
+                pass  # not started yet
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the rollout never reached its approval gate")
+        await handle.terminate(reason="[/red] operator pulled the plug")
+        code = await asyncio.wait_for(waiting, 60)
+    assert code == 1
+    assert "failed: the rollout ended without a result" in out.getvalue()
