@@ -125,12 +125,26 @@ def server(port: int, ui_port: int, db: str) -> None:
               help="simulated fleet scenario (YAML) for stages without real targets")
 @click.option("--targets", "targets_file", type=click.Path(exists=True, dir_okay=False),
               help="targets file selecting Kubernetes / Prometheus / CloudWatch per region and environment")
-@click.option("--reports", default=".bifrost/reports", show_default=True, help="where canary reports are written")
-def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str) -> None:
+@click.option("--reports", default=None, metavar="DIR",
+              help="folder canary reports are written to  [default: the targets file's reports.dir, else .bifrost/reports]")
+@click.option("--reports-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+              help="also serve the reports folder read-only over HTTP on this port, so report links open in a browser")
+@click.option("--reports-host", default="127.0.0.1", show_default=True, help="address the reports port listens on")
+@click.option("--reports-url", default=None, metavar="URL",
+              help="public URL of the served folder, for links  [default: http://127.0.0.1:PORT]")
+@click.option("--render-processes", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="processes that draw reports, beside the worker's own")
+def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str | None,
+           reports_port: int | None, reports_host: str, reports_url: str | None, render_processes: int) -> None:
     """Run a worker: executes rollouts and their activities. Stop with Ctrl-C (graceful)."""
-    from worker.main import run_worker
+    from worker.main import ReportsOptionError, run_worker
 
-    _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports))
+    try:
+        _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
+                        reports_port=reports_port, reports_host=reports_host, reports_url=reports_url,
+                        render_processes=render_processes))
+    except ReportsOptionError as err:
+        raise click.UsageError(str(err)) from None
 
 
 # -- rollouts --------------------------------------------------------------------------------------
