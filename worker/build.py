@@ -46,7 +46,7 @@ class RenderPool(Executor):
 
     def _new(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["canary.report"])
+        ctx.set_forkserver_preload(["__main__", "canary.report"])  # children then skip re-running __main__
         return ProcessPoolExecutor(max_workers=self.processes, mp_context=ctx)
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
