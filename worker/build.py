@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -30,6 +31,11 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+def _background() -> None:
+    """Run a render process at a lower CPU priority: on a busy host the worker's event loop goes first."""
+    os.nice(10)
+
+
 class RenderPool(Executor):
     """The worker-wide process pool reports are drawn in, so matplotlib never holds the worker's GIL.
 
@@ -47,7 +53,7 @@ class RenderPool(Executor):
     def _new(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["__main__", "canary.report"])  # children then skip re-running __main__
-        return ProcessPoolExecutor(max_workers=self.processes, mp_context=ctx)
+        return ProcessPoolExecutor(max_workers=self.processes, mp_context=ctx, initializer=_background)
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         with self._lock:
