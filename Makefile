@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/orchestration.py
 	$(PY) benchmarks/judge_quality.py
 	$(PY) benchmarks/judge_speed.py
+	$(PY) benchmarks/report_render.py
 
 clean:
 	rm -rf $(VENV) .bifrost

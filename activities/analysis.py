@@ -1,31 +1,45 @@
-"""Analysis activities: fetch metrics for both sides, run the judge or the soak monitor, write the report.
+"""Analysis activities: fetch metrics for both sides, run the judge or the soak monitor, render and store reports.
 
-Both heartbeat while they run (see activities/heartbeat.py), and the judge and the report run in a thread,
-so a slow metrics source or a large report never hides a live worker from Temporal or a dead one for long."""
+The verdict never waits for a picture: `analyze_canary` and `soak_check` only judge and name the report's
+URL; `render_report` fetches the same window again and draws the page in the worker's process pool, so
+matplotlib never holds the event loop (or the GIL) of the process that runs workflows and activities.
+All three heartbeat while they work (activities/heartbeat.py), so a dead worker is noticed in seconds.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import re
+import functools
+from concurrent.futures import Executor
 from pathlib import Path
 
 from temporalio import activity
 
 from activities.adapters.registry import AdapterRegistry
+from activities.adapters.reports import LocalReportStore, ReportError, ReportStore, report_key
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
-from activities.models import AnalysisInput, AnalysisResult, SoakCheckInput, SoakCheckResult
+from activities.models import AnalysisInput, AnalysisResult, ReportInput, ReportRef, SoakCheckInput, SoakCheckResult
 from canary import judge, report
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
 
+HEARTBEAT_SECONDS = 2.0  # while a render runs; the SDK throttles heartbeats to the activity's heartbeat timeout
+
 
 class AnalysisActivities:
-    """Holds the adapter registry and the folder where canary reports are written."""
+    """Holds the adapter registry, the report store and the executor reports are rendered in.
 
-    def __init__(self, registry: AdapterRegistry, reports_dir: str | Path = ".bifrost/reports") -> None:
+    `render_pool` should be a process pool (matplotlib holds the GIL while it draws); None renders in the
+    event loop's default thread pool, which keeps the loop turning but not the GIL free (tests, tools)."""
+
+    def __init__(
+        self, registry: AdapterRegistry, reports: ReportStore | str | Path = ".bifrost/reports",
+        render_pool: Executor | None = None,
+    ) -> None:
         self.registry = registry
-        self.reports_dir = Path(reports_dir)
+        self.reports: ReportStore = reports if not isinstance(reports, (str, Path)) else LocalReportStore(reports)
+        self.render_pool = render_pool
 
     async def _fetch(
         self,
@@ -41,30 +55,68 @@ class AnalysisActivities:
     @activity.defn
     @reports_adapter_errors
     async def analyze_canary(self, inp: AnalysisInput) -> AnalysisResult:
-        """Judge the canary against the baseline over the analysis window and write its HTML report."""
+        """Judge the canary against the baseline over the analysis window; name its report's URL, render nothing."""
         async with heartbeating(f"judge canary {inp.canary_version} in {inp.stage.key}"):
             data = await self._fetch(
                 inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
             )
             result = await asyncio.to_thread(judge.judge, inp.judge, inp.metrics, data)
-            path = self.reports_dir / _safe(inp.rollout_id) / f"{_safe(inp.analysis_id)}.html"
-            title = f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}"
-            html = await asyncio.to_thread(report.render_html, result, inp.metrics, data, title=title)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(html)
-        return AnalysisResult(result=result, report_path=str(path.resolve()))
+        url = self._url_for(inp.rollout_id, inp.analysis_id)
+        return AnalysisResult(result=result, report_url=url)
 
     @activity.defn
     @reports_adapter_errors
     async def soak_check(self, inp: SoakCheckInput) -> SoakCheckResult:
-        """One look of the soak monitor: the promoted primary against the baseline, over the soak so far."""
+        """One look of the soak monitor: the promoted primary against the baseline, over the soak so far.
+
+        An alarming look names the URL its report will have (`render_report` with `ReportInput.for_soak_look`)."""
         async with heartbeating(f"soak check {inp.look}/{inp.max_looks} in {inp.stage.key}"):
             data = await self._fetch(
                 inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), ("primary", inp.canary_version)
             )
             look = await asyncio.to_thread(judge.soak_look, inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks)
-        return SoakCheckResult(monitor=look)
+        url = self._url_for(inp.rollout_id, inp.report_id()) if look.alarm else None
+        return SoakCheckResult(monitor=look, report_url=url)
 
+    def _url_for(self, rollout_id: str, analysis_id: str) -> str | None:
+        """The report's URL, or None when the store cannot name one: a verdict is never lost to its report."""
+        try:
+            return self.reports.url_for(rollout_id, analysis_id)
+        except ReportError as err:
+            activity.logger.warning("no report link: %s", err)
+            return None
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    @activity.defn
+    @reports_adapter_errors
+    async def render_report(self, inp: ReportInput) -> ReportRef:
+        """Fetch the analysis window again, draw the report in the render pool and store it under its fixed key.
+
+        Safe to retry: the same input stores the same page under the same key. Heartbeats while it works."""
+        activity.heartbeat("fetching metrics")
+        data = await self._fetch(
+            inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
+        )
+        if inp.monitor is not None:
+            title = (f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}: "
+                     f"soak look {inp.monitor.look}/{inp.monitor.max_looks}")
+            draw = functools.partial(report.render_soak_html, inp.monitor, inp.metrics, data, title=title,
+                                     interval_seconds=inp.window.interval_seconds)
+        else:
+            result = inp.result if inp.result is not None else judge.judge(inp.judge, inp.metrics, data)
+            title = f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}"
+            draw = functools.partial(report.render_html, result, inp.metrics, data, title=title,
+                                     interval_seconds=inp.window.interval_seconds)
+        html = await self._render(draw)
+        key = report_key(inp.rollout_id, inp.analysis_id)
+        activity.heartbeat("storing")
+        url = await self.reports.put(key, html)
+        return ReportRef(url=url, key=key, size_bytes=len(html.encode("utf-8")))
+
+    async def _render(self, draw: functools.partial[str]) -> str:
+        """Run `draw` in the render pool, heartbeating until it is done (a running render cannot be interrupted)."""
+        future = asyncio.get_running_loop().run_in_executor(self.render_pool, draw)
+        while True:
+            done, _ = await asyncio.wait({future}, timeout=HEARTBEAT_SECONDS)
+            if done:
+                return future.result()
+            activity.heartbeat("rendering")

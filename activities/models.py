@@ -68,10 +68,10 @@ class AnalysisInput(BaseModel):
 
 
 class AnalysisResult(BaseModel):
-    """The judge's verdict plus where its report was written."""
+    """The judge's verdict plus the URL its report will be stored at (the `render_report` activity stores it)."""
 
     result: JudgeResult
-    report_path: str | None = None
+    report_url: str | None = Field(default=None, description="where the report opens once render_report has run")
 
 
 class SoakCheckInput(BaseModel):
@@ -86,7 +86,55 @@ class SoakCheckInput(BaseModel):
     canary_version: str
     look: int = Field(ge=1)
     max_looks: int = Field(ge=1)
+    analysis_id: str | None = Field(default=None, description="names this look's report; default: <region>-<env>-soak-<look>")
+
+    def report_id(self) -> str:
+        """The analysis id this look's report is stored under."""
+        return self.analysis_id or f"{self.stage.region}-{self.stage.environment}-soak-{self.look}"
 
 
 class SoakCheckResult(BaseModel):
     monitor: MonitorResult
+    report_url: str | None = Field(default=None, description="set when the look alarms: where its report will open")
+
+
+class ReportInput(BaseModel):
+    """Render and store the report of one analysis or soak look.
+
+    Carries the window, never the samples: the activity fetches them again (fetching is idempotent), so
+    sample arrays stay out of Temporal's history. Build it with `for_canary` or `for_soak_look`."""
+
+    stage: StageRef
+    rollout_id: str
+    analysis_id: str
+    metrics: list[MetricSpec]
+    judge: JudgeConfig
+    window: MetricWindow
+    baseline_version: str | None
+    canary_version: str
+    canary_role: Role = "canary"
+    result: JudgeResult | None = Field(
+        default=None, description="the canary verdict acted on; None: judge the re-fetched samples again")
+    monitor: MonitorResult | None = Field(default=None, description="for a soak look: the look acted on")
+
+    @classmethod
+    def for_canary(cls, analysis: AnalysisInput, result: JudgeResult | None = None) -> "ReportInput":
+        """The report of `analyze_canary(analysis)`; pass its result so the page shows the verdict acted on."""
+        return cls(**analysis.model_dump(), result=result)
+
+    @classmethod
+    def for_soak_look(cls, check: SoakCheckInput, monitor: MonitorResult) -> "ReportInput":
+        """The report of one `soak_check(check)` look: the promoted primary against the baseline."""
+        return cls(
+            stage=check.stage, rollout_id=check.rollout_id, analysis_id=check.report_id(), metrics=check.metrics,
+            judge=check.judge, window=check.window, baseline_version=check.baseline_version,
+            canary_version=check.canary_version, canary_role="primary", monitor=monitor,
+        )
+
+
+class ReportRef(BaseModel):
+    """Where a stored report opens, and its size."""
+
+    url: str
+    key: str
+    size_bytes: int

@@ -13,11 +13,13 @@ from rich.text import Text
 from temporalio.client import Client
 
 from activities.adapters.registry import AdapterRegistry
+from activities.adapters.reports import LocalReportStore
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from bifrost_cli.ops import outcome, start_rollout
 from bifrost_cli.render import state_table
 from worker.build import build_worker
 from worker.connect import TASK_QUEUE, connect
+from worker.reports_http import ReportServer
 from worker.server import port_in_use, start_dev_server
 from workflows.models import RolloutState
 from workflows.request import load_request
@@ -51,11 +53,10 @@ async def _watch(client: Client, ids: list[str], console: Console) -> list[Rollo
     return [r.result() for r in results]
 
 
-async def _run(address: str, console: Console, fleet: SimulatedFleet) -> bool:
+async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: LocalReportStore) -> bool:
     good, bad = load_request(EXAMPLES / "demo-good.yaml"), load_request(EXAMPLES / "demo-bad.yaml")
     client = await connect(address, "default")
-    reports = Path(".bifrost/reports").resolve()
-    async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=TASK_QUEUE, reports_dir=reports):
+    async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=TASK_QUEUE, reports=reports):
         console.print(Text(f"submitting {good.service} {good.version} (healthy) and {bad.version} (regresses latency in "
                       "eu-west-1 prod); one rollout per service at a time, so the second queues behind the first"))
         good_handle = await start_rollout(client, good, TASK_QUEUE)
@@ -94,16 +95,19 @@ def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, conso
     console.print(Text("starting the embedded Temporal dev server ..."))
     server = start_dev_server(port=port, ui_port=ui_port, db_file=db, log_file=".bifrost/demo-temporal.log")
     console.print(Text.assemble("Temporal Web UI: ", (str(server.ui_url), "bold"), " (namespace default) — watch the rollouts there"))
+    reports_http = ReportServer(Path(".bifrost/reports"), port=0).start()  # a free port: report links open in a browser
+    console.print(Text.assemble("canary reports are served at ", (reports_http.url, "bold"), " (the report links in the Web UI)"))
     try:
         console.print(Text(f"simulated fleet state: {FLEET_DB} (recreated on every run)"))
-        ok = asyncio.run(_run(server.address, console, fleet))
+        ok = asyncio.run(_run(server.address, console, fleet, LocalReportStore(reports_http.root, reports_http.url)))
         if keep:
-            console.print(Text("server kept running; Ctrl-C to stop"))
+            console.print(Text("server and reports kept running; Ctrl-C to stop"))
             try:
                 server.process.wait()
             except KeyboardInterrupt:
                 pass
     finally:
+        reports_http.close()
         server.stop()
         fleet.close()
     console.print(Text("demo passed", style="green") if ok else Text("demo failed: outcomes were not as expected", style="red"))

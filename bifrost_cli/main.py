@@ -222,18 +222,31 @@ def server(port: int, ui_port: int, db: str) -> None:
               help="simulated fleet scenario (YAML) for stages without real targets")
 @click.option("--targets", "targets_file", type=click.Path(exists=True, dir_okay=False),
               help="targets file selecting Kubernetes / Prometheus / CloudWatch per region and environment")
+@click.option("--reports", default=None, metavar="DIR",
+              help="folder canary reports are written to  [default: the targets file's reports.dir, else .bifrost/reports]")
+@click.option("--reports-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+              help="also serve the reports folder read-only over HTTP on this port, so report links open in a browser")
+@click.option("--reports-host", default="127.0.0.1", show_default=True, help="address the reports port listens on")
+@click.option("--reports-url", default=None, metavar="URL",
+              help="public URL of the served folder, for links  [default: http://127.0.0.1:PORT]")
+@click.option("--render-processes", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="processes that draw reports, beside the worker's own")
 @click.option("--fleet-db", default=".bifrost/fleet.db", show_default=True, type=click.Path(dir_okay=False),
               help="SQLite file holding the simulated fleet's state (which version runs where); it survives "
                    "restarts, and workers given the same file share one fleet. Delete it to start afresh")
-@click.option("--reports", default=".bifrost/reports", show_default=True, help="where canary reports are written")
-def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, fleet_db: str, reports: str) -> None:
+def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str | None,
+           reports_port: int | None, reports_host: str, reports_url: str | None, render_processes: int,
+           fleet_db: str) -> None:
     """Run a worker: executes rollouts and their activities. Stop with Ctrl-C (graceful)."""
     from activities.adapters.base import AdapterError
-    from worker.main import run_worker
+    from worker.main import ReportsOptionError, run_worker
 
     try:
         _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
-                        fleet_db=fleet_db))
+                        reports_port=reports_port, reports_host=reports_host, reports_url=reports_url,
+                        render_processes=render_processes, fleet_db=fleet_db))
+    except ReportsOptionError as err:
+        raise click.UsageError(str(err)) from None
     except AdapterError as err:  # e.g. the fleet state file cannot be opened: say so, without a traceback
         _fail(f"worker not started: {err}", "Fix the file named above, or point --fleet-db at another one.")
     except FileProblems as err:

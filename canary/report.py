@@ -1,6 +1,7 @@
-"""Canary report: one self-contained HTML page per analysis, with an ECDF plot per metric.
+"""Canary report: one self-contained HTML page per analysis (or soak look), with an ECDF and a time series per metric.
 
-matplotlib's object API on the Agg canvas (no pyplot state), PNGs embedded as base64; returns a string."""
+matplotlib's object API on the Agg canvas (no pyplot state), PNGs embedded as base64; returns a string. Pure and
+picklable by reference, so a worker renders it in a process pool (matplotlib holds the GIL for the whole draw)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from canary.config import JudgeResult, MetricResult, MetricSamples, MetricSpec
+from canary.config import JudgeResult, MetricResult, MetricSamples, MetricSpec, MonitorResult
 from canary.findings import prepare
 
 BASELINE_COLOR, CANARY_COLOR = "#4c72b0", "#dd8452"
@@ -24,7 +25,17 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem;
 table{border-collapse:collapse;margin:1rem 0;font-size:.9rem}th,td{border:1px solid #ccc;padding:.3rem .5rem;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.num{text-align:right;font-variant-numeric:tabular-nums}.verdict{font-size:1.4rem;font-weight:700}
 section{border-top:1px solid #ddd;margin-top:1.5rem;padding-top:.5rem}.muted{color:#777}img{max-width:100%}
+.plots{display:flex;flex-wrap:wrap;gap:.5rem}.plots img{flex:1 1 480px;min-width:0}
 """
+_FIGSIZE, _DPI = (6.4, 2.8), 80
+
+
+def _png(fig: Figure) -> str:
+    """The figure as a base64 PNG; fixed margins instead of tight_layout, which costs a second full draw."""
+    fig.subplots_adjust(left=0.14, right=0.98, top=0.88, bottom=0.2)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -44,7 +55,7 @@ def _interval(m: MetricResult) -> str:
 
 def ecdf_png(name: str, baseline: np.ndarray, canary: np.ndarray, classification: str) -> str:
     """Base64 PNG of the empirical CDFs of baseline and canary, with their means marked."""
-    fig = Figure(figsize=(6.4, 2.8), dpi=80)
+    fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for values, label, color in ((baseline, "baseline", BASELINE_COLOR), (canary, "canary", CANARY_COLOR)):
@@ -60,10 +71,27 @@ def ecdf_png(name: str, baseline: np.ndarray, canary: np.ndarray, classification
     ax.set_title(f"{name}: {classification}", fontsize=10, color=_CLASS_COLOR.get(classification, "#222"))
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return _png(fig)
+
+
+def series_png(name: str, baseline: list[float], canary: list[float], interval_seconds: int | None = None) -> str:
+    """Base64 PNG of baseline and canary sample by sample, in the order the source returned them (gaps: NaN)."""
+    fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for values, label, color in ((baseline, "baseline", BASELINE_COLOR), (canary, "canary", CANARY_COLOR)):
+        if values:
+            ax.plot(np.arange(len(values)), np.asarray(values, dtype=float), color=color, linewidth=0.9,
+                    marker="." if len(values) <= 60 else None, markersize=3, label=f"{label} (n={len(values)})")
+        else:
+            ax.plot([], [], color=color, label=f"{label}: no data")
+    every = f", one per {interval_seconds} s" if interval_seconds else ""
+    ax.set_xlabel(f"sample{every} (raw values; gaps: missing)")
+    ax.set_ylabel(name)
+    ax.set_title(f"{name} over the window", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    return _png(fig)
 
 
 def _metric_row(m: MetricResult) -> str:
@@ -97,35 +125,70 @@ def _method(result: JudgeResult) -> str:
     )
 
 
-def render_html(result: JudgeResult, specs: list[MetricSpec], data: list[MetricSamples], *, title: str) -> str:
-    """Verdict, score, how the score was derived, a table of metrics, and per metric an ECDF plot and its numbers."""
+def _sections(metrics: list[MetricResult], specs: list[MetricSpec], data: list[MetricSamples],
+              interval_seconds: int | None) -> str:
+    """Per metric: its finding, then the ECDF and the time series of baseline vs canary side by side."""
     by_name = {d.name: d for d in data}
     spec_by_name = {s.name: s for s in specs}
-    groups = "".join(f"<tr><td>{html.escape(g)}</td><td class='num'>{s:.2f}</td></tr>" for g, s in sorted(result.group_scores.items()))
-    rows = "".join(_metric_row(m) for m in result.metrics)
     sections = []
-    for m in result.metrics:
+    for m in metrics:
         spec = spec_by_name.get(m.name) or MetricSpec(name=m.name)
-        base, can = prepare(spec, by_name.get(m.name) or MetricSamples(name=m.name, baseline=[], canary=[]))
-        png = ecdf_png(m.name, base, can, m.classification)
+        raw = by_name.get(m.name) or MetricSamples(name=m.name, baseline=[], canary=[])
+        base, can = prepare(spec, raw)
+        ecdf = ecdf_png(m.name, base, can, m.classification)
+        series = series_png(m.name, raw.baseline, raw.canary, interval_seconds)
         tests = ", ".join(f"{html.escape(k)} p={_num(v, 3)}" for k, v in m.tests.items())
+        name = html.escape(m.name)
         sections.append(
-            f"<section id='m-{html.escape(m.name)}'><h3>{html.escape(m.name)} — {m.classification}</h3>"
+            f"<section id='m-{name}'><h3>{name} — {m.classification}</h3>"
             f"<p>{html.escape(m.reason)}</p>"
             f"<p class='muted'>direction {html.escape(str(m.direction or spec.direction))}; groups {html.escape(', '.join(spec.groups) or 'default')}"
-            f"{'; tests: ' + tests if tests else ''}</p>"
-            f"<img alt='ECDF of {html.escape(m.name)}: baseline vs canary' src='data:image/png;base64,{png}'></section>"
+            f"{'; tests: ' + tests if tests else ''}</p><div class='plots'>"
+            f"<img alt='ECDF of {name}: baseline vs canary' src='data:image/png;base64,{ecdf}'>"
+            f"<img alt='Time series of {name}: baseline vs canary' src='data:image/png;base64,{series}'>"
+            "</div></section>"
         )
-    color = _VERDICT_COLOR.get(result.verdict, "#222")
+    return "".join(sections)
+
+
+_TABLE_HEAD = ("<h2>Metrics</h2><table><tr><th>metric</th><th>class</th><th>p-value</th><th>level</th><th>shift estimate</th>"
+               "<th>interval</th><th>effect</th><th>n base / canary</th><th>mean base / canary</th><th>reason</th></tr>")
+
+
+def _page(title: str, head: str, metrics: list[MetricResult], sections: str) -> str:
+    rows = "".join(_metric_row(m) for m in metrics)
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>"
+        f"<h1>{html.escape(title)}</h1>{head}{_TABLE_HEAD}{rows}</table>{sections}</body></html>"
+    )
+
+
+def render_html(result: JudgeResult, specs: list[MetricSpec], data: list[MetricSamples], *, title: str,
+                interval_seconds: int | None = None) -> str:
+    """Verdict, score, how the score was derived, a table of metrics, and per metric an ECDF and a time series."""
+    groups = "".join(f"<tr><td>{html.escape(g)}</td><td class='num'>{s:.2f}</td></tr>" for g, s in sorted(result.group_scores.items()))
+    color = _VERDICT_COLOR.get(result.verdict, "#222")
+    head = (
         f"<p class='verdict' style='color:{color}'>{result.verdict.upper().replace('_', ' ')} — score {result.score:.2f}</p>"
         f"<p>{html.escape(result.summary)}</p>"
         f"<p class='muted'>{html.escape(_method(result))}</p>"
         f"<h2>Group scores</h2><table><tr><th>group</th><th>score</th></tr>{groups}</table>"
-        "<h2>Metrics</h2><table><tr><th>metric</th><th>class</th><th>p-value</th><th>level</th><th>shift estimate</th>"
-        "<th>interval</th><th>effect</th><th>n base / canary</th><th>mean base / canary</th><th>reason</th></tr>"
-        f"{rows}</table>{''.join(sections)}</body></html>"
     )
+    return _page(title, head, result.metrics, _sections(result.metrics, specs, data, interval_seconds))
+
+
+def render_soak_html(monitor: MonitorResult, specs: list[MetricSpec], data: list[MetricSamples], *, title: str,
+                     interval_seconds: int | None = None) -> str:
+    """One soak look: alarm or not and why, the monitor's findings per metric, and the same two plots per metric."""
+    color = _VERDICT_COLOR["fail" if monitor.alarm else "pass"]
+    state = "ALARM" if monitor.alarm else "NO ALARM"
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in monitor.reasons)
+    head = (
+        f"<p class='verdict' style='color:{color}'>{state} — soak look {monitor.look} of {monitor.max_looks}</p>"
+        f"<p>{html.escape(monitor.summary)}</p>"
+        + (f"<ul>{reasons}</ul>" if reasons else "")
+        + "<p class='muted'>Soak monitor: the promoted version against the baseline, over every sample since the soak "
+        "started; how a look decides is described under 'Soak monitoring' in docs/judge.md.</p>"
+    )
+    return _page(title, head, monitor.metrics, _sections(monitor.metrics, specs, data, interval_seconds))

@@ -1,16 +1,23 @@
-"""Assemble a worker: the workflows, and the activities bound to an adapter registry."""
+"""Assemble a worker: the workflows, and the activities bound to an adapter registry, a report store and a render pool."""
 
 from __future__ import annotations
 
+import asyncio
+import multiprocessing
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.adapters.registry import AdapterRegistry
+from activities.adapters.reports import LocalReportStore, ReportStore
 from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
 from activities.lock import LockActivities
@@ -20,20 +27,79 @@ from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 
 WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow]
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _background() -> None:
+    """Run a render process at a lower CPU priority: on a busy host the worker's event loop goes first."""
+    os.nice(10)
+
+
+class RenderPool(Executor):
+    """The worker-wide process pool reports are drawn in, so matplotlib never holds the worker's GIL.
+
+    Processes start from a forkserver (forking a process that runs Temporal's threads is unsafe) with
+    canary.report preloaded, only when the first report is drawn; a pool broken by a dying process
+    (e.g. killed for memory) is replaced on the next submit, and the failed render is retried by Temporal."""
+
+    def __init__(self, processes: int = 1) -> None:
+        if processes < 1:
+            raise ValueError(f"render processes must be at least 1, got {processes}")
+        self.processes = processes
+        self._lock = threading.Lock()
+        self._pool = self._new()
+
+    def _new(self) -> ProcessPoolExecutor:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["__main__", "canary.report"])  # children then skip re-running __main__
+        return ProcessPoolExecutor(max_workers=self.processes, mp_context=ctx, initializer=_background)
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        with self._lock:
+            try:
+                return self._pool.submit(fn, *args, **kwargs)
+            except BrokenProcessPool:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new()
+                return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+class BifrostWorker(Worker):
+    """A Temporal worker that also owns its render pool, shut down when the worker has stopped."""
+
+    def __init__(self, *args: Any, render_pool: Executor | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.render_pool = render_pool
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        finally:
+            if self.render_pool is not None:  # every activity has ended by now: nothing is waiting on the pool
+                await asyncio.to_thread(self.render_pool.shutdown, wait=True, cancel_futures=True)
 
 
 def activities_for(
     client: Client, task_queue: str, registry: AdapterRegistry, reports_dir: str | Path,
-    lock_holder_check: timedelta | None = None,
+    lock_holder_check: timedelta | None = None, *, reports: ReportStore | None = None,
+    render_pool: Executor | None = None,
 ) -> list[Callable[..., Any]]:
-    """Every activity the workflows call, bound to `registry`."""
+    """Every activity the workflows call, bound to `registry`; reports go to `reports`, else the registry's
+    store (targets file), else the folder `reports_dir`."""
     deploy = DeployActivities(registry)
-    analysis = AnalysisActivities(registry, reports_dir)
+    store = reports or registry.reports or LocalReportStore(reports_dir)
+    analysis = AnalysisActivities(registry, store, render_pool)
     lock = LockActivities(client, task_queue, lock_holder_check)
     notify = NotifyActivities(registry)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
-        deploy.cleanup, analysis.analyze_canary, analysis.soak_check, lock.request_service_lock, lock.rollout_is_running, notify.notify,
+        deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
+        lock.request_service_lock, lock.rollout_is_running, notify.notify,
     ]
 
 
@@ -43,14 +109,25 @@ def build_worker(
     *,
     task_queue: str,
     reports_dir: str | Path = ".bifrost/reports",
+    reports: ReportStore | None = None,
+    render_pool: Executor | None = None,
+    render_processes: int = 1,
     graceful_shutdown: timedelta = timedelta(seconds=30),
     lock_holder_check: timedelta | None = None,
-) -> Worker:
-    """A worker for `task_queue` running the rollout workflows against `registry`."""
-    return Worker(
+) -> BifrostWorker:
+    """A worker for `task_queue` running the rollout workflows against `registry`.
+
+    Reports are stored in `reports` (else the targets file's store, else the folder `reports_dir`) and drawn
+    in `render_pool`; without one, the worker makes a RenderPool of `render_processes` processes and shuts
+    it down when it stops (a pool passed in belongs to the caller)."""
+    owned = RenderPool(render_processes) if render_pool is None else None
+    pool = render_pool or owned
+    return BifrostWorker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(client, task_queue, registry, reports_dir, lock_holder_check),
+        activities=activities_for(client, task_queue, registry, reports_dir, lock_holder_check,
+                                  reports=reports, render_pool=pool),
         graceful_shutdown_timeout=graceful_shutdown,
+        render_pool=owned,
     )

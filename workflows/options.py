@@ -63,6 +63,14 @@ ANALYSIS = ActivityOptions(
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )
+# Drawing a report is off the critical path (the stage starts it and awaits it only before it ends); a report
+# that cannot be drawn never changes a verdict.
+REPORT = ActivityOptions(
+    start_to_close_timeout=timedelta(minutes=5),
+    heartbeat_timeout=HEARTBEAT,
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30),
+                             maximum_attempts=3, non_retryable_error_types=NON_RETRYABLE),
+)
 NOTIFY = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(maximum_attempts=2),

@@ -105,20 +105,24 @@ class RolloutWorkflow:
         self.state.stages = [StageState.of(s.region, s.environment, w.index) for w in self.plan.waves for s in w.stages]
         self._audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
         try:
-            try:
-                await self._execute(self.plan)
-            except _Stopped:
-                pass
-            except asyncio.CancelledError:
-                self.cancel_requested = True
-                self._halt(Stop("aborted", "workflow cancellation requested"))
-            except Exception as err:  # a bug must not wedge the rollout or hold the service's lock
-                workflow.logger.exception("rollout failed unexpectedly")
-                self._halt(Stop("failed", f"Bifrost internal error ({type(err).__name__}: {err}); "
-                                          "stages were stopped and rolled back by scope"))
+            await self._execute(self.plan)
+        except _Stopped:
+            pass
+        except workflow.NondeterminismError:
+            raise  # a worker with the right code can still resume this run
+        except asyncio.CancelledError:
+            self.cancel_requested = True
+            self._halt(Stop("aborted", "workflow cancellation requested"))
+        except Exception as err:  # a bug must not wedge the rollout or hold the service's lock
+            workflow.logger.exception("rollout failed unexpectedly")
+            self._halt(Stop("failed", f"Bifrost internal error ({type(err).__name__}: {err}); "
+                                      "stages were stopped and rolled back by scope"))
+        try:
             await self._conclude()
-        finally:
+        except Exception:  # not `finally`: a workflow evicted from the worker's cache must not signal anything
             await self.lock.release()
+            raise
+        await self.lock.release()
         self._notify(f"rollout_{self.state.status}", self.state.reason)
         self.state.ended_at = workflow.now()
         self._set_status(self.state.status)

@@ -26,7 +26,15 @@ with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
     from activities.deploy import DeployActivities
     from activities.errors import error_text
-    from activities.models import AnalysisInput, DeployInput, PromoteInput, RollbackInput, SoakCheckInput, StageOnly
+    from activities.models import (
+        AnalysisInput,
+        DeployInput,
+        PromoteInput,
+        ReportInput,
+        RollbackInput,
+        SoakCheckInput,
+        StageOnly,
+    )
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
     from workflows.details import stage_details
@@ -237,22 +245,22 @@ class StageWorkflow:
             await self._until(lambda: self.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
                               f"canary window {self.ref.key}")
             self._check_stop()
+        analysis_input = AnalysisInput(
+            stage=self.ref, rollout_id=inp.rollout_id, analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
+            metrics=canary.metrics, judge=canary.judge,
+            window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
+            baseline_version=self.previous, canary_version=inp.version,
+        )
         try:
             analysis = await self._shielded(workflow.execute_activity_method(
-                AnalysisActivities.analyze_canary,
-                AnalysisInput(
-                    stage=self.ref, rollout_id=inp.rollout_id,
-                    analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
-                    metrics=canary.metrics, judge=canary.judge,
-                    window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
-                    baseline_version=self.previous, canary_version=inp.version,
-                ),
-                summary=f"judge canary {self.ref.key}", **options.ANALYSIS))
+                AnalysisActivities.analyze_canary, analysis_input, summary=f"judge canary {self.ref.key}", **options.ANALYSIS))
         except ActivityError as err:
             raise _Failed(f"canary analysis failed: {error_text(err)}") from None
         st = self.state
         self.detail.analysis = analysis.result
-        st.verdict, st.score, st.report_url = analysis.result.verdict, analysis.result.score, analysis.report_path
+        st.verdict, st.score, st.report_url = analysis.result.verdict, analysis.result.score, analysis.report_url
+        if analysis.report_url:  # drawn beside the stage's work; the verdict never waits for the picture
+            self._draw(ReportInput.for_canary(analysis_input, analysis.result), f"canary report {self.ref.key}")
         if analysis.result.verdict != "pass":
             raise _Failed(f"canary judged {analysis.result.verdict}: {analysis.result.summary}")
         self._check_stop()
@@ -306,21 +314,23 @@ class StageWorkflow:
                 break
             now = workflow.now()
             window_start = max(soak.started_at, now - timedelta(seconds=canary.interval_seconds * MAX_WINDOW_SAMPLES))
+            check = SoakCheckInput(
+                stage=self.ref, rollout_id=self.inp.rollout_id, metrics=canary.metrics, judge=canary.judge,
+                window=MetricWindow(start=window_start, end=now, interval_seconds=canary.interval_seconds),
+                baseline_version=self.previous, canary_version=self.inp.version, look=look, max_looks=soak.max_looks,
+            )
             try:
                 checked = await self._shielded(workflow.execute_activity_method(
-                    AnalysisActivities.soak_check,
-                    SoakCheckInput(
-                        stage=self.ref, rollout_id=self.inp.rollout_id, metrics=canary.metrics, judge=canary.judge,
-                        window=MetricWindow(start=window_start, end=now, interval_seconds=canary.interval_seconds),
-                        baseline_version=self.previous, canary_version=self.inp.version,
-                        look=look, max_looks=soak.max_looks,
-                    ),
-                    summary=f"soak check {look}/{soak.max_looks} {self.ref.key}", **options.ANALYSIS))
+                    AnalysisActivities.soak_check, check, summary=f"soak check {look}/{soak.max_looks} {self.ref.key}",
+                    **options.ANALYSIS))
             except ActivityError as err:
                 raise _Failed(f"soak check failed: {error_text(err)}") from None
             self.detail.last_look = checked.monitor
             soak.looks_done = st.soak_looks = look
             if checked.monitor.alarm:
+                if checked.report_url:
+                    st.report_url = checked.report_url
+                    self._draw(ReportInput.for_soak_look(check, checked.monitor), f"soak report {self.ref.key} look {look}")
                 raise _Failed(f"alarm during soak (look {look}/{soak.max_looks}): {'; '.join(checked.monitor.reasons)}")
             if soak.looks_done < soak.max_looks and self._history_full():
                 await self._continue_as_new()
@@ -332,6 +342,11 @@ class StageWorkflow:
         except ActivityError as err:  # promoted and soaked: the new version stays; the leftovers need a person
             st.reason = f"soaked, but {error_text(err)}"
 
+    def _draw(self, report: ReportInput, summary: str) -> None:
+        """Draw and store a report without waiting for it; the stage awaits it only before it ends."""
+        self._background.append(asyncio.ensure_future(workflow.execute_activity_method(
+            AnalysisActivities.render_report, report, summary=summary, **options.REPORT)))
+
     def _history_full(self) -> bool:
         info = workflow.info()
         return info.get_current_history_length() >= self.inp.history_budget or info.is_continue_as_new_suggested()
@@ -339,7 +354,7 @@ class StageWorkflow:
     async def _continue_as_new(self) -> None:
         """Start a fresh run that goes on with the soak: same input, plus everything this run learned."""
         assert self.soak is not None
-        await asyncio.gather(*self._outbox, return_exceptions=True)
+        await asyncio.gather(*self._outbox, *self._background, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
         resume = StageResume(
             state=self.state, previous=self.previous, soak=self.soak, hold=self.hold,

@@ -1,4 +1,4 @@
-"""Which adapter serves which region and environment, built once per worker from a targets file.
+"""Which adapter serves which region and environment, and where reports go, built once per worker from a targets file.
 
 The real adapters are imported only when a targets file asks for them (they pull in boto3, httpx and
 kubernetes); a stage the file does not cover is served by `Unconfigured`, which refuses every call.
@@ -9,15 +9,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from activities.adapters.base import Deployer, DeployError, MetricsError, MetricSource
+from activities.adapters.reports import LocalReportStore, ReportStore, S3ReportStore
 from activities.adapters.simulated import SimulatedFleet
 from activities.adapters.targets import (
     AwsConfig,
     CloudWatchConfig,
     KubernetesDeployerConfig,
+    LocalReportsConfig,
     PrometheusConfig,
+    ReportsConfig,
     SimulatedDeployerConfig,
     SimulatedMetricsConfig,
     TargetsFile,
@@ -41,6 +45,7 @@ class AdapterRegistry:
     metric_sources: dict[str, MetricSource] = field(default_factory=dict)
     traffic: dict[str, "RegionTraffic"] = field(default_factory=dict)  # key: "region/env"; Route 53 weighted record
     notifier: "WebhookNotifier | None" = None  # None: notifications are only logged
+    reports: ReportStore | None = None  # from the targets file's `reports`; None: the worker's local folder
 
     def deployer(self, stage: StageRef) -> Deployer:
         return self.deployers.get(stage.key, self.default_deployer)
@@ -64,6 +69,27 @@ def _aws_connection(aws: AwsConfig) -> Any:
         endpoint_url=aws.endpoint_url, profile=aws.profile, access_key_id_env=aws.access_key_id_env,
         secret_access_key_env=aws.secret_access_key_env, session_token_env=aws.session_token_env,
         timeout_seconds=aws.timeout_seconds, max_attempts=aws.max_attempts,
+    )
+
+
+def report_store_from_config(
+    config: ReportsConfig | None, aws: AwsConfig | None = None, *,
+    local_dir: str | Path | None = None, local_base_url: str | None = None, prefer_local_base_url: bool = False,
+) -> ReportStore:
+    """The report store a `reports` section describes (None: the local folder).
+
+    For a local store, `local_dir` overrides the file's `dir`, and `local_base_url` is used when the file
+    names no `public_base_url` (the worker passes http://127.0.0.1:PORT when it serves the folder), or
+    always with `prefer_local_base_url` (the worker's --reports-url)."""
+    if config is None:
+        config = LocalReportsConfig(kind="local")
+    if isinstance(config, LocalReportsConfig):
+        base = local_base_url if prefer_local_base_url else (config.public_base_url or local_base_url)
+        return LocalReportStore(local_dir or config.dir, base)
+    connection = _aws_connection(aws or AwsConfig())
+    return S3ReportStore(
+        config.bucket, functools.partial(connection.client, "s3", config.aws_region), prefix=config.prefix,
+        public_base_url=config.public_base_url, presign_expires_seconds=config.presign_expires_seconds,
     )
 
 
@@ -185,4 +211,6 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
             Webhook(name=w.name, url_env=w.url_env, events=frozenset(w.events), timeout_seconds=w.timeout_seconds)
             for w in targets.notifications.webhooks
         ])
+    if targets.reports is not None:
+        registry.reports = report_store_from_config(targets.reports, targets.aws)
     return registry

@@ -1,4 +1,5 @@
-"""The targets file: which deployer, metric source, traffic record and webhooks serve each region/environment.
+"""The targets file: which deployer, metric source, traffic record and webhooks serve each region/environment,
+and where canary reports are stored.
 
 Loaded from YAML and validated before a worker starts; every error names the field. Secrets appear only
 as environment-variable names (`*_env`) and are read inside activities. `registry.registry_from_targets` turns
@@ -7,6 +8,7 @@ the file into the lookup the activities use.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -156,6 +158,46 @@ class AwsConfig(_Model):
         return self
 
 
+class LocalReportsConfig(_Model):
+    """Reports in a folder on the worker's disk (the default); `bifrost worker --reports-port` serves it over HTTP."""
+
+    kind: Literal["local"]
+    dir: str = Field(default=".bifrost/reports", min_length=1, description="folder; `worker --reports DIR` overrides it")
+    public_base_url: str | None = Field(
+        default=None, pattern=r"^https?://",
+        description="URL the folder is served at (e.g. by `worker --reports-port` behind a load balancer); "
+                    "default: http://127.0.0.1:PORT with --reports-port, else file:// URLs",
+    )
+
+
+class S3ReportsConfig(_Model):
+    """Reports in an S3 bucket, reached with the `aws` section's endpoint and credentials."""
+
+    kind: Literal["s3"]
+    bucket: str = Field(description="an existing bucket's name")
+    aws_region: str = Field(min_length=1, description="the bucket's region, e.g. eu-west-1")
+    prefix: str = Field(default="bifrost-reports/", description="key prefix inside the bucket")
+    public_base_url: str | None = Field(
+        default=None, pattern=r"^https?://",
+        description="URL the bucket (or prefix's CDN) is published at; default: presigned GET URLs",
+    )
+    presign_expires_seconds: int = Field(
+        default=7 * 24 * 3600, ge=60, le=7 * 24 * 3600,
+        description="how long a presigned link works (SigV4 allows at most 7 days)",
+    )
+
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket_name(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", v):
+            raise ValueError(f"{v!r} is not an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens")
+        return v
+
+
+ReportsConfig = Annotated[LocalReportsConfig | S3ReportsConfig, Field(discriminator="kind")]
+
+
 class Target(_Model):
     """One region and environment."""
 
@@ -196,6 +238,7 @@ class TargetsFile(_Model):
     )
     targets: list[Target] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
+    reports: ReportsConfig | None = Field(default=None, description="where canary reports go; default: local folder")
 
     @model_validator(mode="after")
     def _unique(self) -> "TargetsFile":

@@ -56,7 +56,7 @@ def test_kayenta_mode_and_report(tmp_path: Path) -> None:
     assert res.exit_code == 1
     assert "kayenta mode" in res.output
     page = out_html.read_text()
-    assert page.count("<img ") == 2 and "dead zone" in page
+    assert page.count("<img alt='ECDF of ") == 2 and page.count("<img alt='Time series of ") == 2 and "dead zone" in page
 
 
 def test_insufficient_data_exits_one(tmp_path: Path) -> None:

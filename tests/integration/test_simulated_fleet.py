@@ -18,6 +18,7 @@ import pytest
 
 from activities.adapters.base import DeployError
 from activities.adapters.simulated import FleetScenario, SimulatedFleet, VersionEffect
+from activities.adapters.targets import load_targets
 from canary.config import MetricSpec
 from common.types import MetricWindow, StageRef
 from tests.integration.fleet_racer import PROD, TEST, race
@@ -213,7 +214,7 @@ def test_a_worker_whose_targets_never_use_the_fleet_creates_no_file(tmp_path: Pa
     targets.write_text("targets:\n  - {region: us-east-1, environment: prod, metrics: {kind: simulated}}\n")
     db = tmp_path / "fleet.db"
     fleet = build_fleet(None, db)
-    registry = build_registry(fleet, str(targets))
+    registry = build_registry(fleet, load_targets(targets))
     assert registry.metrics(StageRef(service="s", region="us-east-1", environment="prod")) is fleet
     assert not db.exists()  # metrics need no state: a read-only root filesystem is fine
 

@@ -89,6 +89,17 @@ def test_explicit_defaults_may_choose_the_simulated_fleet():
     ({"notifications": {"webhooks": [{"name": "x", "url": "https://hooks.slack.com/services/T/B/key"}]}},
      "notifications.webhooks.0.url: unknown field"),
     ({"aws": {"access_key_id_env": "K"}}, "give both access_key_id_env and secret_access_key_env"),
+    ({"reports": {"kind": "gcs"}}, "reports: Input tag 'gcs' found using 'kind' does not match any of the expected tags"),
+    ({"reports": {"kind": "s3", "aws_region": "eu-west-1"}}, "reports.s3.bucket: required field is missing"),
+    ({"reports": {"kind": "s3", "bucket": "Reports_Bucket", "aws_region": "eu-west-1"}},
+     "reports.s3.bucket: 'Reports_Bucket' is not an S3 bucket name: 3-63 lowercase"),
+    ({"reports": {"kind": "s3", "bucket": "reports"}}, "reports.s3.aws_region: required field is missing"),
+    ({"reports": {"kind": "s3", "bucket": "reports", "aws_region": "eu-west-1", "presign_expires_seconds": 30 * 86400}},
+     "reports.s3.presign_expires_seconds"),
+    ({"reports": {"kind": "s3", "bucket": "reports", "aws_region": "eu-west-1", "public_base_url": "reports.example.com"}},
+     "reports.s3.public_base_url"),
+    ({"reports": {"kind": "local", "directory": "/srv/reports"}}, "reports.local.directory: unknown field"),
+    ({"reports": {"kind": "local", "dir": ""}}, "reports.local.dir"),
 ])
 def test_errors_name_the_field(data: dict, expected: str):
     with pytest.raises(TargetsError) as err:
@@ -104,3 +115,16 @@ def test_unreadable_and_invalid_yaml_files(tmp_path: Path):
     bad.write_text("targets: [\n")
     with pytest.raises(TargetsError, match="not valid YAML"):
         load_targets(bad)
+
+
+def test_the_reports_section_selects_the_store(tmp_path: Path):
+    from activities.adapters.reports import LocalReportStore, S3ReportStore
+
+    assert registry_from_targets(parse_targets(None)).reports is None  # the worker's folder then
+    local = registry_from_targets(parse_targets({"reports": {"kind": "local", "dir": str(tmp_path / "r")}})).reports
+    assert isinstance(local, LocalReportStore) and local.root == tmp_path / "r"
+    assert local.url_for("rollout/a/1", "b") == (tmp_path / "r" / "rollout_a_1" / "b.html").as_uri()
+    s3 = registry_from_targets(parse_targets({"reports": {"kind": "s3", "bucket": "my-reports", "aws_region": "eu-west-1",
+                                                          "prefix": "/bifrost/", "public_base_url": "https://r.example/"}})).reports
+    assert isinstance(s3, S3ReportStore) and (s3.bucket, s3.prefix) == ("my-reports", "bifrost/")
+    assert s3.url_for("rollout/a/1", "b") == "https://r.example/bifrost/rollout_a_1/b.html"

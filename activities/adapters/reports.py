@@ -1,0 +1,178 @@
+"""Where canary reports are stored and the URL people open them by: a local folder (optionally served over
+HTTP by the worker) or an S3 bucket.
+
+A report's URL depends only on its rollout and analysis ids (plus the store's settings), so the verdict can
+carry the link before the report is rendered; `put` then stores the page under that same key, overwriting
+any earlier copy, which makes a retried render harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from activities.adapters.base import AdapterError
+from activities.adapters.secrets import SecretError
+
+CONTENT_TYPE = "text/html; charset=utf-8"
+_PERMANENT = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR}  # retrying cannot help
+
+
+class ReportError(AdapterError):
+    """A report could not be stored (folder not writable, bucket missing or forbidden, S3 down)."""
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip(".") or "_"
+
+
+def report_key(rollout_id: str, analysis_id: str) -> str:
+    """`<rollout id>/<analysis id>.html` with every character outside [A-Za-z0-9._-] replaced by `_`."""
+    return f"{_safe(rollout_id)}/{_safe(analysis_id)}.html"
+
+
+class ReportStore(Protocol):
+    """Stores rendered reports and names the URL each one is (or will be) reachable at."""
+
+    def url_for(self, rollout_id: str, analysis_id: str) -> str:
+        """The URL of the report of this analysis; cheap, no I/O, known before the report exists."""
+
+    async def put(self, key: str, html: str) -> str:
+        """Store `html` under `key` (from `report_key`), replacing any earlier copy; return its URL."""
+
+
+class LocalReportStore:
+    """A folder on the worker's disk; URLs are file:// unless `public_base_url` says where the folder is served."""
+
+    def __init__(self, root: str | Path = ".bifrost/reports", public_base_url: str | None = None) -> None:
+        self.root = Path(root).expanduser().resolve()
+        self.public_base_url = public_base_url.rstrip("/") if public_base_url else None
+
+    @property
+    def base_url(self) -> str:
+        """What every report URL of this store starts with."""
+        return self.public_base_url or self.root.as_uri()
+
+    def _url(self, key: str) -> str:
+        return f"{self.base_url}/{quote(key)}"
+
+    def url_for(self, rollout_id: str, analysis_id: str) -> str:
+        return self._url(report_key(rollout_id, analysis_id))
+
+    def path_of(self, key: str) -> Path:
+        """The file a key is stored in; refuses keys that would leave the folder."""
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root) or path == self.root:
+            raise ReportError(f"report key {key!r} points outside {self.root}", retryable=False)
+        return path
+
+    async def put(self, key: str, html: str) -> str:
+        await asyncio.to_thread(self._write, self.path_of(key), html)
+        return self._url(key)
+
+    def _write(self, path: Path, html: str) -> None:
+        """Write to a temporary file and rename it into place: readers never see half a report."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".html")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(html)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as err:
+            raise ReportError(f"cannot write report {path}: {err.strerror}; check that the worker may write to "
+                              f"{self.root} (worker --reports, or reports.dir in the targets file)",
+                              retryable=err.errno not in _PERMANENT) from err
+
+
+class S3ReportStore:
+    """An S3 bucket (or prefix); URLs are presigned GETs, or `public_base_url` + key when the bucket is published."""
+
+    def __init__(
+        self,
+        bucket: str,
+        client_factory: Callable[[], Any],
+        *,
+        prefix: str = "",
+        public_base_url: str | None = None,
+        presign_expires_seconds: int = 7 * 24 * 3600,
+    ) -> None:
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.public_base_url = public_base_url.rstrip("/") if public_base_url else None
+        self.presign_expires_seconds = presign_expires_seconds
+        self._factory = client_factory
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _s3(self) -> Any:
+        """One boto3 client per store, made on first use inside an activity (that is when secrets are read)."""
+        from botocore.exceptions import BotoCoreError
+
+        with self._lock:
+            if self._client is None:
+                try:
+                    self._client = self._factory()
+                except SecretError as err:
+                    raise ReportError(str(err), retryable=False) from err
+                except BotoCoreError as err:
+                    raise ReportError(f"cannot create an S3 client ({err}); check the aws section of the targets file",
+                                      retryable=False) from err
+            return self._client
+
+    def object_key(self, key: str) -> str:
+        return self.prefix + key
+
+    def _url(self, key: str) -> str:
+        from botocore.exceptions import BotoCoreError
+
+        if self.public_base_url:
+            return f"{self.public_base_url}/{quote(self.object_key(key))}"
+        try:
+            return str(self._s3().generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": self.object_key(key)},
+                ExpiresIn=self.presign_expires_seconds,
+            ))
+        except BotoCoreError as err:  # no credentials to sign with, ...
+            raise ReportError(f"cannot presign a link to s3://{self.bucket}/{self.object_key(key)} ({err}); check "
+                              "the aws section of the targets file, or set reports.public_base_url",
+                              retryable=False) from err
+
+    def url_for(self, rollout_id: str, analysis_id: str) -> str:
+        """With a public base URL a plain string; otherwise a presigned GET (signed locally, no request)."""
+        return self._url(report_key(rollout_id, analysis_id))
+
+    async def put(self, key: str, html: str) -> str:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        s3 = self._s3()
+        try:
+            await asyncio.to_thread(
+                s3.put_object, Bucket=self.bucket, Key=self.object_key(key), Body=html.encode("utf-8"),
+                ContentType=CONTENT_TYPE, CacheControl="no-cache",
+            )
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            msg = err.response.get("Error", {}).get("Message", str(err))
+            retryable = code not in ("NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+                                     "AllAccessDisabled", "InvalidBucketName")
+            hint = ("the activity will be retried" if retryable else
+                    "check reports.bucket in the targets file and the worker's s3:PutObject permission")
+            raise ReportError(f"storing report s3://{self.bucket}/{self.object_key(key)}: S3 {code}: {msg}; {hint}",
+                              retryable=retryable) from err
+        except BotoCoreError as err:
+            raise ReportError(f"storing report s3://{self.bucket}/{self.object_key(key)}: cannot reach S3 "
+                              f"({type(err).__name__}: {err}); the activity will be retried") from err
+        return self._url(key)
