@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
+from worker.limits import WorkerLimits
 from workflows.plan import Plan, PlanError, build_plan
 from workflows.request import RequestError, RolloutRequest, load_request
 
@@ -23,6 +24,9 @@ if TYPE_CHECKING:  # the Temporal SDK is imported only by commands that talk to 
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+_LIMITS = WorkerLimits()  # the defaults of `bifrost worker --max-*`
 
 
 def _identity() -> str:
@@ -126,11 +130,39 @@ def server(port: int, ui_port: int, db: str) -> None:
 @click.option("--targets", "targets_file", type=click.Path(exists=True, dir_okay=False),
               help="targets file selecting Kubernetes / Prometheus / CloudWatch per region and environment")
 @click.option("--reports", default=".bifrost/reports", show_default=True, help="where canary reports are written")
-def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str) -> None:
-    """Run a worker: executes rollouts and their activities. Stop with Ctrl-C (graceful)."""
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="worker processes on this task queue; one per core to use more than one core")
+@click.option("--max-workflow-tasks", type=click.IntRange(min=2), default=_LIMITS.workflow_tasks, show_default=True,
+              help="workflow tasks one process runs at once")
+@click.option("--max-activities", type=click.IntRange(min=1), default=_LIMITS.activities, show_default=True,
+              help="activities one process runs at once")
+@click.option("--max-local-activities", type=click.IntRange(min=1), default=_LIMITS.local_activities, show_default=True,
+              help="local activities (version reads) one process runs at once")
+@click.option("--max-cached-workflows", type=click.IntRange(min=1), default=_LIMITS.cached_workflows, show_default=True,
+              help="workflows one process keeps in memory between tasks (sticky cache)")
+def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str, processes: int,
+           max_workflow_tasks: int, max_activities: int, max_local_activities: int, max_cached_workflows: int) -> None:
+    """Run a worker: executes rollouts and their activities. Stop with Ctrl-C or SIGTERM (graceful).
+
+    With --processes N, N worker processes poll the same task queue and Temporal spreads the work over
+    them; SIGTERM or Ctrl-C is passed to all of them. The limits apply to each process.
+    """
+    limits = {"--max-workflow-tasks": max_workflow_tasks, "--max-activities": max_activities,
+              "--max-local-activities": max_local_activities, "--max-cached-workflows": max_cached_workflows}
+    if processes > 1:
+        from worker.main import supervise
+
+        child = [sys.executable, "-m", "bifrost_cli.main", "worker", "--task-queue", task_queue, "--reports", reports,
+                 *(arg for flag, value in limits.items() for arg in (flag, str(value)))]
+        child += ["--fleet", fleet_file] if fleet_file else []
+        child += ["--targets", targets_file] if targets_file else []
+        sys.exit(supervise([child] * processes))
+
     from worker.main import run_worker
 
-    _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports))
+    _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
+                    limits=WorkerLimits(workflow_tasks=max_workflow_tasks, activities=max_activities,
+                                        local_activities=max_local_activities, cached_workflows=max_cached_workflows)))
 
 
 # -- rollouts --------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
+from worker.limits import WorkerLimits
 from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
@@ -45,12 +46,18 @@ def build_worker(
     reports_dir: str | Path = ".bifrost/reports",
     graceful_shutdown: timedelta = timedelta(seconds=30),
     lock_holder_check: timedelta | None = None,
+    limits: WorkerLimits | None = None,
 ) -> Worker:
-    """A worker for `task_queue` running the rollout workflows against `registry`."""
+    """A worker for `task_queue` running the rollout workflows against `registry`, taking at most `limits` at once."""
+    limits = limits or WorkerLimits()
     return Worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
         activities=activities_for(client, task_queue, registry, reports_dir, lock_holder_check),
         graceful_shutdown_timeout=graceful_shutdown,
+        max_concurrent_workflow_tasks=limits.workflow_tasks,
+        max_concurrent_activities=limits.activities,
+        max_concurrent_local_activities=limits.local_activities,
+        max_cached_workflows=limits.cached_workflows,
     )

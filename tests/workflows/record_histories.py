@@ -17,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.workflows.helpers import fleet, make_request, running_worker, start
+from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Abort, Approve, Pause, Resume
@@ -51,7 +52,7 @@ async def record() -> None:
         old.unlink()
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=pydantic_data_converter)
+                                                data_converter=pydantic_data_converter, dev_server_extra_args=DEV_SERVER_FLAGS)
     client = env.client
     try:
         # 1. a good rollout, and 2. a regression in the second production region (scope all)
