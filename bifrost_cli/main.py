@@ -150,13 +150,13 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
     limits = {"--max-workflow-tasks": max_workflow_tasks, "--max-activities": max_activities,
               "--max-local-activities": max_local_activities, "--max-cached-workflows": max_cached_workflows}
     if processes > 1:
-        from worker.main import supervise
+        from worker.processes import exec_supervisor
 
         child = [sys.executable, "-m", "bifrost_cli.main", "worker", "--task-queue", task_queue, "--reports", reports,
                  *(arg for flag, value in limits.items() for arg in (flag, str(value)))]
         child += ["--fleet", fleet_file] if fleet_file else []
         child += ["--targets", targets_file] if targets_file else []
-        sys.exit(supervise([child] * processes))
+        exec_supervisor(processes, child)  # does not return
 
     from worker.main import run_worker
 

@@ -16,7 +16,7 @@ class WorkerLimits:
     """
 
     workflow_tasks: int = 20
-    activities: int = 50
+    activities: int = 20
     local_activities: int = 20
     cached_workflows: int = 1000
 

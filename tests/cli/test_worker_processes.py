@@ -77,3 +77,21 @@ async def test_worker_processes_poll_one_task_queue_and_stop_together_on_sigterm
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_worker_that_exits_on_its_own_stops_the_others_and_its_code_is_returned(tmp_path):
+    # the first copy to create the marker exits with 3; the others wait for a signal
+    code = ("import os, signal, sys\n"
+            "try:\n"
+            f"    os.close(os.open({str(tmp_path / 'first')!r}, os.O_CREAT | os.O_EXCL))\n"
+            "except FileExistsError:\n"
+            "    signal.pause()\n"
+            "sys.exit(3)\n")
+    done = subprocess.run([sys.executable, "-m", "worker.processes", "3", "--", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3, done.stderr
+    started = next(json.loads(line)["msg"] for line in done.stderr.splitlines() if "worker processes:" in line)
+    pids = [int(p) for p in started.rsplit("[", 1)[1].rstrip("]").split(", ")]
+    assert len(pids) == 3
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists()
