@@ -170,6 +170,7 @@ class CriticalPath:
     timed_out_tasks: int = 0
     activities: int = 0
     by_type: Counter[str] = field(default_factory=Counter)  # activity types on the path
+    activity_seconds: Counter[str] = field(default_factory=Counter)  # their run time (start to close), by type
     seconds: Counter[str] = field(default_factory=Counter)  # where the path's time went
     span: float = 0.0  # root start to root close, on the server's clock
     approximations: int = 0  # steps whose cause came from outside the workflows (a client or an activity)
@@ -227,6 +228,7 @@ def critical_path(tree: Tree, root_id: str) -> CriticalPath:
                 started = run.event(attrs.started_event_id)
                 out.seconds["activity waits for a worker (schedule to start)"] += ts(started) - ts(scheduled)
                 out.seconds["activity runs (start to close)"] += ts(e) - ts(started)
+                out.activity_seconds[a.activity_type.name] += ts(e) - ts(started)
             else:
                 out.seconds["activity (no start recorded)"] += ts(e) - ts(scheduled)
             out.seconds["server: task end to next command"] += ts(scheduled) - ts(run.event(a.workflow_task_completed_event_id))
@@ -336,6 +338,7 @@ def _external_cause(tree: Tree, e: HistoryEvent, out: CriticalPath) -> tuple[Run
     out.by_type[scheduled.activity_task_scheduled_event_attributes.activity_type.name] += 1
     out.seconds["activity waits for a worker (schedule to start)"] += ts(started) - ts(scheduled)
     out.seconds["activity runs (start to close)"] += ts(e) - ts(started)
+    out.activity_seconds[scheduled.activity_task_scheduled_event_attributes.activity_type.name] += ts(e) - ts(started)
     wft = r.event(scheduled.activity_task_scheduled_event_attributes.workflow_task_completed_event_id)
     out.seconds["server: task end to next command"] += ts(scheduled) - ts(wft)
     return r, wft

@@ -70,6 +70,7 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=7, help="rollouts, one after another (the first is a cold start)")
     p.add_argument("--hop-steps", type=int, default=30, help="no-op activities in the hop workflow")
     p.add_argument("--without-fix", action="store_true", help="leave DEV_SERVER_FLAGS out: the default dev server")
+    p.add_argument("--hop-only", action="store_true", help="measure only the server's own hop (a few seconds)")
     p.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                    help="more dev-server dynamic config (repeatable)")
     return p.parse_args(argv)
@@ -84,7 +85,7 @@ async def main(args: argparse.Namespace) -> None:
     try:
         async with build_worker(env.client, AdapterRegistry.simulated(fleet), task_queue=queue,
                                 reports_dir="/tmp/bifrost-bench-reports"):
-            for i in range(args.runs):
+            for i in range(0 if args.hop_only else args.runs):
                 t0 = time.perf_counter()
                 handle = await start_rollout(env.client, request(i), queue)
                 result = await handle.result()
@@ -96,11 +97,16 @@ async def main(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             await env.client.execute_workflow(HopWorkflow.run, args.hop_steps, id=hop_id, task_queue=queue + "-hop")
             hop_wall = time.perf_counter() - t0
+        hop_path = critical_path(await fetch_tree(env.client, hop_id), hop_id)
+        if args.hop_only:
+            print(f"server's own hop: {hop_path.span / hop_path.workflow_tasks * 1000:.1f} ms "
+                  f"({args.hop_steps} no-op activities in sequence; client wall {hop_wall / args.hop_steps * 1000:.1f} ms "
+                  f"per activity); {'default dev server' if args.without_fix else ' '.join(DEV_SERVER_FLAGS[1::2])}")
+            return
         warm = sorted(walls[1:] or walls)
         median_wall, median_id, stages = warm[len(warm) // 2]
         tree = await fetch_tree(env.client, median_id)
         path = critical_path(tree, median_id)
-        hop_path = critical_path(await fetch_tree(env.client, hop_id), hop_id)
     finally:
         await env.shutdown()
 
@@ -131,6 +137,10 @@ async def main(args: argparse.Namespace) -> None:
     for what, secs in sorted(path.seconds.items(), key=lambda kv: -kv[1]):
         if secs >= 0.0005:
             print(f"    {what:<58} {secs:6.3f} s  {secs / path.span:5.1%}")
+        if what.startswith("activity runs"):
+            for name, run in path.activity_seconds.most_common():
+                if run >= 0.0005:
+                    print(f"      {name:<56} {run:6.3f} s  {run / path.span:5.1%}")
     rest = path.span - sum(path.seconds.values())
     if abs(rest) >= 0.0005:
         print(f"    {'not attributed':<58} {rest:6.3f} s  {rest / path.span:5.1%}")

@@ -95,3 +95,13 @@ def test_a_worker_that_exits_on_its_own_stops_the_others_and_its_code_is_returne
     assert len(pids) == 3
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists()
+
+
+def test_the_deployment_gives_each_worker_process_one_core():
+    import yaml
+
+    deployment = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy/kubernetes/deployment.yaml").read_text())
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    processes = int(args[args.index("--processes") + 1])
+    assert float(container["resources"]["limits"]["cpu"]) == processes
