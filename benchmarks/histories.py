@@ -249,6 +249,8 @@ def critical_path(tree: Tree, root_id: str) -> CriticalPath:
             if a.continued_execution_run_id:
                 chain = tree.runs[run.workflow_id]
                 idx = next(i for i, r in enumerate(chain) if r.run_id == run.run_id)
+                if idx == 0:  # the earlier run was not fetched
+                    break
                 run, e = chain[idx - 1], chain[idx - 1].events[-1]
                 e = run.event(e.workflow_execution_continued_as_new_event_attributes.workflow_task_completed_event_id)
             elif a.parent_workflow_execution.workflow_id and a.parent_workflow_execution.workflow_id in tree.runs:

@@ -185,8 +185,7 @@ def _spread(xs: list[float]) -> str:
 
 async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outcome:
     port = free_port()
-    server: DevServer = start_dev_server(port=port, ui_port=None, db_file=None, log_file=workdir / f"temporal-{count}.log",
-                                         extra_args=["--metrics-port", str(free_port())])
+    server: DevServer = start_dev_server(port=port, ui_port=None, db_file=None, log_file=workdir / f"temporal-{count}.log")
     log = workdir / f"worker-{count}.log"
     environ = {**os.environ, "TEMPORAL_ADDRESS": server.address, "TEMPORAL_NAMESPACE": "default"}
     environ.pop("TEMPORAL_API_KEY", None)

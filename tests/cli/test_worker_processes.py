@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,15 +15,20 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 
-from tests.cli.test_cli import _closed_port
 from worker.server import DEV_SERVER_FLAGS, start_dev_server
 
 BIFROST = str(Path(sys.executable).parent / "bifrost")
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def test_dev_server_runs_with_the_fast_transfer_queue_flag(tmp_path):
     assert DEV_SERVER_FLAGS == ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
-    server = start_dev_server(port=_closed_port(), ui_port=None, db_file=None, log_file=tmp_path / "temporal.log")
+    server = start_dev_server(port=_free_port(), ui_port=None, db_file=None, log_file=tmp_path / "temporal.log")
     try:
         argv = Path(f"/proc/{server.process.pid}/cmdline").read_bytes().decode().split("\0")
         i = argv.index("history.transferProcessorMaxPollRPS=1000")
