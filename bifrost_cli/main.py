@@ -25,6 +25,7 @@ from rich.console import Console
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from common.problems import FileProblems, shorten
 from common.types import RolloutStatus
+from worker.limits import WorkerLimits
 from workflows.plan import Plan, PlanError, build_plan
 from workflows.request import MAX_TEXT, MAX_WAVE, MAX_WHO, RequestError, RolloutRequest, load_request
 
@@ -45,6 +46,9 @@ def _fail(message: str, hint: str | None = None, code: int = EXIT_INVALID) -> No
     if hint:
         click.echo(hint, err=True)
     sys.exit(code)
+
+
+_LIMITS = WorkerLimits()  # the defaults of `bifrost worker --max-*`
 
 
 def _identity() -> str:
@@ -234,17 +238,50 @@ def server(port: int, ui_port: int, db: str) -> None:
 @click.option("--fleet-db", default=".bifrost/fleet.db", show_default=True, type=click.Path(dir_okay=False),
               help="SQLite file holding the simulated fleet's state (which version runs where); it survives "
                    "restarts, and workers given the same file share one fleet. Delete it to start afresh")
+@click.option("--processes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="worker processes on this task queue; one per core to use more than one core")
+@click.option("--max-workflow-tasks", type=click.IntRange(min=2), default=_LIMITS.workflow_tasks, show_default=True,
+              help="workflow tasks one process runs at once")
+@click.option("--max-activities", type=click.IntRange(min=1), default=_LIMITS.activities, show_default=True,
+              help="activities one process runs at once")
+@click.option("--max-local-activities", type=click.IntRange(min=1), default=_LIMITS.local_activities, show_default=True,
+              help="local activities (version reads) one process runs at once")
+@click.option("--max-cached-workflows", type=click.IntRange(min=1), default=_LIMITS.cached_workflows, show_default=True,
+              help="workflows one process keeps in memory between tasks (sticky cache)")
 def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str | None,
            reports_port: int | None, reports_host: str, reports_url: str | None, render_processes: int,
-           fleet_db: str) -> None:
-    """Run a worker: executes rollouts and their activities. Stop with Ctrl-C (graceful)."""
+           fleet_db: str, processes: int, max_workflow_tasks: int, max_activities: int, max_local_activities: int,
+           max_cached_workflows: int) -> None:
+    """Run a worker: executes rollouts and their activities. Stop with Ctrl-C or SIGTERM (graceful).
+
+    With --processes N, N worker processes poll the same task queue and Temporal spreads the work over
+    them; SIGTERM or Ctrl-C is passed to all of them. The limits apply to each process.
+    """
+    limits = {"--max-workflow-tasks": max_workflow_tasks, "--max-activities": max_activities,
+              "--max-local-activities": max_local_activities, "--max-cached-workflows": max_cached_workflows}
+    if processes > 1:
+        if reports_port is not None:
+            raise click.UsageError("--reports-port serves one process's reports; with --processes, store reports in "
+                                   "S3 (reports: {kind: s3} in the targets file) or run one process per port")
+        from worker.processes import exec_supervisor
+
+        child = [sys.executable, "-m", "bifrost_cli.main", "worker", "--task-queue", task_queue, "--fleet-db", fleet_db,
+                 "--render-processes", str(render_processes),
+                 *(arg for flag, value in limits.items() for arg in (flag, str(value)))]
+        child += ["--reports", reports] if reports else []
+        child += ["--fleet", fleet_file] if fleet_file else []
+        child += ["--targets", targets_file] if targets_file else []
+        exec_supervisor(processes, child)  # does not return
+
     from activities.adapters.base import AdapterError
     from worker.main import ReportsOptionError, run_worker
 
     try:
         _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
                         reports_port=reports_port, reports_host=reports_host, reports_url=reports_url,
-                        render_processes=render_processes, fleet_db=fleet_db))
+                        render_processes=render_processes, fleet_db=fleet_db,
+                        limits=WorkerLimits(workflow_tasks=max_workflow_tasks, activities=max_activities,
+                                            local_activities=max_local_activities, cached_workflows=max_cached_workflows)))
     except ReportsOptionError as err:
         raise click.UsageError(str(err)) from None
     except AdapterError as err:  # e.g. the fleet state file cannot be opened: say so, without a traceback

@@ -12,6 +12,7 @@ import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
 from worker.converter import DATA_CONVERTER
+from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
@@ -29,7 +30,7 @@ async def env():
     """A plain local dev server: real timers, for rollouts without long waits."""
     e = await WorkflowEnvironment.start_local(
         dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=DATA_CONVERTER,
-        dev_server_extra_args=["--dynamic-config-value", "frontend.enableServerVersionCheck=false"],
+        dev_server_extra_args=["--dynamic-config-value", "frontend.enableServerVersionCheck=false", *DEV_SERVER_FLAGS],
     )
     yield e
     await e.shutdown()
@@ -40,7 +41,7 @@ async def ts_env():
     """A dev server with per-workflow time skipping: soaks and timeouts of hours run in seconds."""
     e = await WorkflowEnvironment.start_time_skipping_v2(
         dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=DATA_CONVERTER,
-        dev_server_extra_args=["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true"],
+        dev_server_extra_args=["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true", *DEV_SERVER_FLAGS],
     )
     yield e
     await e.shutdown()

@@ -22,6 +22,7 @@ from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
+from worker.limits import WorkerLimits
 from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
@@ -114,14 +115,16 @@ def build_worker(
     render_processes: int = 1,
     graceful_shutdown: timedelta = timedelta(seconds=30),
     lock_holder_check: timedelta | None = None,
+    limits: WorkerLimits | None = None,
 ) -> BifrostWorker:
     """A worker for `task_queue` running the rollout workflows against `registry`.
 
     Reports are stored in `reports` (else the targets file's store, else the folder `reports_dir`) and drawn
     in `render_pool`; without one, the worker makes a RenderPool of `render_processes` processes and shuts
-    it down when it stops (a pool passed in belongs to the caller)."""
+    it down when it stops (a pool passed in belongs to the caller). It takes at most `limits` tasks at once."""
     owned = RenderPool(render_processes) if render_pool is None else None
     pool = render_pool or owned
+    limits = limits or WorkerLimits()
     return BifrostWorker(
         client,
         task_queue=task_queue,
@@ -130,4 +133,8 @@ def build_worker(
                                   reports=reports, render_pool=pool),
         graceful_shutdown_timeout=graceful_shutdown,
         render_pool=owned,
+        max_concurrent_workflow_tasks=limits.workflow_tasks,
+        max_concurrent_activities=limits.activities,
+        max_concurrent_local_activities=limits.local_activities,
+        max_cached_workflows=limits.cached_workflows,
     )

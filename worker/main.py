@@ -1,12 +1,15 @@
-"""The worker process: connect from the environment, build adapters, run until SIGTERM/SIGINT."""
+"""The worker process: connect from the environment, build adapters, run until SIGTERM/SIGINT.
+
+Several such processes on one task queue: worker/processes.py (`bifrost worker --processes N`).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import logging
+import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -16,31 +19,50 @@ from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import TargetsFile, load_targets
 from worker.build import build_worker
 from worker.connect import connect
+from worker.limits import WorkerLimits
+from worker.logs import JsonFormatter, setup_logging
 from worker.reports_http import ReportServer
 
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line, with Temporal's workflow/activity context when present."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        for key in ("temporal_workflow", "temporal_activity"):
-            if hasattr(record, key):
-                out[key] = getattr(record, key)
-        if record.exc_info:
-            out["error"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
+__all__ = ["JsonFormatter", "LoopWatch", "build_fleet", "build_registry", "run_worker", "setup_logging"]
 
 
-def setup_logging(level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+class LoopWatch:
+    """How long the event loop was blocked: a 100 ms timer that fires late was held up by code running on the loop
+    (a CPU-bound async activity) or by a machine without a free core. While the loop is blocked, no workflow task
+    or activity of this process moves, and a workflow task held past its 10 s timeout is lost."""
+
+    INTERVAL = 0.1
+    WARN_AFTER = 1.0  # s blocked at once
+    WARN_EVERY = 60.0  # s between warnings
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        self.blocked = 0.0
+        self.longest = 0.0
+        self.started = time.monotonic()
+        self._warned_at = -self.WARN_EVERY
+        self._unreported = 0
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            before = loop.time()
+            await asyncio.sleep(self.INTERVAL)
+            lag = loop.time() - before - self.INTERVAL
+            self.blocked += max(0.0, lag)
+            self.longest = max(self.longest, lag)
+            if lag >= self.WARN_AFTER:
+                self._unreported += 1
+                if loop.time() - self._warned_at >= self.WARN_EVERY:
+                    self.log.warning(
+                        f"event loop blocked for {lag:.1f} s ({self._unreported} time(s) over {self.WARN_AFTER:g} s since the "
+                        "last warning): CPU-bound code on the loop or no free core; workflow tasks may time out. "
+                        "Run more processes (--processes) or lower --max-activities.")
+                    self._warned_at, self._unreported = loop.time(), 0
+
+    def summary(self) -> str:
+        up = time.monotonic() - self.started
+        return f"event loop blocked {self.blocked:.1f} s of {up:.0f} s, longest {self.longest:.1f} s"
 
 
 DEFAULT_FLEET_DB = Path(".bifrost/fleet.db")
@@ -91,6 +113,7 @@ async def run_worker(
     *, task_queue: str = "bifrost", fleet_file: str | None = None, targets_file: str | None = None,
     reports_dir: str | Path | None = None, reports_port: int | None = None, reports_host: str = "127.0.0.1",
     reports_url: str | None = None, render_processes: int = 1, fleet_db: str | Path = DEFAULT_FLEET_DB,
+    limits: WorkerLimits | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM, then shut down gracefully (in-flight activities get 30 s).
 
@@ -110,22 +133,33 @@ async def run_worker(
             raise ReportsOptionError(f"cannot serve reports on {reports_host}:{reports_port}: {err.strerror}; "
                                      "choose another --reports-port") from err
         store = report_store(targets, reports_dir=reports_dir, serve=True, served_url=server.url, reports_url=reports_url)
+    limits = limits or WorkerLimits()
+    watch = LoopWatch(log)
+    watching: asyncio.Task[None] | None = None
     try:
         client = await connect()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with build_worker(client, registry, task_queue=task_queue, reports=store, render_processes=render_processes):
-            log.info("worker started; simulated fleet state in %s", fleet.where,
-                     extra={"task_queue": task_queue, "namespace": client.namespace})
+        watching = asyncio.create_task(watch.run())
+        async with build_worker(client, registry, task_queue=task_queue, reports=store, render_processes=render_processes,
+                                limits=limits):
+            log.info(f"worker started on task queue {task_queue!r} in namespace {client.namespace!r} "
+                     f"(pid {os.getpid()}; at most {limits.workflow_tasks} workflow tasks, {limits.activities} activities, "
+                     f"{limits.local_activities} local activities at once; {limits.cached_workflows} cached workflows; "
+                     f"simulated fleet state in {fleet.where})")
             if server is not None and isinstance(store, LocalReportStore):
                 log.info("serving reports from %s on %s:%d; report links start with %s", server.root, reports_host,
                          server.port, store.base_url)
             await stop.wait()
             log.info("shutting down: finishing in-flight activities")
     finally:
+        if watching is not None:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
         fleet.close()
         if server is not None:
             server.close()
-    log.info("worker stopped")
+    log.info(f"worker stopped; {watch.summary()}")

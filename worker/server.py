@@ -25,6 +25,16 @@ def temporal_binary() -> str:
     return found
 
 
+# Dynamic config every embedded dev server gets. The dev server runs one history shard, and its transfer
+# queue is read at most `history.transferProcessorMaxPollRPS` times a second (default 20): after a burst,
+# each workflow-task dispatch waits up to ~50 ms for the next read. 1000 reads/s brings one activity round
+# trip of a no-op workflow to ~10 ms (docs/benchmarks.md). A production cluster has many shards and is
+# tuned on its own; this is only for `bifrost server`, `bifrost demo`, the tests and the benchmarks.
+DEV_SERVER_DYNAMIC_CONFIG = {"history.transferProcessorMaxPollRPS": "1000"}
+DEV_SERVER_FLAGS = [arg for key, value in DEV_SERVER_DYNAMIC_CONFIG.items()
+                    for arg in ("--dynamic-config-value", f"{key}={value}")]
+
+
 def search_attribute_args() -> list[str]:
     return [arg for key in search.ALL for arg in ("--search-attribute", f"{key.name}=Keyword")]
 
@@ -57,7 +67,7 @@ def start_dev_server(
     extra_args: list[str] | None = None,
     ready_timeout: float = 30.0,
 ) -> DevServer:
-    """Start `temporal server start-dev` and wait until it answers; raise with its log tail if it dies."""
+    """Start `temporal server start-dev` (with DEV_SERVER_FLAGS) and wait until it answers; raise with its log tail if it dies."""
     args = [temporal_binary(), "server", "start-dev", "--ip", ip, "--port", str(port), "--log-level", "warn"]
     if ui_port is None:
         args.append("--headless")
@@ -66,7 +76,7 @@ def start_dev_server(
     if db_file is not None:
         Path(db_file).parent.mkdir(parents=True, exist_ok=True)
         args += ["--db-filename", str(db_file)]
-    args += search_attribute_args() + list(extra_args or [])
+    args += search_attribute_args() + DEV_SERVER_FLAGS + list(extra_args or [])
     if log_file:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115 - owned by the child

@@ -21,6 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import TEMPORAL, require_or_skip
 from worker.converter import DATA_CONVERTER
+from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 
 CHROMIUM = "/usr/bin/chromium"
@@ -86,6 +87,7 @@ async def ui_server(browser: Browser) -> AsyncIterator[UiServer]:
                 dev_server_extra_args=[
                     "--ui-disable-news-fetch",
                     "--dynamic-config-value", "frontend.enableServerVersionCheck=false",
+                    *DEV_SERVER_FLAGS,
                 ],
                 dev_server_startup_timeout=timedelta(seconds=15),
             )

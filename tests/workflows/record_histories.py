@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 from worker.converter import DATA_CONVERTER
+from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Abort, Approve, Pause, Resume
@@ -52,7 +53,7 @@ async def record() -> None:
         old.unlink()
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER)
+                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
     client = env.client
     try:
         # 1. a good rollout, and 2. a regression in the second production region (scope all)
