@@ -319,6 +319,16 @@ def _register_optional() -> None:
 
 _register_optional()
 
+
+def _register_traffic() -> None:
+    from bifrost_cli.traffic import evacuate, restore, traffic
+
+    for command in (evacuate, restore, traffic):
+        cli.add_command(command)
+
+
+_register_traffic()
+
 if __name__ == "__main__":  # pragma: no cover
     cli()
 

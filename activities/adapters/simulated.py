@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from activities.adapters.base import DeployError
+from activities.adapters.simulated_traffic import SimulatedLoad
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
 
@@ -72,6 +73,7 @@ class SimulatedFleet:
         self.scenario = scenario or FleetScenario()
         self._slots: dict[tuple[str, str, str], _Slot] = {}
         self.calls: list[tuple[str, str, str]] = []  # (operation, stage key, version), for tests and demos
+        self.load = SimulatedLoad()  # traffic hook: shares, replicas and overload live in simulated_traffic.py
 
     # -- state -----------------------------------------------------------------------------------
     def slot(self, stage: StageRef) -> _Slot:
@@ -138,6 +140,14 @@ class SimulatedFleet:
         slot.canary = None
         slot.baseline = None
 
+    # -- traffic hook: replicas and overload come from simulated_traffic.SimulatedLoad ---------------
+    async def replicas(self, stage: StageRef) -> int:
+        return self.load.replicas(stage)
+
+    async def scale(self, stage: StageRef, replicas: int) -> None:
+        self.calls.append(("scale", stage.key, str(replicas)))
+        self.load.scale(stage, replicas)
+
     # -- MetricSource ----------------------------------------------------------------------------
     def _count(self, window: MetricWindow) -> int:
         seconds = max(0.0, (window.end - window.start).total_seconds())
@@ -158,12 +168,14 @@ class SimulatedFleet:
             effect = None
         lat = effect.latency_factor if effect else 1.0
         err = effect.error_factor if effect else 1.0
+        load = self.load.effect(stage, window)  # traffic hook: an overloaded region is slower and sheds requests
+        lat *= load.latency_factor
         s = self.scenario
         if metric.kind == "latency":
             mu = math.log(s.base_latency_ms * lat) - s.latency_sigma**2 / 2
             values = rng.lognormal(mu, s.latency_sigma, n)
         elif metric.kind == "error_rate":
-            p = min(1.0, s.base_error_rate * err)
+            p = min(1.0, s.base_error_rate * err + load.error_rate)
             values = rng.binomial(s.requests_per_interval, p, n) / s.requests_per_interval
         else:
             values = rng.normal(1.0, 0.05, n)
