@@ -219,7 +219,7 @@ async def last_change(client: Any, service: str, region: str, environment: str) 
     async for wf in client.list_workflows(query):
         if wf.status == WorkflowExecutionStatus.RUNNING:
             continue
-        state, _ = await _outcome(client.get_workflow_handle(wf.id, run_id=wf.run_id))
+        state, _ = await _outcome(client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState))
         if state is None or state.status == "refused" or (state.direction == "restore" and state.status != "restored"):
             continue  # changed nothing, or a restore that did not finish: the evacuation before it still applies
         return state
