@@ -175,3 +175,18 @@ async def test_bad_requests_are_refused_before_anything_changes(env, task_queue,
     assert state.status == "refused" and state.steps == []
     assert await weights_of(registry, svc) == before
     assert [c for c in fleet.calls if c[0] == "scale"] == []
+
+
+async def test_a_60_second_ttl_is_waited_after_every_step(ts_env, task_queue, tmp_path):
+    """On a time-skipping server: every health check comes at least one TTL after its step, in workflow time."""
+    registry, _ = simulated_registry(ttl=60)
+    svc = service()
+    async with running_worker(ts_env.client, registry, task_queue, tmp_path):
+        result = await (await start(ts_env.client, evacuation(svc, health_baseline_minutes=10, health_interval_seconds=10),
+                                    task_queue)).result()
+    assert result.status == "evacuated", result.reason
+    assert result.wait_seconds == 60 and all(s.healthy for s in result.steps)
+    for step, nxt in zip(result.steps, result.steps[1:]):
+        assert (step.checked_at - step.applied_at).total_seconds() >= 60
+        assert nxt.applied_at >= step.checked_at
+    assert (result.ended_at - result.started_at).total_seconds() >= 180  # three TTLs of workflow time
