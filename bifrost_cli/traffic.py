@@ -73,21 +73,21 @@ def _csv_ints(value: str | None) -> list[int] | None:
 
 
 def _problems(err: ValidationError) -> str:
-    """One line per problem, naming the field (checks across fields name theirs in the message)."""
-    out = []
-    for e in err.errors():
-        field = ".".join(str(p) for p in e["loc"])
-        for line in e["msg"].removeprefix("Value error, ").splitlines():
-            out.append(f"  - {field}: {line}" if field else f"  - {line}")
-    return "\n".join(out)
+    """One line per problem, naming the field."""
+    return "\n".join(f"  - {'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors())
 
 
 def _input(data: dict[str, Any]) -> EvacuationInput:
+    """The workflow input from the options; any problem exits 2 here, before Temporal is contacted."""
     try:
-        return EvacuationInput.model_validate({k: v for k, v in data.items() if v is not None})
+        inp = EvacuationInput.model_validate({k: v for k, v in data.items() if v is not None})
     except ValidationError as err:
         _fail(f"refused, nothing was changed:\n{_problems(err)}", EXIT_INVALID)
         raise  # not reached
+    problems = inp.problems()
+    if problems:
+        _fail("refused, nothing was changed:\n" + "\n".join(f"  - {p}" for p in problems), EXIT_INVALID)
+    return inp
 
 
 # -- printing -------------------------------------------------------------------------------------
@@ -192,7 +192,7 @@ async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> i
             state = None  # type: ignore[assignment]
         if state is not None:
             seen = print_audit(state, seen)
-            if not planned and state.status not in ("planning",):
+            if not planned and state.status not in ("planning", "refused", "failed"):  # refusals: wait for the result
                 planned = True
                 click.echo("\n".join(weights_lines(state)))
                 if not wait:

@@ -119,6 +119,10 @@ class EvacuationWorkflow:
         self.state.started_at = workflow.now()
         self._audit(inp.requested_by, inp.direction, f"{inp.region}: {inp.reason or '(no reason given)'}")
         self._set_status("planning", waiting_for="the plan: reading the record set and replicas")
+        problems = inp.problems()
+        if problems:
+            lines = "\n".join(f"  - {p}" for p in problems)
+            return await self._end("refused", f"{inp.direction} of {inp.region} for {inp.service} refused, nothing was changed:\n{lines}")
         try:
             self.plan = await workflow.execute_activity_method(
                 TrafficActivities.plan_traffic,
@@ -222,6 +226,7 @@ class EvacuationWorkflow:
             except TimeoutError:
                 pass
             self._raise_if_stopped()
+            rec.health_started_at = workflow.now()
             if not checks:
                 rec.health = "no region gains traffic: nothing to check"
                 continue
@@ -380,7 +385,9 @@ class EvacuationWorkflow:
 
     def _check_running(self) -> None:
         if self.state.status in EVACUATION_TERMINAL or self.stop is not None:
-            raise ValueError(f"the {self.inp.direction} is already {'stopping' if self.stop else self.state.status}; nothing to do")
+            what = "evacuation" if self.inp.direction == "evacuate" else "restore"
+            raise ValueError(f"the {what} of {self.inp.region} is already {'stopping' if self.stop else self.state.status}; "
+                             "nothing to do")
 
     @workflow.update(description='Hold before the next step (a running step and its TTL wait finish). JSON: {"by": "alice", "reason": "why"}.')
     def pause(self, req: Pause) -> Ack:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from activities.traffic_models import RestoreTarget, TrafficDirection, TrafficPlan
 from activities.traffic_plan import DEFAULT_STEPS, step_problems
@@ -60,8 +60,11 @@ class EvacuationInput(BaseModel):
     health_interval_seconds: int = Field(default=10, ge=1, description="sample spacing of the health metrics")
     judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
 
-    @model_validator(mode="after")
-    def _consistent(self) -> "EvacuationInput":
+    def problems(self) -> list[str]:
+        """What is wrong across fields, one line each naming the field; the CLI and the workflow both refuse on it.
+
+        Not a validator, so a UI start with bad steps is refused by the workflow with these reasons instead of
+        failing to decode."""
         problems = step_problems(self.steps)
         if self.region in self.receivers:
             problems.append(f"receivers: {self.region} is the region being {self.direction}d; it cannot also receive")
@@ -75,9 +78,7 @@ class EvacuationInput(BaseModel):
                 problems.append("receivers: a restore returns every region to its recorded weight; leave receivers out")
         elif self.restore_to is not None:
             problems.append("restore_to: only a restore takes restore_to")
-        if problems:
-            raise ValueError("\n".join(problems))  # one problem per line (the CLI lists them)
-        return self
+        return problems
 
     @property
     def workflow_id(self) -> str:
@@ -93,6 +94,7 @@ class StepRecord(BaseModel):
     changed: bool = True
     started_at: datetime | None = None
     applied_at: datetime | None = None
+    health_started_at: datetime | None = Field(default=None, description="when the TTL wait ended and the health check began")
     checked_at: datetime | None = None
     healthy: bool | None = None
     health: str = ""

@@ -62,7 +62,7 @@ class AdapterRegistry:
     default_metrics: MetricSource
     deployers: dict[str, Deployer] = field(default_factory=dict)  # key: "region/env"
     metric_sources: dict[str, MetricSource] = field(default_factory=dict)
-    traffic: dict[str, "RegionTraffic"] = field(default_factory=dict)  # key: "region/env"; Route 53 weighted record
+    traffic: dict[str, "RegionTraffic"] = field(default_factory=dict)  # key: "region/env"; overrides traffic_targets
     notifier: "WebhookNotifier | None" = None  # None: notifications are only logged
     traffic_targets: dict[str, TrafficTarget] = field(default_factory=dict)  # key: "region/env"
     load: SimulatedLoad | None = None  # the simulated fleet's traffic model; told every weight change
@@ -74,8 +74,16 @@ class AdapterRegistry:
         return self.metric_sources.get(stage.key, self.default_metrics)
 
     def traffic_for(self, stage: StageRef) -> "RegionTraffic | None":
-        """The stage's Route 53 weighted record, or None when the targets file gives none."""
-        return self.traffic.get(stage.key)
+        """The stage's Route 53 weighted record (for the stage's service), or None when the targets file gives none."""
+        if stage.key in self.traffic:
+            return self.traffic[stage.key]
+        target = self.traffic_targets.get(stage.key)
+        if target is None:
+            return None
+        from activities.adapters.route53 import RegionTraffic, Route53Traffic
+
+        router = target.router_for(stage.service)
+        return RegionTraffic(router, target.set_identifier) if isinstance(router, Route53Traffic) else None
 
     def traffic_target(self, region: str, environment: str) -> TrafficTarget | None:
         """The region's traffic configuration, or None when the targets file gives it none."""
@@ -256,11 +264,6 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
             registry.metric_sources[t.key] = b.metrics(t.metrics)
         if t.traffic is not None:
             registry.traffic_targets[t.key] = traffic.target(t)
-        if t.traffic is not None and t.traffic.route53 is not None and "{service}" not in t.traffic.route53.record_name:
-            from activities.adapters.route53 import RegionTraffic
-
-            r = t.traffic.route53
-            registry.traffic[t.key] = RegionTraffic(traffic.route53(r.zone_id, r.record_name, r.record_type), t.set_identifier)
     if targets.notifications.webhooks:
         from activities.adapters.webhooks import Webhook, WebhookNotifier
 

@@ -45,7 +45,10 @@ def test_route53_with_service_placeholder_ttl_bounds_and_health():
     assert (use1.min_wait_seconds, use1.max_replicas, euw1.set_identifier) == (30, 40, "euw1")
     assert [(m.name, m.kind, m.critical) for m in use1.health] == [("latency_p99", "latency", False), ("error_rate", "error_rate", True)]
     assert euw1.max_replicas is None and [m.name for m in euw1.health] == ["latency_p99", "error_rate"]  # the defaults
-    assert reg.traffic == {}  # the old per-stage lookup cannot hold a per-service record name
+    from common.types import StageRef
+
+    legacy = reg.traffic_for(StageRef(service="payments", region="eu-west-1", environment="prod"))
+    assert legacy is not None and legacy.router is use1.router_for("payments") and legacy.set_identifier == "euw1"
 
 
 @pytest.mark.parametrize("data, expected", [

@@ -160,6 +160,7 @@ async def test_approval_gate_holds_before_anything_changes(env, task_queue, tmp_
     ({}, {"weights": {"us-east-1": 0, "ap-south-1": 0}}, "eu-west-1 is the last region serving"),
     ({"receivers": ["us-east-1"]}, {"max_replicas": 6}, "us-east-1 needs 10 replicas (now 4)"),
     ({"receivers": ["atlantis-1"]}, {}, "receivers: unknown region atlantis-1"),
+    ({"steps": [30, 30]}, {}, "steps: levels must strictly decrease"),  # as a UI start would send it
 ])
 async def test_bad_requests_are_refused_before_anything_changes(env, task_queue, tmp_path, kwargs, setup, words):
     registry, fleet = simulated_registry(**setup)
