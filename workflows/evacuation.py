@@ -293,8 +293,10 @@ class EvacuationWorkflow:
         stop = self.stop
         assert stop is not None
         what = f"aborted by {stop.by}: {stop.reason}"
-        if not stop.revert or (self.state.weights_now == self.state.weights_before and not self.state.scaled):
-            return await self._end("aborted", f"{what}; traffic left at step {self.state.step}")
+        if self.state.weights_now == self.state.weights_before and not self.state.scaled:
+            return await self._end("aborted", f"{what}; nothing was changed")
+        if not stop.revert:
+            return await self._end("aborted", f"{what}; traffic and replicas left as they are (step {self.state.step})")
         self._set_status("reverting", reason=what, waiting_for="the weights and replicas before")
         try:
             if self.state.weights_now != self.state.weights_before:

@@ -191,3 +191,43 @@ async def test_a_60_second_ttl_is_waited_after_every_step(ts_env, task_queue, tm
         assert (step.checked_at - step.applied_at).total_seconds() >= 60
         assert nxt.applied_at >= step.checked_at
     assert (result.ended_at - result.started_at).total_seconds() >= 180  # three TTLs of workflow time
+
+
+async def test_a_plain_json_input_starts_it_as_the_web_ui_does(env, task_queue, tmp_path):
+    """The UI's "Start workflow like this one" sends one json/plain object; a client without the pydantic converter does too."""
+    import uuid
+
+    from temporalio.client import Client
+
+    raw = await Client.connect(env.client.service_client.config.target_host, namespace=env.client.namespace)
+    registry, _ = simulated_registry()
+    svc = service()
+    payload = {"service": svc, "region": "eu-west-1", "requested_by": "ui-user", "reason": "from the UI", "steps": [50, 0],
+               "health_baseline_minutes": 1, "health_interval_seconds": 1}
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        h = await raw.start_workflow("EvacuationWorkflow", payload, id=f"traffic/{svc}/{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+        result = await h.result()
+    assert result["status"] == "evacuated" and result["weights_after"] == {"us-east-1": 150, "eu-west-1": 0, "ap-south-1": 150}
+    assert result["audit"][0]["who"] == "ui-user" and result["steps_requested"] == [50, 0]
+
+
+async def test_abort_while_awaiting_approval_changes_nothing(env, task_queue, tmp_path):
+    registry, fleet = simulated_registry()
+    svc = service()
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        h = await start(env.client, evacuation(svc, require_approval=True), task_queue)
+        await wait_for(h, lambda s: s.status == "awaiting_approval")
+        await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="alice", reason="not now"))
+        result = await h.result()
+    assert result.status == "aborted" and result.reason == "aborted by alice: not now; nothing was changed"
+    assert result.weights_after == EVEN and not [c for c in fleet.calls if c[0] == "scale"]
+
+
+async def test_an_unanswered_approval_times_out_without_changing_anything(ts_env, task_queue, tmp_path):
+    registry, fleet = simulated_registry()
+    svc = service()
+    async with running_worker(ts_env.client, registry, task_queue, tmp_path):
+        result = await (await start(ts_env.client, evacuation(svc, require_approval=True, approval_timeout_minutes=90),
+                                    task_queue)).result()
+    assert result.status == "aborted" and "no approval within 90 min; nothing was changed" in result.reason
+    assert result.weights_after == EVEN and not [c for c in fleet.calls if c[0] == "scale"]
