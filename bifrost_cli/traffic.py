@@ -297,13 +297,14 @@ def _common(f: Any) -> Any:
 @click.option("--steps", help="REGION's weight in percent of its starting share after each step (default 67,33,0)")
 @click.option("--headroom", type=float, help="pre-warm receivers to replicas x new/old share x this (default 1.2)")
 @click.option("--no-prewarm", is_flag=True, help="shift without scaling the receivers first")
+@click.option("--health-interval", type=int, help="seconds between health samples (default 5); each step waits for 10 of them")
 @click.option("--reason", default="", help="why (recorded in the audit trail and shown in the UI)")
 @click.option("--require-approval", is_flag=True, help="plan, then wait for `bifrost traffic approve` before changing anything")
 @click.option("--approver", "approvers", multiple=True, help="who may approve (repeatable; default: anyone)")
 @click.option("--wait", is_flag=True, help="follow every step to the end; the exit code tells the outcome")
 @_common
 def evacuate(region: str, service: str, receivers: str | None, steps: str | None, headroom: float | None, no_prewarm: bool,
-             reason: str, require_approval: bool, approvers: tuple[str, ...], wait: bool, task_queue: str, who: str,
+             health_interval: int | None, reason: str, require_approval: bool, approvers: tuple[str, ...], wait: bool, task_queue: str, who: str,
              environment: str) -> None:
     """Move REGION's traffic to the other regions: pre-warm them, then shift the weighted DNS records step by step.
 
@@ -323,7 +324,7 @@ def evacuate(region: str, service: str, receivers: str | None, steps: str | None
         "service": service, "region": region, "environment": environment, "direction": "evacuate", "requested_by": who,
         "reason": reason, "receivers": [r.strip() for r in receivers.split(",") if r.strip()] if receivers else None,
         "steps": _csv_ints(steps), "headroom": headroom, "prewarm": not no_prewarm, "require_approval": require_approval,
-        "approvers": list(approvers) or None,
+        "approvers": list(approvers) or None, "health_interval_seconds": health_interval,
     })
     sys.exit(_run(run_traffic(inp, wait=wait, task_queue=task_queue)))
 

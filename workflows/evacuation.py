@@ -141,8 +141,9 @@ class EvacuationWorkflow:
             return await self._end("aborted", "cancelled before anything changed")
         plan = self.plan
         self.state.take_plan(plan)
+        self.state.wait_seconds = inp.step_wait_seconds(plan.wait_seconds)
         self.state.planned_at = workflow.now()
-        self._audit("bifrost", "plan", f"{len(plan.steps)} steps {plan.levels}; wait {plan.wait_seconds} s; "
+        self._audit("bifrost", "plan", f"{len(plan.steps)} steps {plan.levels}; wait {self.state.wait_seconds} s; "
                     f"receivers {', '.join(self.state.receivers) or '-'}")
         try:
             await self._approval()
@@ -209,7 +210,7 @@ class EvacuationWorkflow:
                                 interval_seconds=inp.health_interval_seconds)
         checks = [RegionHealth(region=r.region, metrics=r.health) for r in plan.gaining if r.health]
         n = len(plan.steps)
-        wait = timedelta(seconds=plan.wait_seconds + inp.extra_wait_seconds)
+        wait = timedelta(seconds=self.state.wait_seconds)
         for i, weights in enumerate(plan.steps, 1):
             await self._wait_unpaused(f"step {i}/{n}")
             rec = StepRecord(index=i, level=plan.levels[i - 1], weights=weights, started_at=workflow.now())

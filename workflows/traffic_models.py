@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,9 @@ EVACUATION_TERMINAL: frozenset[str] = frozenset({"evacuated", "restored", "rever
 def evacuation_id(service: str) -> str:
     """One traffic workflow per service at a time: evacuations and restores of any region share this id."""
     return f"traffic/{service}"
+
+
+HEALTH_SETTINGS = {"extra_wait_seconds", "health_baseline_minutes", "health_interval_seconds", "judge"}
 
 
 def _health_judge() -> JudgeConfig:
@@ -57,7 +60,8 @@ class EvacuationInput(BaseModel):
     approval_timeout_minutes: float = Field(default=60, gt=0)
     extra_wait_seconds: int = Field(default=0, ge=0, description="wait this much longer than the TTL after each step")
     health_baseline_minutes: float = Field(default=10, gt=0, description="the pre-shift window each region is judged against")
-    health_interval_seconds: int = Field(default=10, ge=1, description="sample spacing of the health metrics")
+    health_interval_seconds: int = Field(
+        default=5, ge=1, description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
     judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
 
     def problems(self) -> list[str]:
@@ -83,6 +87,10 @@ class EvacuationInput(BaseModel):
     @property
     def workflow_id(self) -> str:
         return evacuation_id(self.service)
+
+    def step_wait_seconds(self, ttl_wait: int) -> int:
+        """The wait after each step: the TTL (plus extra), and long enough for the judge to get its minimum samples."""
+        return max(ttl_wait + self.extra_wait_seconds, self.judge.min_samples * self.health_interval_seconds)
 
 
 class StepRecord(BaseModel):
@@ -126,6 +134,7 @@ class EvacuationState(BaseModel):
     receivers: list[str] = Field(default_factory=list)
     set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")
     steps_requested: list[int] = Field(default_factory=list)
+    health_settings: dict[str, Any] = Field(default_factory=dict, description="the input's health knobs; a restore reuses them")
     planned: list[dict[str, int]] = Field(default_factory=list, description="weights after each planned step")
     step: int = Field(default=0, description="steps applied and still in force")
     weights_before: dict[str, int] = Field(default_factory=dict)
@@ -134,7 +143,7 @@ class EvacuationState(BaseModel):
     replicas_before: dict[str, int] = Field(default_factory=dict, description="by region, before anything changed")
     replicas_after: dict[str, int] = Field(default_factory=dict, description="by region, read back at the end")
     scaled: dict[str, int] = Field(default_factory=dict, description="regions this workflow scaled, to how many")
-    wait_seconds: int = 0
+    wait_seconds: int = Field(default=0, description="wait after each step: TTL + extra, at least min_samples x interval")
     steps: list[StepRecord] = Field(default_factory=list)
     audit: list[TrafficAudit] = Field(default_factory=list)
     started_at: datetime | None = None
@@ -150,7 +159,7 @@ class EvacuationState(BaseModel):
     def of(cls, inp: EvacuationInput, workflow_id: str) -> "EvacuationState":
         return cls(workflow_id=workflow_id, service=inp.service, region=inp.region, environment=inp.environment,
                    direction=inp.direction, requested_by=inp.requested_by, request_reason=inp.reason,
-                   steps_requested=list(inp.steps))
+                   steps_requested=list(inp.steps), health_settings=inp.model_dump(mode="json", include=HEALTH_SETTINGS))
 
     def take_plan(self, plan: TrafficPlan) -> None:
         """Record what the plan activity found and worked out."""
@@ -170,12 +179,13 @@ class EvacuationState(BaseModel):
         if not self.weights_before:
             raise ValueError(f"the evacuation of {self.region} ended as {self.status} before it read the weights; "
                              "nothing was changed, so there is nothing to restore")
-        return EvacuationInput(
-            service=self.service, region=self.region, environment=self.environment, direction="restore",
-            requested_by=requested_by, reason=reason or f"restore after: {self.request_reason}".strip(),
-            steps=self.steps_requested or list(DEFAULT_STEPS),
-            restore_to=RestoreTarget(weights=dict(self.weights_before), replicas=dict(self.replicas_before)),
-        )
+        return EvacuationInput.model_validate({
+            **self.health_settings,
+            "service": self.service, "region": self.region, "environment": self.environment, "direction": "restore",
+            "requested_by": requested_by, "reason": reason or f"restore after: {self.request_reason}".strip(),
+            "steps": self.steps_requested or list(DEFAULT_STEPS),
+            "restore_to": RestoreTarget(weights=dict(self.weights_before), replicas=dict(self.replicas_before)),
+        })
 
 
 class _Payload(BaseModel):

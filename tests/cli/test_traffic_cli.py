@@ -55,7 +55,7 @@ async def test_evacuate_conflict_status_and_restore_against_a_dev_server(env, ta
     registry, _ = simulated_registry(ttl=1)
     svc = service()
     evac = EvacuationInput(service=svc, region="eu-west-1", requested_by="alice", reason="INC-7",
-                           health_baseline_minutes=1, health_interval_seconds=1)
+                           health_baseline_minutes=1, health_interval_seconds=1, judge={"min_samples": 1})
     async with running_worker(env.client, registry, task_queue, tmp_path):
         with pytest.raises(SystemExit) as no_restore:
             await traffic.run_restore(svc, "eu-west-1", "prod", who="bob", reason="", wait=True, task_queue=task_queue)

@@ -47,8 +47,9 @@ def simulated_registry(**kwargs: Any) -> tuple[AdapterRegistry, SimulatedFleet]:
 
 
 def evacuation(svc: str, region: str = "eu-west-1", **overrides: Any) -> EvacuationInput:
+    # The simulated fleet gives 60 samples per window whatever its length, so the judge needs no minimum wait here.
     data: dict[str, Any] = {"service": svc, "region": region, "requested_by": "alice", "reason": "INC-42 latency in eu-west-1",
-                            "health_baseline_minutes": 1, "health_interval_seconds": 1}
+                            "health_baseline_minutes": 1, "health_interval_seconds": 1, "judge": {"min_samples": 1}}
     data.update(overrides)
     return EvacuationInput.model_validate(data)
 

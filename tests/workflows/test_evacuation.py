@@ -183,8 +183,8 @@ async def test_a_60_second_ttl_is_waited_after_every_step(ts_env, task_queue, tm
     registry, _ = simulated_registry(ttl=60)
     svc = service()
     async with running_worker(ts_env.client, registry, task_queue, tmp_path):
-        result = await (await start(ts_env.client, evacuation(svc, health_baseline_minutes=10, health_interval_seconds=10),
-                                    task_queue)).result()
+        result = await (await start(ts_env.client, evacuation(svc, health_baseline_minutes=10, health_interval_seconds=5,
+                                                              judge={"min_samples": 10}), task_queue)).result()
     assert result.status == "evacuated", result.reason
     assert result.wait_seconds == 60 and all(s.healthy for s in result.steps)
     for step, nxt in zip(result.steps, result.steps[1:]):
@@ -231,3 +231,15 @@ async def test_an_unanswered_approval_times_out_without_changing_anything(ts_env
                                     task_queue)).result()
     assert result.status == "aborted" and "no approval within 90 min; nothing was changed" in result.reason
     assert result.weights_after == EVEN and not [c for c in fleet.calls if c[0] == "scale"]
+
+
+async def test_each_step_waits_long_enough_for_the_judge_to_decide(ts_env, task_queue, tmp_path):
+    """A 5 s TTL with 10 s samples and min_samples 10: the wait is 100 s, not 5 s, so a check never lacks data."""
+    registry, _ = simulated_registry(ttl=5)
+    svc = service()
+    async with running_worker(ts_env.client, registry, task_queue, tmp_path):
+        result = await (await start(ts_env.client, evacuation(svc, steps=[0], health_interval_seconds=10,
+                                                              judge={"min_samples": 10}), task_queue)).result()
+    assert result.status == "evacuated" and result.wait_seconds == 100
+    assert (result.steps[0].health_started_at - result.steps[0].applied_at).total_seconds() >= 100
+
