@@ -521,6 +521,15 @@ def demo(port: int, ui_port: int, keep: bool) -> None:
     sys.exit(run_demo(port=port, ui_port=ui_port, keep=keep, console=console))
 
 
+def _register_traffic() -> None:
+    from bifrost_cli.traffic import evacuate, restore, traffic
+
+    for command in (evacuate, restore, traffic):
+        cli.add_command(command)
+
+
+_register_traffic()
+
 if __name__ == "__main__":  # pragma: no cover
     cli()
 

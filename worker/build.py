@@ -22,12 +22,14 @@ from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
+from activities.traffic import TrafficActivities
 from worker.limits import WorkerLimits
+from workflows.evacuation import EvacuationWorkflow
 from workflows.lock import ServiceLockWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 
-WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow]
+WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow]
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -97,10 +99,12 @@ def activities_for(
     analysis = AnalysisActivities(registry, store, render_pool)
     lock = LockActivities(client, task_queue, lock_holder_check)
     notify = NotifyActivities(registry)
+    traffic = TrafficActivities(registry)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
         lock.request_service_lock, lock.rollout_is_running, notify.notify,
+        traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
     ]
 
 

@@ -115,6 +115,12 @@ class Deployer(Protocol):
     async def cleanup(self, stage: StageRef) -> None:
         """Remove canary and baseline; a no-op when they are gone."""
 
+    async def replicas(self, stage: StageRef) -> int:
+        """How many replicas the stage's primary is asked to run now (its desired count)."""
+
+    async def scale(self, stage: StageRef, replicas: int) -> None:
+        """Set the primary's replica count and wait until that many are ready; a no-op when already there."""
+
 
 class MetricSource(Protocol):
     """Reads samples of one metric for two roles over a window."""
@@ -128,3 +134,23 @@ class MetricSource(Protocol):
         canary: tuple[Role, str],
     ) -> MetricSamples:
         """Samples per interval for the baseline and canary sides; empty lists mean no data."""
+
+
+class TrafficRouter(Protocol):
+    """One weighted record set: every region's record of a service, told apart by set identifier.
+
+    Changes are atomic across the set and guarded: with `expect`, a router refuses (retryable) when the
+    weights it reads differ, so two movers never silently overwrite each other."""
+
+    @property
+    def name(self) -> str:
+        """The record set in words, for messages (e.g. `Route 53 api.example.com. CNAME in zone Z123`)."""
+
+    async def weights(self) -> dict[str, int]:
+        """The weight of every record, by set identifier; raises a non-retryable TrafficError when there are none."""
+
+    async def set_weights(self, wanted: dict[str, int], *, expect: dict[str, int] | None = None) -> dict[str, int]:
+        """Set some or all weights in one change, wait until it is live, and return the weights read back."""
+
+    async def ttl_seconds(self) -> int:
+        """How long resolvers may cache an answer: the longest TTL of the set's records."""

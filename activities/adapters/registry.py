@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from activities.adapters.base import Deployer, DeployError, MetricsError, MetricSource
+from activities.adapters.base import Deployer, DeployError, MetricsError, MetricSource, TrafficRouter
 from activities.adapters.reports import LocalReportStore, ReportStore, S3ReportStore
 from activities.adapters.simulated import SimulatedFleet
+from activities.adapters.simulated_traffic import SimulatedLoad, SimulatedRecordSets
 from activities.adapters.targets import (
     AwsConfig,
     CloudWatchConfig,
@@ -24,8 +25,10 @@ from activities.adapters.targets import (
     ReportsConfig,
     SimulatedDeployerConfig,
     SimulatedMetricsConfig,
+    Target,
     TargetsFile,
 )
+from canary.config import MetricSpec
 from common.types import StageRef
 
 if TYPE_CHECKING:
@@ -33,6 +36,26 @@ if TYPE_CHECKING:
 
     from activities.adapters.route53 import RegionTraffic
     from activities.adapters.webhooks import WebhookNotifier
+
+
+@dataclass(frozen=True)
+class TrafficTarget:
+    """What an evacuation needs to know about one region/environment: its record, bounds and health metrics.
+
+    `router_for(service)` gives the service's weighted record set; regions whose routers are the same
+    object share one set."""
+
+    region: str
+    environment: str
+    set_identifier: str
+    router_for: Callable[[str], TrafficRouter]
+    min_wait_seconds: int = 0  # configured lower bound on the wait after each step (the TTL is waited anyway)
+    max_replicas: int | None = None
+    health: tuple[MetricSpec, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.region}/{self.environment}"
 
 
 @dataclass
@@ -43,9 +66,11 @@ class AdapterRegistry:
     default_metrics: MetricSource
     deployers: dict[str, Deployer] = field(default_factory=dict)  # key: "region/env"
     metric_sources: dict[str, MetricSource] = field(default_factory=dict)
-    traffic: dict[str, "RegionTraffic"] = field(default_factory=dict)  # key: "region/env"; Route 53 weighted record
+    traffic: dict[str, "RegionTraffic"] = field(default_factory=dict)  # key: "region/env"; overrides traffic_targets
     notifier: "WebhookNotifier | None" = None  # None: notifications are only logged
     reports: ReportStore | None = None  # from the targets file's `reports`; None: the worker's local folder
+    traffic_targets: dict[str, TrafficTarget] = field(default_factory=dict)  # key: "region/env"
+    load: SimulatedLoad | None = None  # the simulated fleet's traffic model; told every weight change
 
     def deployer(self, stage: StageRef) -> Deployer:
         return self.deployers.get(stage.key, self.default_deployer)
@@ -54,12 +79,24 @@ class AdapterRegistry:
         return self.metric_sources.get(stage.key, self.default_metrics)
 
     def traffic_for(self, stage: StageRef) -> "RegionTraffic | None":
-        """The stage's Route 53 weighted record, or None when the targets file gives none."""
-        return self.traffic.get(stage.key)
+        """The stage's Route 53 weighted record (for the stage's service), or None when the targets file gives none."""
+        if stage.key in self.traffic:
+            return self.traffic[stage.key]
+        target = self.traffic_targets.get(stage.key)
+        if target is None:
+            return None
+        from activities.adapters.route53 import RegionTraffic, Route53Traffic
+
+        router = target.router_for(stage.service)
+        return RegionTraffic(router, target.set_identifier) if isinstance(router, Route53Traffic) else None
+
+    def traffic_target(self, region: str, environment: str) -> TrafficTarget | None:
+        """The region's traffic configuration, or None when the targets file gives it none."""
+        return self.traffic_targets.get(f"{region}/{environment}")
 
     @classmethod
     def simulated(cls, fleet: SimulatedFleet) -> "AdapterRegistry":
-        return cls(default_deployer=fleet, default_metrics=fleet)
+        return cls(default_deployer=fleet, default_metrics=fleet, load=fleet.load)
 
 
 def _aws_connection(aws: AwsConfig) -> Any:
@@ -175,8 +212,59 @@ class Unconfigured:
     async def cleanup(self, stage: StageRef) -> None:
         raise DeployError(self._why(stage), retryable=False)
 
+    async def replicas(self, stage: StageRef) -> int:
+        raise DeployError(self._why(stage), retryable=False)
+
+    async def scale(self, stage: StageRef, replicas: int) -> None:
+        raise DeployError(self._why(stage), retryable=False)
+
     async def fetch(self, stage: StageRef, metric: Any, window: Any, baseline: Any, canary: Any) -> Any:
         raise MetricsError(self._why(stage), retryable=False)
+
+
+class _TrafficBuilder:
+    """Builds each region's TrafficTarget; one router per record set and service, shared by its regions."""
+
+    def __init__(self, targets: TargetsFile) -> None:
+        self.targets = targets
+        self.simulated = SimulatedRecordSets()
+        self._route53: dict[tuple[str, str, str], Any] = {}
+
+    def route53(self, zone_id: str, record_name: str, record_type: str) -> Any:
+        """The Route53Traffic of one record set (built once, with one AWS client)."""
+        key = (zone_id, record_name.rstrip(".").lower(), record_type)
+        if key not in self._route53:
+            from activities.adapters.route53 import Route53Traffic, WeightedRecord
+
+            self._route53[key] = Route53Traffic(
+                WeightedRecord(zone_id, record_name, record_type),
+                functools.partial(_aws_connection(self.targets.aws).client, "route53", "us-east-1"),
+            )
+        return self._route53[key]
+
+    def target(self, t: Target) -> TrafficTarget:
+        assert t.traffic is not None
+        cfg = t.traffic
+        min_wait = 0
+        router_for: Callable[[str], TrafficRouter]
+        if cfg.route53 is not None:
+            r53 = cfg.route53
+            min_wait = r53.ttl_seconds or 0
+
+            def router_for(service: str) -> TrafficRouter:
+                router: TrafficRouter = self.route53(r53.zone_id, r53.record_for(service), r53.record_type)
+                return router
+        else:
+            assert cfg.simulated is not None
+            self.simulated.add_region(t.environment, t.set_identifier, cfg.simulated.weight, cfg.simulated.ttl_seconds)
+            env = t.environment
+
+            def router_for(service: str) -> TrafficRouter:
+                return self.simulated.record_set(service, env)
+
+        return TrafficTarget(region=t.region, environment=t.environment, set_identifier=t.set_identifier,
+                             router_for=router_for, min_wait_seconds=min_wait, max_replicas=cfg.max_replicas,
+                             health=tuple(cfg.health_specs()))
 
 
 def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
@@ -189,21 +277,19 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
         default_deployer=b.deployer(defaults.deployer) if defaults else unconfigured,
         default_metrics=b.metrics(defaults.metrics) if defaults else unconfigured,
     )
-    routers: dict[tuple[str, str, str], Any] = {}
+    registry.load = fleet.load
+    if defaults is not None and isinstance(defaults.deployer, SimulatedDeployerConfig) and defaults.deployer.replicas is not None:
+        fleet.load.default_replicas = defaults.deployer.replicas
+    traffic = _TrafficBuilder(targets)
     for t in targets.targets:
         if t.deployer is not None:
             registry.deployers[t.key] = b.deployer(t.deployer)
+            if isinstance(t.deployer, SimulatedDeployerConfig) and t.deployer.replicas is not None:
+                fleet.load.configure(t.region, t.environment, t.deployer.replicas)
         if t.metrics is not None:
             registry.metric_sources[t.key] = b.metrics(t.metrics)
         if t.traffic is not None:
-            from activities.adapters.route53 import RegionTraffic, Route53Traffic, WeightedRecord
-
-            r = t.traffic.route53
-            rk = (r.zone_id, r.record_name.rstrip("."), r.record_type)
-            if rk not in routers:
-                routers[rk] = Route53Traffic(WeightedRecord(r.zone_id, r.record_name, r.record_type),
-                                             functools.partial(_aws_connection(targets.aws).client, "route53", "us-east-1"))
-            registry.traffic[t.key] = RegionTraffic(routers[rk], r.set_identifier or t.region)
+            registry.traffic_targets[t.key] = traffic.target(t)
     if targets.notifications.webhooks:
         from activities.adapters.webhooks import Webhook, WebhookNotifier
 

@@ -25,6 +25,7 @@ from activities.adapters.secrets import SecretError
 log = logging.getLogger(__name__)
 
 MAX_WEIGHT = 255
+ALIAS_TTL_SECONDS = 60  # alias records take the TTL of their target; a common default for load balancers
 
 
 @dataclass(frozen=True)
@@ -137,8 +138,20 @@ class Route53Traffic:
                                "create them first (one per region, SetIdentifier = region)", retryable=False)
         return out
 
+    @property
+    def name(self) -> str:
+        """The record set in words, for messages."""
+        r = self.record
+        return f"Route 53 {r.fqdn} {r.record_type} in zone {r.zone_id}"
+
     async def weights(self) -> dict[str, int]:
         return {k: int(rr["Weight"]) for k, rr in (await self.records()).items()}
+
+    async def ttl_seconds(self) -> int:
+        """The longest TTL among the set's records: how long a resolver may keep sending clients to an old answer.
+
+        Alias records have no TTL of their own (Route 53 uses the target's); they count as 60 s."""
+        return max(int(rr.get("TTL", ALIAS_TTL_SECONDS)) for rr in (await self.records()).values())
 
     async def set_weights(self, wanted: dict[str, int], *, expect: dict[str, int] | None = None,
                           allow_all_zero: bool = False) -> dict[str, int]:

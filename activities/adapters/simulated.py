@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, Field
 
 from activities.adapters.base import DeployError
+from activities.adapters.simulated_traffic import SimulatedLoad
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef, stage_key
 
@@ -75,6 +76,7 @@ class SlotState(BaseModel):
     history: list[str] = Field(default_factory=list)  # primaries before the current one, oldest first
     canary: str | None = None
     baseline: str | None = None
+    replicas: int | None = None  # the primary's replicas once scaled (None: the traffic model's default)
 
 
 # Bookkeeping: a change to these is not logged as an effect (the primary's own change already says it).
@@ -128,6 +130,7 @@ class SimulatedFleet:
         self.busy_timeout_seconds = busy_timeout_seconds
         self._conn: sqlite3.Connection | None = None  # opened on first use: a worker that never uses it makes no file
         self._lock = threading.Lock()  # one connection per fleet; its threads take turns
+        self.load = SimulatedLoad()  # traffic hook: shares, replicas and overload live in simulated_traffic.py
 
     # -- storage ---------------------------------------------------------------------------------
     @property
@@ -347,6 +350,18 @@ class SimulatedFleet:
 
         await self._run(stage, "cleanup", "-", remove)
 
+    # -- traffic hook: replicas and overload come from simulated_traffic.SimulatedLoad ---------------
+    async def replicas(self, stage: StageRef) -> int:
+        stored = await self._run(stage, None, None, lambda s: s.replicas)
+        return stored if stored is not None else self.load.replicas(stage)
+
+    async def scale(self, stage: StageRef, replicas: int) -> None:
+        def resize(s: SlotState) -> None:
+            s.replicas = replicas
+
+        await self._run(stage, "scale", str(replicas), resize)
+        self.load.scale(stage, replicas)
+
     # -- MetricSource ----------------------------------------------------------------------------
     def _count(self, window: MetricWindow) -> int:
         seconds = max(0.0, (window.end - window.start).total_seconds())
@@ -367,12 +382,14 @@ class SimulatedFleet:
             effect = None
         lat = effect.latency_factor if effect else 1.0
         err = effect.error_factor if effect else 1.0
+        load = self.load.effect(stage, window)  # traffic hook: an overloaded region is slower and sheds requests
+        lat *= load.latency_factor
         s = self.scenario
         if metric.kind == "latency":
             mu = math.log(s.base_latency_ms * lat) - s.latency_sigma**2 / 2
             values = rng.lognormal(mu, s.latency_sigma, n)
         elif metric.kind == "error_rate":
-            p = min(1.0, s.base_error_rate * err)
+            p = min(1.0, s.base_error_rate * err + load.error_rate)
             values = rng.binomial(s.requests_per_interval, p, n) / s.requests_per_interval
         else:
             values = rng.normal(1.0, 0.05, n)

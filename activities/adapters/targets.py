@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from canary.config import MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, validation_problems
 from common.types import EnvKind, stage_key
@@ -30,6 +31,8 @@ class SimulatedDeployerConfig(_Model):
     """The in-memory simulated fleet (demos, tests)."""
 
     kind: Literal["simulated"]
+    replicas: int | None = Field(
+        default=None, ge=0, description="replicas the simulated primary starts with (its capacity); default: 4")
 
 
 class KubernetesDeployerConfig(_Model):
@@ -130,14 +133,87 @@ MetricsConfig = Annotated[SimulatedMetricsConfig | PrometheusConfig | CloudWatch
 class Route53Config(_Model):
     """The service's weighted record set; this region's record is the one with `set_identifier`."""
 
-    zone_id: str = Field(min_length=1)
-    record_name: str = Field(min_length=1)
+    zone_id: str = Field(min_length=1, description="hosted zone id, e.g. Z0123456789ABCDEFGHIJ")
+    record_name: str = Field(min_length=1, description="e.g. api.example.com or {service}.example.com")
     record_type: Literal["A", "AAAA", "CNAME"] = "CNAME"
     set_identifier: str | None = Field(default=None, description="default: the region name")
+    ttl_seconds: int | None = Field(
+        default=None, ge=0, le=172800,
+        description="wait at least this long after each traffic step; the record's own TTL is waited for anyway",
+    )
+
+    @field_validator("record_name")
+    @classmethod
+    def _record_placeholders(cls, v: str) -> str:
+        bad = sorted(set(re.findall(r"\{([^{}]*)\}", v)) - {"service"})
+        if bad:
+            raise ValueError(f"unknown placeholder(s) {', '.join('{' + b + '}' for b in bad)}; only {{service}} is allowed")
+        return v
+
+    def record_for(self, service: str) -> str:
+        """The record name for one service (`{service}` replaced)."""
+        return self.record_name.replace("{service}", service)
+
+
+class SimulatedRecordConfig(_Model):
+    """This region's record in a weighted record set kept in the worker's memory (demos, tests; no DNS)."""
+
+    weight: int = Field(default=100, ge=0, le=255, description="the record's weight when the worker starts")
+    ttl_seconds: int = Field(default=60, ge=0, le=172800, description="the simulated record's TTL")
+
+
+HEALTH_DOC = "docs/traffic.md#health-checks"
+
+
+def health_spec(entry: "str | MetricSpec") -> MetricSpec:
+    """A health metric as the soak monitor wants it; a bare name gets its kind and tolerance from the name."""
+    if isinstance(entry, MetricSpec):
+        return entry
+    lowered = entry.lower()
+    if "error" in lowered or "5xx" in lowered:
+        return MetricSpec(name=entry, kind="error_rate", direction="increase", critical=True, allowed_increase=1.5)
+    if "latency" in lowered or "duration" in lowered:
+        return MetricSpec(name=entry, kind="latency", direction="increase", allowed_increase=1.2)
+    return MetricSpec(name=entry, kind="other", direction="increase", allowed_increase=1.2)
+
+
+DEFAULT_HEALTH = ["latency_p99", "error_rate"]
 
 
 class TrafficConfig(_Model):
-    route53: Route53Config
+    """How traffic reaches this region (one weighted record per region), and what an evacuation may do here."""
+
+    route53: Route53Config | None = Field(default=None, description="the region's record in a Route 53 weighted set")
+    simulated: SimulatedRecordConfig | None = Field(default=None, description="or a simulated record (no DNS)")
+    max_replicas: int | None = Field(
+        default=None, ge=1, description="upper bound when pre-warming this region's primary; default: no bound")
+    health: list[str | MetricSpec] = Field(
+        default_factory=lambda: list[str | MetricSpec](DEFAULT_HEALTH), min_length=1,
+        description="metrics checked after each traffic step; each must exist in the target's metric source",
+    )
+
+    @model_validator(mode="after")
+    def _one_record(self) -> "TrafficConfig":
+        if (self.route53 is None) == (self.simulated is None):
+            raise ValueError("give exactly one of route53 (a Route 53 weighted record) or simulated (in-memory)")
+        for entry in self.health:
+            if isinstance(entry, str):
+                MetricSpec(name=entry)  # the same name rules as a request's metrics
+        names = [health_spec(e).name for e in self.health]
+        if len(set(names)) != len(names):
+            raise ValueError(f"health: each metric may appear once; got {names}")
+        return self
+
+    def health_specs(self) -> list[MetricSpec]:
+        return [health_spec(e) for e in self.health]
+
+    @property
+    def record_key(self) -> tuple[str, ...]:
+        """Which record set this record belongs to: regions with the same key share one weighted set."""
+        if self.route53 is not None:
+            r = self.route53
+            return ("route53", r.zone_id, r.record_name.rstrip(".").lower(), r.record_type)
+        return ("simulated",)
 
 
 class AwsConfig(_Model):
@@ -211,6 +287,20 @@ class Target(_Model):
     def key(self) -> str:
         return stage_key(self.region, self.environment)
 
+    @property
+    def set_identifier(self) -> str:
+        """This region's set identifier in its weighted record set (the region name unless configured)."""
+        r53 = self.traffic.route53 if self.traffic is not None else None
+        return (r53.set_identifier if r53 is not None else None) or self.region
+
+
+def missing_health_metrics(health: list[MetricSpec], metrics: "MetricsConfig") -> tuple[list[str], list[str]]:
+    """(health metric names the metric source cannot answer, the names it has); a simulated source has them all."""
+    if isinstance(metrics, SimulatedMetricsConfig):
+        return [], []
+    known = sorted(metrics.queries) if isinstance(metrics, PrometheusConfig) else sorted(metrics.metrics)
+    return [m.name for m in health if m.name not in known], known
+
 
 class Defaults(_Model):
     deployer: DeployerConfig = Field(default_factory=lambda: SimulatedDeployerConfig(kind="simulated"))
@@ -249,7 +339,35 @@ class TargetsFile(_Model):
         names = [w.name for w in self.notifications.webhooks]
         if len(set(names)) != len(names):
             raise ValueError("notifications.webhooks: names must be unique")
+        problems = self._traffic_problems()
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
+
+    def _traffic_problems(self) -> list[str]:
+        """Health metrics the metric source lacks, and set identifiers used twice in one record set."""
+        problems: list[str] = []
+        seen: dict[tuple[str, ...], dict[str, str]] = {}
+        for i, t in enumerate(self.targets):
+            if t.traffic is None:
+                continue
+            where = f"targets.{i}.traffic"
+            metrics = t.metrics or (self.defaults.metrics if self.defaults else None)
+            if metrics is None:
+                problems.append(f"{where}.health: {t.key} has no metric source (no `metrics` and no `defaults`), "
+                                "so its health cannot be checked during an evacuation; add one")
+            else:
+                missing, known = missing_health_metrics(t.traffic.health_specs(), metrics)
+                if missing:
+                    problems.append(f"{where}.health: {', '.join(missing)} not in the metric source of {t.key} "
+                                    f"(it has: {', '.join(known) or 'nothing'}); add them there or list health "
+                                    f"metrics it has (see {HEALTH_DOC})")
+            ids = seen.setdefault((t.environment, *t.traffic.record_key), {})
+            if t.set_identifier in ids:
+                problems.append(f"{where}: set identifier {t.set_identifier!r} of {t.key} is already used by "
+                                f"{ids[t.set_identifier]} in the same record set; give each region its own")
+            ids[t.set_identifier] = t.key
+        return problems
 
     def target(self, key: str) -> Target | None:
         return next((t for t in self.targets if t.key == key), None)

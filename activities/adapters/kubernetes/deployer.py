@@ -486,6 +486,31 @@ class KubernetesDeployer:
         await self._converge(failed, step)
         await self._wait_rollout(failed, purpose, ns, name, None)
 
+    async def replicas(self, stage: StageRef) -> int:
+        ns, name = self._where(stage)
+        primary = await self._read_primary(f"could not read the replicas of the primary in {stage.key}", ns, name)
+        return primary.spec.replicas if primary.spec.replicas is not None else 1
+
+    async def scale(self, stage: StageRef, replicas: int) -> None:
+        """Patch the primary's spec.replicas (guarded by its resourceVersion) and wait like `kubectl rollout status`."""
+        if replicas < 0:
+            raise DeployError(f"scale {stage.key}: replicas must be >= 0, got {replicas}", retryable=False)
+        ns, name = self._where(stage)
+        purpose = f"scale {stage.key} to {replicas} replicas"
+        failed = f"could not scale the primary in {stage.key} to {replicas} replicas"
+        apps = self._apps()
+
+        async def step() -> None:
+            primary = await self._read_primary(failed, ns, name)
+            if primary.spec.replicas == replicas:
+                return  # already asked for: a retry after a crash writes nothing
+            patch = {"metadata": {"resourceVersion": primary.metadata.resource_version}, "spec": {"replicas": replicas}}
+            await self._call(failed, KubeRequest("patch", "deployments", ns, name), apps.patch_namespaced_deployment,
+                             name, ns, patch)
+
+        await self._converge(failed, step)
+        await self._wait_rollout(failed, purpose, ns, name, None)
+
     async def cleanup(self, stage: StageRef) -> None:
         ns, workload = self._where(stage)
         apps = self._apps()

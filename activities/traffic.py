@@ -1,0 +1,208 @@
+"""Traffic activities: plan a shift (read-only), move weights one guarded step, scale a primary, check health.
+
+Each is idempotent: `set_weights` does nothing when the record set already holds the step (a retried or
+replayed step never shifts twice), `scale` only ever moves toward its target, and the rest only read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.adapters.base import AdapterError, TrafficError, TrafficRouter
+from activities.adapters.registry import AdapterRegistry, TrafficTarget
+from activities.errors import reports_adapter_errors
+from activities.traffic_models import (
+    HealthInput,
+    HealthResult,
+    PlanInput,
+    ReadTrafficInput,
+    RegionVerdict,
+    ScaleInput,
+    ScaleResult,
+    SetWeightsInput,
+    SetWeightsResult,
+    TrafficPlan,
+    TrafficSnapshot,
+)
+from activities.traffic_plan import Member, PlanRefused, capacity_plan, plan_shift
+from canary import judge
+from canary.config import MetricSamples, MetricSpec
+from common.types import EnvKind, StageRef
+
+REFUSED = "InvalidRequest"  # non-retryable (workflows/options.NON_RETRYABLE): the request cannot be done as asked
+CONFLICT = "TrafficConflict"  # someone else moved the weights: stop, do not fight
+
+
+def refuse(what: str, problems: list[str]) -> ApplicationError:
+    """A non-retryable refusal listing every problem; its details carry the list for the workflow."""
+    lines = "\n".join(f"  - {p}" for p in problems)
+    return ApplicationError(f"{what} refused, nothing was changed:\n{lines}", problems, type=REFUSED, non_retryable=True)
+
+
+class TrafficActivities:
+    """Holds the adapter registry; each method is one activity with one input."""
+
+    def __init__(self, registry: AdapterRegistry) -> None:
+        self.registry = registry
+
+    # -- lookups ------------------------------------------------------------------------------------
+    def _target(self, service: str, region: str, environment: str) -> TrafficTarget:
+        target = self.registry.traffic_target(region, environment)
+        if target is None:
+            known = sorted(t.region for t in self.registry.traffic_targets.values() if t.environment == environment)
+            raise refuse(f"traffic change for {service}", [
+                f"region: {region} has no traffic target in this worker's targets file ({environment}); regions "
+                f"with traffic: {', '.join(known) or 'none'} (add `traffic` to the target, see docs/traffic.md)"])
+        return target
+
+    def _members(self, service: str, environment: str, router: TrafficRouter) -> dict[str, Member]:
+        """The regions whose records form this record set, as far as the targets file knows them."""
+        return {
+            t.region: Member(t.region, t.set_identifier, t.max_replicas, t.health)
+            for t in self.registry.traffic_targets.values()
+            if t.environment == environment and t.router_for(service) is router
+        }
+
+    def _observe(self, service: str, environment: str, weights: dict[str, int], regions: dict[str, str]) -> None:
+        """Tell the simulated fleet's traffic model the new weights (harmless when nothing is simulated)."""
+        if self.registry.load is not None and regions:
+            self.registry.load.observe_weights(service, environment, {r: weights.get(sid, 0) for r, sid in regions.items()})
+
+    def _observe_replicas(self, stage: StageRef, replicas: int) -> None:
+        """Tell the simulated fleet's traffic model a primary's replicas (a no-op for the simulated deployer itself)."""
+        if self.registry.load is not None:
+            self.registry.load.observe_replicas(stage, replicas)
+
+    def _stage(self, service: str, region: str, environment: EnvKind) -> StageRef:
+        return StageRef(service=service, region=region, environment=environment)
+
+    # -- activities ---------------------------------------------------------------------------------
+    @activity.defn
+    @reports_adapter_errors
+    async def plan_traffic(self, inp: PlanInput) -> TrafficPlan:
+        """Read the record set and the replicas of every region involved, and work out every step; changes nothing.
+
+        Refuses (non-retryable, listing every problem) an unknown region, the last serving region, a missing
+        record, bad steps, or a receiver that cannot be scaled enough."""
+        what = f"{inp.direction} of {inp.region} for {inp.service}"
+        target = self._target(inp.service, inp.region, inp.environment)
+        router = target.router_for(inp.service)
+        try:
+            weights = await router.weights()
+            ttl = await router.ttl_seconds()
+        except TrafficError as err:
+            if err.retryable:
+                raise
+            raise refuse(what, [f"record: {err}"]) from err
+        members = self._members(inp.service, inp.environment, router)
+        try:
+            shift = plan_shift(inp, weights, members)
+        except PlanRefused as err:
+            raise refuse(what, err.problems) from err
+        involved = sorted(r for r, role in shift.roles.items() if role != "other")
+        replicas: dict[str, int] = {}
+        unreadable: list[str] = []
+        for region in involved:
+            stage = self._stage(inp.service, region, inp.environment)
+            try:
+                replicas[region] = await self.registry.deployer(stage).replicas(stage)
+                self._observe_replicas(stage, replicas[region])
+            except AdapterError as err:
+                if err.retryable:
+                    raise
+                unreadable.append(f"replicas: cannot read the replicas of {region}'s primary: {err}")
+        if unreadable:
+            raise refuse(what, unreadable)
+        try:
+            regions = capacity_plan(inp, shift, weights, members, replicas)
+        except PlanRefused as err:
+            raise refuse(what, err.problems) from err
+        self._observe(inp.service, inp.environment, weights, {m.region: m.set_identifier for m in members.values()})
+        wait = max([ttl, *(t.min_wait_seconds for t in self.registry.traffic_targets.values() if t.region in members
+                          and t.environment == inp.environment)])
+        notes = []
+        unmanaged = sorted(set(weights) - {m.set_identifier for m in members.values()})
+        if unmanaged:
+            notes.append(f"records {', '.join(unmanaged)} have no traffic target: their weights stay as they are")
+        return TrafficPlan(
+            service=inp.service, environment=inp.environment, region=inp.region, direction=inp.direction,
+            record_set=router.name, weights_before=weights, steps=shift.steps, levels=shift.levels, regions=regions, ttl_seconds=ttl, wait_seconds=wait, notes=notes,
+        )
+
+    @activity.defn
+    @reports_adapter_errors
+    async def set_weights(self, inp: SetWeightsInput) -> SetWeightsResult:
+        """Move the record set to one step's weights, guarded by the weights expected before it.
+
+        Already there (a retried or replayed step): nothing is written. Someone else moved the weights:
+        refuse (non-retryable), so the workflow stops instead of fighting another operator."""
+        target = self._target(inp.service, inp.region, inp.environment)
+        router = target.router_for(inp.service)
+        current = await router.weights()
+        wanted = {**current, **inp.weights}
+        if current == wanted:
+            self._observe(inp.service, inp.environment, current, inp.regions)
+            return SetWeightsResult(weights=current, changed=False)
+        if current != inp.expect:
+            raise ApplicationError(
+                f"weights of {router.name} were changed by someone else: expected {inp.expect}, found {current}; "
+                "Bifrost stops here and changes nothing more; find out who else moves traffic, then re-run",
+                type=CONFLICT, non_retryable=True)
+        activity.logger.info("%s: set weights %s (%s)", router.name, inp.weights, inp.why)
+        after = await router.set_weights(inp.weights, expect=inp.expect)
+        self._observe(inp.service, inp.environment, after, inp.regions)
+        return SetWeightsResult(weights=after, changed=True)
+
+    @activity.defn
+    @reports_adapter_errors
+    async def scale(self, inp: ScaleInput) -> ScaleResult:
+        """Scale the stage's primary up to at least / down to at most `replicas` and wait until ready."""
+        deployer = self.registry.deployer(inp.stage)
+        before = await deployer.replicas(inp.stage)
+        if (inp.direction == "up" and before >= inp.replicas) or (inp.direction == "down" and before <= inp.replicas):
+            return ScaleResult(before=before, after=before)
+        if inp.max_replicas is not None and inp.replicas > inp.max_replicas:
+            raise ApplicationError(f"scale {inp.stage.key} to {inp.replicas}: above its max_replicas {inp.max_replicas}",
+                                   type=REFUSED, non_retryable=True)
+        activity.logger.info("scale %s from %d to %d replicas", inp.stage.key, before, inp.replicas)
+        await deployer.scale(inp.stage, inp.replicas)
+        after = await deployer.replicas(inp.stage)
+        self._observe_replicas(inp.stage, after)
+        return ScaleResult(before=before, after=after)
+
+    @activity.defn
+    @reports_adapter_errors
+    async def check_health(self, inp: HealthInput) -> HealthResult:
+        """Judge each region's primary after a step against its own pre-shift window (the soak monitor's look)."""
+
+        async def one(region: str, metrics: list[MetricSpec]) -> RegionVerdict:
+            stage = self._stage(inp.service, region, inp.environment)
+            version = await self.registry.deployer(stage).current_version(stage)
+            if version is None:
+                return RegionVerdict(region=region, version=None, note="no primary running: nothing to measure")
+            source = self.registry.metrics(stage)
+            before = await asyncio.gather(*(source.fetch(stage, m, inp.baseline_window, ("primary", None), ("primary", version))
+                                            for m in metrics))
+            after = await asyncio.gather(*(source.fetch(stage, m, inp.window, ("primary", None), ("primary", version))
+                                           for m in metrics))
+            data = [MetricSamples(name=m.name, baseline=b.canary, canary=a.canary) for m, b, a in zip(metrics, before, after)]
+            look = judge.soak_look(inp.judge, metrics, data, look=inp.look, max_looks=inp.max_looks)
+            return RegionVerdict(region=region, version=version, monitor=look)
+
+        verdicts = await asyncio.gather(*(one(r.region, r.metrics) for r in inp.regions))
+        return HealthResult(alarm=any(v.monitor is not None and v.monitor.alarm for v in verdicts), regions=list(verdicts))
+
+    @activity.defn
+    @reports_adapter_errors
+    async def read_traffic(self, inp: ReadTrafficInput) -> TrafficSnapshot:
+        """The record set's weights and the replicas of `replicas_of`, as they are now."""
+        router = self._target(inp.service, inp.region, inp.environment).router_for(inp.service)
+        replicas = {}
+        for region in inp.replicas_of:
+            stage = self._stage(inp.service, region, inp.environment)
+            replicas[region] = await self.registry.deployer(stage).replicas(stage)
+        return TrafficSnapshot(weights=await router.weights(), replicas=replicas)
+

@@ -1,0 +1,176 @@
+"""Inputs and outputs of the traffic activities: single pydantic arguments, safe to evolve by adding fields.
+
+Weights are keyed by set identifier (what the record set holds); replicas and health by region.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from canary.config import JudgeConfig, MetricSpec, MonitorResult
+from common.types import EnvKind, MetricWindow, StageRef
+
+TrafficDirection = Literal["evacuate", "restore"]
+
+
+class RestoreTarget(BaseModel):
+    """Where a restore returns to: the record set's weights (by set identifier) and each region's replicas."""
+
+    weights: dict[str, int]
+    replicas: dict[str, int] = Field(default_factory=dict, description="by region; regions left out are not scaled")
+
+
+class PlanInput(BaseModel):
+    """What an evacuation or restore asks for; the plan activity checks it against the live record set and fleet."""
+
+    service: str
+    region: str
+    environment: EnvKind = "prod"
+    direction: TrafficDirection = "evacuate"
+    receivers: list[str] = Field(default_factory=list, description="empty: every other region serving the record set")
+    steps: list[int]
+    headroom: float = 1.2
+    prewarm: bool = True
+    restore_to: RestoreTarget | None = None
+
+
+RegionRole = Literal["evacuated", "restored", "receiver", "other"]
+
+
+class RegionPlan(BaseModel):
+    """One region of the record set: its part, weight, replicas now and what the shift will make of them."""
+
+    region: str
+    set_identifier: str
+    role: RegionRole
+    weight_before: int
+    weight_after: int
+    replicas_before: int | None = None  # None: not read (a region Bifrost does not scale or check)
+    prewarm_to: int | None = None  # scale up to this before the first step (None: no change)
+    scale_down_to: int | None = None  # after the last step (restore only)
+    max_replicas: int | None = None
+    health: list[MetricSpec] = Field(default_factory=list)
+
+    @property
+    def gains(self) -> bool:
+        """Whether this region's traffic grows during the shift (it is then pre-warmed and health-checked)."""
+        return self.weight_after > self.weight_before and self.role in ("receiver", "restored")
+
+
+class TrafficPlan(BaseModel):
+    """Everything the workflow needs to shift: the weights after every step, who gains, how long to wait."""
+
+    service: str
+    environment: EnvKind
+    region: str
+    direction: TrafficDirection
+    record_set: str
+    weights_before: dict[str, int]
+    steps: list[dict[str, int]] = Field(description="the record set's weights after each step")
+    levels: list[int] = Field(description="the region's weight after each step, in percent of its reference share")
+    regions: list[RegionPlan]
+    ttl_seconds: int
+    wait_seconds: int = Field(description="wait after each step: at least the TTL")
+    notes: list[str] = Field(default_factory=list)
+
+    def region_plan(self, region: str) -> RegionPlan | None:
+        return next((r for r in self.regions if r.region == region), None)
+
+    @property
+    def set_identifiers(self) -> dict[str, str]:
+        """Region -> set identifier, for the regions Bifrost knows."""
+        return {r.region: r.set_identifier for r in self.regions}
+
+    @property
+    def gaining(self) -> list[RegionPlan]:
+        return [r for r in self.regions if r.gains]
+
+
+class SetWeightsInput(BaseModel):
+    """Move the record set to `weights` if it still holds `expect`; a no-op when it already holds `weights`."""
+
+    service: str
+    environment: EnvKind = "prod"
+    region: str = Field(description="a region of the record set: its target says where the record is")
+    weights: dict[str, int]
+    expect: dict[str, int]
+    regions: dict[str, str] = Field(default_factory=dict, description="region -> set identifier, to report shares by region")
+    why: str = ""
+
+
+class SetWeightsResult(BaseModel):
+    weights: dict[str, int]
+    changed: bool = Field(description="False when the record set already held the weights (a retried or replayed step)")
+
+
+class ScaleInput(BaseModel):
+    """Scale a stage's primary up to at least (`up`) or down to at most (`down`) `replicas`, and wait until ready."""
+
+    stage: StageRef
+    replicas: int = Field(ge=0)
+    direction: Literal["up", "down"] = "up"
+    max_replicas: int | None = None
+
+
+class ScaleResult(BaseModel):
+    before: int
+    after: int
+
+
+class RegionHealth(BaseModel):
+    region: str
+    metrics: list[MetricSpec]
+
+
+class HealthInput(BaseModel):
+    """Judge each region's primary after a step (`window`) against its own pre-shift window (`baseline_window`)."""
+
+    service: str
+    environment: EnvKind = "prod"
+    regions: list[RegionHealth]
+    baseline_window: MetricWindow
+    window: MetricWindow
+    judge: JudgeConfig
+    look: int = Field(ge=1)
+    max_looks: int = Field(ge=1)
+
+
+class RegionVerdict(BaseModel):
+    region: str
+    version: str | None
+    monitor: MonitorResult | None = None
+    note: str = ""
+
+
+class HealthResult(BaseModel):
+    alarm: bool
+    regions: list[RegionVerdict]
+
+    @property
+    def summary(self) -> str:
+        parts = []
+        for r in self.regions:
+            text = r.monitor.summary if r.monitor is not None else r.note
+            parts.append(f"{r.region}: {text}")
+        return "; ".join(parts)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{r.region} {reason}" for r in self.regions if r.monitor is not None and r.monitor.alarm
+                for reason in r.monitor.reasons]
+
+
+class ReadTrafficInput(BaseModel):
+    """Read the record set's weights and the replicas of some regions (to report the truth at the end)."""
+
+    service: str
+    environment: EnvKind = "prod"
+    region: str
+    replicas_of: list[str] = Field(default_factory=list)
+
+
+class TrafficSnapshot(BaseModel):
+    weights: dict[str, int]
+    replicas: dict[str, int]

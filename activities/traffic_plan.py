@@ -1,0 +1,265 @@
+"""The arithmetic of an evacuation or restore, with no I/O: step weights, pre-warm sizes, and every refusal.
+
+Weights are Route 53 integers (0-255) per set identifier; a region's traffic share is weight / total. All
+shares are exact fractions, so a region that is not part of the shift keeps exactly its weight.
+
+Evacuation: after step i the evacuated region keeps `steps[i]` percent of its starting share; what it gives
+up goes to the receivers in proportion to their starting shares. Restore walks the same levels back up
+(`restore_levels`), moving every weight from where it is now toward the recorded weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from activities.traffic_models import PlanInput, RegionPlan, RegionRole
+from canary.config import MetricSpec
+
+DEFAULT_STEPS = [67, 33, 0]
+MAX_STEPS = 20
+MAX_WEIGHT = 255
+
+
+class PlanRefused(Exception):
+    """The shift cannot be done as asked; nothing was changed. One line per problem, each saying what to do."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Member:
+    """A region of the record set that has a traffic target: its record and evacuation bounds."""
+
+    region: str
+    set_identifier: str
+    max_replicas: int | None = None
+    health: tuple[MetricSpec, ...] = ()
+
+
+@dataclass
+class Shift:
+    """The weights after each step, the region's level at each, and every member's part."""
+
+    levels: list[int]
+    steps: list[dict[str, int]]
+    roles: dict[str, RegionRole] = field(default_factory=dict)
+
+
+def step_problems(steps: Sequence[int]) -> list[str]:
+    """What is wrong with a list of levels (percent of the region's starting share after each step)."""
+    if not steps:
+        return ["steps: give at least one level, e.g. 67,33,0 (the region's share in percent after each step)"]
+    if len(steps) > MAX_STEPS:
+        return [f"steps: at most {MAX_STEPS} steps; got {len(steps)}"]
+    bad = [s for s in steps if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < 100]
+    if bad:
+        return [f"steps: each level is the region's weight in percent of its starting share after that step, "
+                f"a whole number from 0 to 99; got {', '.join(map(str, bad))}"]
+    if any(b >= a for a, b in zip(steps, steps[1:])):
+        return [f"steps: levels must strictly decrease and end at 0 or above, e.g. 67,33,0; got {','.join(map(str, steps))}"]
+    return []
+
+
+def restore_levels(steps: Sequence[int]) -> list[int]:
+    """The levels a restore visits: the evacuation's levels walked back, ending at 100% (e.g. 67,33,0 -> 33,67,100)."""
+    return [*reversed(list(steps)[:-1]), 100]
+
+
+def to_weights(shares: dict[str, Fraction], total: int) -> dict[str, int]:
+    """Integer weights with these shares: `total` in all (less if a weight would pass 255), largest remainders first."""
+    top = max(shares.values(), default=Fraction(0))
+    if top * total > MAX_WEIGHT:
+        total = math.floor(MAX_WEIGHT / top)
+    raw = {k: s * total for k, s in shares.items()}
+    out = {k: math.floor(v) for k, v in raw.items()}
+    left = total - sum(out.values())
+    for k in sorted(raw, key=lambda k: (-(raw[k] - out[k]), k))[:left]:
+        out[k] += 1
+    return out
+
+
+def _shares(weights: dict[str, int]) -> dict[str, Fraction]:
+    total = sum(weights.values())
+    return {k: Fraction(w, total) if total else Fraction(0) for k, w in weights.items()}
+
+
+def evacuation_steps(weights: dict[str, int], evacuated: str, receivers: Sequence[str], levels: Sequence[int]) -> list[dict[str, int]]:
+    """Weights after each step: `evacuated` keeps `level`% of its share, receivers take the rest pro rata."""
+    total = sum(weights.values())
+    start = _shares(weights)
+    pool = sum(start[r] for r in receivers)
+    out: list[dict[str, int]] = []
+    for level in levels:
+        kept = start[evacuated] * Fraction(level, 100)
+        freed = start[evacuated] - kept
+        shares = dict(start)
+        shares[evacuated] = kept
+        for r in receivers:
+            shares[r] = start[r] + freed * start[r] / pool
+        out.append(to_weights(shares, total))
+    return out
+
+
+def restore_steps(current: dict[str, int], target: dict[str, int], restored: str, levels: Sequence[int]) -> list[dict[str, int]]:
+    """Weights after each step of a restore: every share moves from now toward `target`, paced by the region's level."""
+    now, goal = _shares(current), _shares(target)
+    gap = goal[restored] - now[restored]
+    out: list[dict[str, int]] = []
+    for level in levels:
+        if gap <= 0:
+            fraction = Fraction(1)
+        else:
+            fraction = min(Fraction(1), (goal[restored] * Fraction(level, 100) - now[restored]) / gap)
+        if fraction <= 0:
+            continue  # the region already has more than this level
+        step = dict(target) if fraction == 1 else to_weights(
+            {k: now[k] + fraction * (goal[k] - now[k]) for k in target}, sum(target.values()))
+        if step != (out[-1] if out else current):
+            out.append(step)
+        if fraction == 1:
+            break
+    return out
+
+
+def prewarm_replicas(replicas: int, old_share: Fraction, new_share: Fraction, headroom: float) -> int:
+    """ceil(replicas x new share / old share x headroom), never fewer than now: enough to take the new share."""
+    if new_share <= old_share or old_share <= 0:
+        return replicas
+    return max(replicas, math.ceil(replicas * new_share / old_share * Fraction(str(headroom))))
+
+
+def plan_shift(inp: PlanInput, weights: dict[str, int], members: dict[str, Member]) -> Shift:
+    """Who gives and who takes, and the weights after each step; raise PlanRefused listing every problem."""
+    problems = step_problems(inp.steps)
+    x = members.get(inp.region)
+    known = ", ".join(sorted(members)) or "none"
+    if x is None:
+        raise PlanRefused([f"region: {inp.region} has no traffic target in the record set of {inp.service} "
+                           f"({inp.environment}); regions with traffic: {known}", *problems])
+    unmanaged = sorted(set(weights) - {m.set_identifier for m in members.values()})
+    missing = sorted(m.region for m in members.values() if m.set_identifier not in weights)
+    if x.set_identifier not in weights:
+        problems.append(f"region: the record set has no record with set identifier {x.set_identifier!r} for "
+                        f"{inp.region} (records: {', '.join(sorted(weights))}); create it or fix set_identifier "
+                        "in the targets file")
+        raise PlanRefused(problems)
+    roles: dict[str, RegionRole] = {r: "other" for r in members}
+    if inp.direction == "evacuate":
+        receivers = _receivers(inp, weights, members, missing, unmanaged, problems)
+        roles[inp.region] = "evacuated"
+        for r in receivers:
+            roles[r] = "receiver"
+        if problems:
+            raise PlanRefused(problems)
+        levels = list(inp.steps)
+        steps = evacuation_steps(weights, x.set_identifier, [members[r].set_identifier for r in receivers], levels)
+        return Shift(levels=levels, steps=steps, roles=roles)
+    target = _restore_target(inp, weights, x, problems)
+    if problems:
+        raise PlanRefused(problems)
+    roles[inp.region] = "restored"
+    for r, m in members.items():
+        if r != inp.region and m.set_identifier in weights and target[m.set_identifier] < weights[m.set_identifier]:
+            roles[r] = "receiver"
+    steps = restore_steps(weights, target, x.set_identifier, restore_levels(inp.steps))
+    goal = _shares(target)[x.set_identifier]
+    levels = [round(100 * _shares(s)[x.set_identifier] / goal) for s in steps]  # some may be skipped as already passed
+    return Shift(levels=levels, steps=steps, roles=roles)
+
+
+def _receivers(inp: PlanInput, weights: dict[str, int], members: dict[str, Member], missing: list[str],
+               unmanaged: list[str], problems: list[str]) -> list[str]:
+    x = members[inp.region]
+    if weights[x.set_identifier] == 0:
+        problems.append(f"region: {inp.region} already serves no traffic (weight 0 in {weights}); nothing to evacuate")
+    if inp.receivers:
+        receivers = []
+        for r in inp.receivers:
+            m = members.get(r)
+            if r == inp.region:
+                problems.append(f"receivers: {r} is the region being evacuated; it cannot also receive")
+            elif m is None:
+                problems.append(f"receivers: unknown region {r}; regions of the record set with a traffic target: "
+                                f"{', '.join(sorted(set(members) - {inp.region})) or 'none'}")
+            elif r in missing:
+                problems.append(f"receivers: {r} has no record in the record set (set identifier {m.set_identifier!r})")
+            elif weights[m.set_identifier] == 0:
+                problems.append(f"receivers: {r} serves no traffic now (weight 0); Bifrost sizes receivers by their "
+                                "current share, so pick regions that serve")
+            else:
+                receivers.append(r)
+        return receivers
+    receivers = sorted(r for r, m in members.items()
+                       if r != inp.region and r not in missing and weights[m.set_identifier] > 0)
+    if not receivers and weights[x.set_identifier] > 0:
+        others = [u for u in unmanaged if weights[u] > 0]
+        extra = (f"; records {', '.join(others)} also serve but have no target in the targets file, so Bifrost can "
+                 "neither pre-warm nor check them") if others else ""
+        problems.append(f"region: {inp.region} is the last region serving {inp.service} (weights {weights}); "
+                        f"evacuating it would leave no region to take its traffic{extra}")
+    return receivers
+
+
+def _restore_target(inp: PlanInput, weights: dict[str, int], x: Member, problems: list[str]) -> dict[str, int]:
+    if inp.restore_to is None:
+        problems.append("restore_to: a restore needs the weights and replicas to return to (the evacuation's "
+                        "weights_before and replicas_before); `bifrost restore` reads them from the last evacuation")
+        return {}
+    target = inp.restore_to.weights
+    if set(target) != set(weights):
+        problems.append(f"restore_to.weights: the record set now has records {sorted(weights)}, the evacuation "
+                        f"recorded {sorted(target)}; it changed since, so set the weights by hand")
+        return {}
+    if not any(w > 0 for w in target.values()) or any(not 0 <= w <= MAX_WEIGHT for w in target.values()):
+        problems.append(f"restore_to.weights: weights must be 0-255 and not all 0; got {target}")
+    elif target[x.set_identifier] == 0:
+        problems.append(f"restore_to.weights: {inp.region} had weight 0 before; there is nothing to restore")
+    return target
+
+
+def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members: dict[str, Member],
+                  replicas: dict[str, int]) -> list[RegionPlan]:
+    """Every member's plan: pre-warm sizes (bounded by max_replicas) and, for a restore, the scale-down after."""
+    problems: list[str] = []
+    final = shift.steps[-1] if shift.steps else weights
+    start_shares = _shares(weights)
+    out: list[RegionPlan] = []
+    for region in sorted(members):
+        m = members[region]
+        role = shift.roles.get(region, "other")
+        sid = m.set_identifier
+        before = weights.get(sid, 0)
+        plan = RegionPlan(region=region, set_identifier=sid, role=role, weight_before=before,
+                          weight_after=final.get(sid, before), replicas_before=replicas.get(region),
+                          max_replicas=m.max_replicas, health=list(m.health))
+        have = replicas.get(region)
+        if have is not None and inp.prewarm and plan.gains:
+            if inp.direction == "evacuate":
+                peak = max((_shares(s)[sid] for s in shift.steps), default=start_shares[sid])
+                want = prewarm_replicas(have, start_shares[sid], peak, inp.headroom)
+                why = (f"its share grows from {float(start_shares[sid]):.0%} to {float(peak):.0%} "
+                       f"(x headroom {inp.headroom:g})")
+            else:
+                assert inp.restore_to is not None
+                want = max(have, inp.restore_to.replicas.get(region, have))
+                why = "it ran that many before the evacuation"
+            if want > have:
+                plan.prewarm_to = want
+                if m.max_replicas is not None and want > m.max_replicas:
+                    problems.append(
+                        f"max_replicas: {region} needs {want} replicas (now {have}) because {why}, but its "
+                        f"max_replicas is {m.max_replicas}; raise traffic.max_replicas in the targets file, "
+                        "add receivers (--to) or stop at a higher last level (--steps)")
+        if inp.direction == "restore" and role == "receiver" and have is not None and inp.restore_to is not None:
+            recorded = inp.restore_to.replicas.get(region)
+            if recorded is not None and have > recorded:
+                plan.scale_down_to = recorded
+        out.append(plan)
+    if problems:
+        raise PlanRefused(problems)
+    return out

@@ -1,0 +1,444 @@
+"""EvacuationWorkflow: move a region's traffic to the others (pre-warmed, step by step, health-checked), or back.
+
+One workflow per service (`traffic/<service>`): plan (read-only, refuses before anything changes), optional
+approval, pre-warm the regions that gain traffic, then per step: change the weighted records, wait at least
+the TTL (a durable timer), judge the gaining regions against their own pre-shift window. An alarm reverts
+to the last healthy step. A restore walks the same levels back and then scales the receivers down.
+Operators pause, resume, abort and approve with validated updates; `status` and the current details say
+where it is, who asked and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    from activities.traffic import CONFLICT, REFUSED, TrafficActivities
+    from activities.traffic_models import (
+        HealthInput,
+        HealthResult,
+        PlanInput,
+        ReadTrafficInput,
+        RegionHealth,
+        ScaleInput,
+        SetWeightsInput,
+        SetWeightsResult,
+        TrafficPlan,
+    )
+    from common.types import MetricWindow, StageRef
+    from workflows import options, search
+    from workflows.traffic_details import evacuation_details
+    from workflows.traffic_models import (
+        EVACUATION_TERMINAL,
+        AbortShift,
+        ApproveShift,
+        EvacuationInput,
+        EvacuationState,
+        EvacuationStatus,
+        StepRecord,
+        TrafficAudit,
+    )
+    from workflows.updates import Ack, Pause, Resume
+
+NON_RETRYABLE = [*options.NON_RETRYABLE, REFUSED, CONFLICT]
+PLAN = options.ActivityOptions(
+    start_to_close_timeout=timedelta(minutes=2),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                             maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
+)
+# A weight change waits for Route 53 to be INSYNC (minutes at worst); a retry is safe (a no-op once applied).
+SET_WEIGHTS = options.ActivityOptions(
+    start_to_close_timeout=timedelta(minutes=10),
+    heartbeat_timeout=timedelta(minutes=2),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
+                             maximum_attempts=10, non_retryable_error_types=NON_RETRYABLE),
+)
+SCALE = options.ActivityOptions(
+    start_to_close_timeout=timedelta(minutes=15),
+    heartbeat_timeout=timedelta(minutes=2),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
+                             maximum_attempts=4, non_retryable_error_types=NON_RETRYABLE),
+)
+HEALTH = options.ActivityOptions(
+    start_to_close_timeout=timedelta(minutes=5),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
+                             maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
+)
+# Changes are never abandoned half way: a cancellation waits for the running change to finish.
+CHANGE = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+
+
+class _Stopped(Exception):
+    """Internal: an abort arrived; unwind to the abort handling."""
+
+
+class _Alarm(Exception):
+    """Internal: the health check after step `step` alarmed (or could not be done)."""
+
+    def __init__(self, step: int, reasons: str) -> None:
+        super().__init__(reasons)
+        self.step = step
+        self.reasons = reasons
+
+
+def _cause(err: BaseException) -> BaseException:
+    """What an activity's failure says (its ApplicationError), not the wrapper around it."""
+    if isinstance(err, ActivityError) and err.cause is not None:
+        return err.cause
+    return err
+
+
+def _text(err: BaseException) -> str:
+    """An error's own message, without the `Type: ` prefix ApplicationError adds."""
+    cause = _cause(err)
+    return cause.message if isinstance(cause, ApplicationError) else str(cause)
+
+
+@workflow.defn
+class EvacuationWorkflow:
+    """One evacuation or restore of one region of one service."""
+
+    @workflow.init
+    def __init__(self, inp: EvacuationInput) -> None:
+        self.inp = inp
+        self.state = EvacuationState.of(inp, workflow.info().workflow_id)
+        self.plan: TrafficPlan | None = None
+        self.paused = False
+        self.stop: AbortShift | None = None
+        self.approved: ApproveShift | None = None
+
+    # -- main flow ---------------------------------------------------------------------------------
+    @workflow.run
+    async def run(self, inp: EvacuationInput) -> EvacuationState:
+        self.state.started_at = workflow.now()
+        self._audit(inp.requested_by, inp.direction, f"{inp.region}: {inp.reason or '(no reason given)'}")
+        self._set_status("planning", waiting_for="the plan: reading the record set and replicas")
+        problems = inp.problems()
+        if problems:
+            lines = "\n".join(f"  - {p}" for p in problems)
+            return await self._end("refused", f"{inp.direction} of {inp.region} for {inp.service} refused, nothing was changed:\n{lines}")
+        try:
+            self.plan = await workflow.execute_activity_method(
+                TrafficActivities.plan_traffic,
+                PlanInput(service=inp.service, region=inp.region, environment=inp.environment, direction=inp.direction,
+                          receivers=inp.receivers, steps=inp.steps, headroom=inp.headroom, prewarm=inp.prewarm,
+                          restore_to=inp.restore_to),
+                summary=f"plan {inp.direction} of {inp.region}", **PLAN,
+            )
+        except ActivityError as err:
+            cause = _cause(err)
+            refused = isinstance(cause, ApplicationError) and cause.type == REFUSED
+            status: EvacuationStatus = "refused" if refused else "failed"
+            why = _text(err) if refused else f"could not plan (nothing was changed): {_text(err)}"
+            return await self._end(status, why)
+        except asyncio.CancelledError:
+            return await self._end("aborted", "cancelled before anything changed")
+        plan = self.plan
+        self.state.take_plan(plan)
+        self.state.wait_seconds = inp.step_wait_seconds(plan.wait_seconds)
+        self.state.planned_at = workflow.now()
+        self._audit("bifrost", "plan", f"{len(plan.steps)} steps {plan.levels}; wait {self.state.wait_seconds} s; "
+                    f"receivers {', '.join(self.state.receivers) or '-'}")
+        try:
+            await self._approval()
+            await self._wait_unpaused("the pre-warm")
+            await self._prewarm()
+            await self._shift()
+            await self._scale_down()
+        except _Alarm as alarm:
+            return await self._revert_after_alarm(alarm)
+        except _Stopped:
+            return await self._aborted()
+        except asyncio.CancelledError:
+            return await self._end("aborted", f"cancelled at step {self.state.step}: traffic left where it is (no revert)")
+        except (ActivityError, ApplicationError) as err:
+            return await self._end("failed", f"{_text(err)}; stopped at step {self.state.step}, nothing reverted")
+        done: EvacuationStatus = "evacuated" if inp.direction == "evacuate" else "restored"
+        return await self._end(done, f"{inp.region} {done}: weights {self.state.weights_now}")
+
+    async def _approval(self) -> None:
+        if not self.inp.require_approval:
+            return
+        who = ", ".join(self.inp.approvers) or "anyone"
+        self._set_status("awaiting_approval", waiting_for=f"approve (by {who}) before anything changes")
+        try:
+            await workflow.wait_condition(
+                lambda: self.approved is not None or self.stop is not None,
+                timeout=timedelta(minutes=self.inp.approval_timeout_minutes), timeout_summary="approval timeout",
+            )
+        except TimeoutError:
+            self.stop = AbortShift(by="bifrost", reason=f"no approval within {self.inp.approval_timeout_minutes:g} min")
+            self._audit("bifrost", "approval-timeout", self.stop.reason)
+        self._raise_if_stopped()
+
+    async def _prewarm(self) -> None:
+        assert self.plan is not None
+        todo = [r for r in self.plan.regions if r.prewarm_to is not None]
+        if not todo:
+            self.state.prewarmed_at = workflow.now()
+            return
+        self._set_status("pre_warming", waiting_for="receivers to be scaled and ready: " + ", ".join(
+            f"{r.region} {r.replicas_before}→{r.prewarm_to}" for r in todo))
+        results = await asyncio.gather(*(
+            workflow.execute_activity_method(
+                TrafficActivities.scale,
+                ScaleInput(stage=self._stage(r.region), replicas=r.prewarm_to or 0, direction="up", max_replicas=r.max_replicas),
+                summary=f"pre-warm {r.region} to {r.prewarm_to}", cancellation_type=CHANGE, **SCALE,
+            ) for r in todo), return_exceptions=True)
+        for r, res in zip(todo, results):
+            if not isinstance(res, BaseException):
+                self.state.scaled[r.region] = res.after
+                self._audit("bifrost", "pre-warm", f"{r.region}: {res.before} → {res.after} replicas")
+        for res in results:
+            if isinstance(res, BaseException):
+                if isinstance(res, ActivityError):
+                    raise ApplicationError(f"pre-warm failed, no traffic was moved: {_text(res)}") from res
+                raise res
+        self.state.prewarmed_at = workflow.now()
+
+    async def _shift(self) -> None:
+        assert self.plan is not None
+        plan, inp = self.plan, self.inp
+        start = workflow.now()
+        baseline = MetricWindow(start=start - timedelta(minutes=inp.health_baseline_minutes), end=start,
+                                interval_seconds=inp.health_interval_seconds)
+        checks = [RegionHealth(region=r.region, metrics=r.health) for r in plan.gaining if r.health]
+        n = len(plan.steps)
+        wait = timedelta(seconds=self.state.wait_seconds)
+        for i, weights in enumerate(plan.steps, 1):
+            await self._wait_unpaused(f"step {i}/{n}")
+            rec = StepRecord(index=i, level=plan.levels[i - 1], weights=weights, started_at=workflow.now())
+            self.state.steps.append(rec)
+            self._set_status("shifting", waiting_for=f"step {i}/{n}: weights {weights}")
+            res = await self._set_weights(weights, f"step {i}/{n} ({rec.level}%)")
+            rec.changed, rec.applied_at = res.changed, workflow.now()
+            self.state.step = i
+            self._audit("bifrost", "step", f"{i}/{n}: {rec.level}% → {res.weights}" + ("" if res.changed else " (already in place)"))
+            self._set_status("shifting", waiting_for=f"{wait.total_seconds():g} s (TTL) after step {i}/{n}, then a health check")
+            try:
+                await workflow.wait_condition(lambda: self.stop is not None, timeout=wait,
+                                              timeout_summary=f"TTL after step {i}/{n}")
+            except TimeoutError:
+                pass
+            self._raise_if_stopped()
+            rec.health_started_at = workflow.now()
+            if not checks:
+                rec.health = "no region gains traffic: nothing to check"
+                continue
+            self._set_status("shifting", waiting_for=f"health check after step {i}/{n}")
+            window = MetricWindow(start=rec.applied_at, end=workflow.now(), interval_seconds=inp.health_interval_seconds)
+            try:
+                health: HealthResult = await workflow.execute_activity_method(
+                    TrafficActivities.check_health,
+                    HealthInput(service=inp.service, environment=inp.environment, regions=checks, baseline_window=baseline,
+                                window=window, judge=inp.judge, look=i, max_looks=n),
+                    summary=f"health after step {i}/{n}", **HEALTH,
+                )
+            except ActivityError as err:
+                rec.checked_at, rec.healthy, rec.health = workflow.now(), False, f"health check failed: {_text(err)}"
+                raise _Alarm(i, rec.health) from err
+            rec.checked_at, rec.healthy, rec.health = workflow.now(), not health.alarm, health.summary
+            if health.alarm:
+                raise _Alarm(i, "; ".join(health.reasons) or health.summary)
+            self._set_status("shifting")
+
+    async def _scale_down(self) -> None:
+        assert self.plan is not None
+        todo = [r for r in self.plan.regions if r.scale_down_to is not None]
+        if not todo:
+            return
+        self._set_status("scaling_down", waiting_for="receivers to scale back: " + ", ".join(
+            f"{r.region} {r.replicas_before}→{r.scale_down_to}" for r in todo))
+        await self._scale_back({r.region: r.scale_down_to or 0 for r in todo}, "scale down")
+
+    async def _scale_back(self, targets: dict[str, int], action: str) -> None:
+        results = await asyncio.gather(*(
+            workflow.execute_activity_method(
+                TrafficActivities.scale, ScaleInput(stage=self._stage(region), replicas=n, direction="down"),
+                summary=f"{action} {region} to {n}", cancellation_type=CHANGE, **SCALE,
+            ) for region, n in targets.items()), return_exceptions=True)
+        failed = []
+        for (region, _), res in zip(targets.items(), results):
+            if isinstance(res, BaseException):
+                failed.append(f"{region}: {_text(res)}")
+            else:
+                self.state.scaled[region] = res.after
+                self._audit("bifrost", action, f"{region}: {res.before} → {res.after} replicas")
+        if failed:
+            raise ApplicationError(f"{action} failed ({'; '.join(failed)})")
+
+    # -- endings -----------------------------------------------------------------------------------
+    async def _revert_after_alarm(self, alarm: _Alarm) -> EvacuationState:
+        assert self.plan is not None
+        k = alarm.step
+        back = self.plan.steps[k - 2] if k >= 2 else self.state.weights_before
+        where = f"step {k - 1} ({self.plan.levels[k - 2]}%)" if k >= 2 else "the weights before the first step"
+        self._audit("bifrost", "alarm", f"after step {k}: {alarm.reasons}")
+        self._set_status("reverting", reason=f"alarm after step {k}: {alarm.reasons}", waiting_for=f"revert to {where}")
+        try:
+            await self._set_weights(back, f"revert to {where} after an alarm")
+        except (ActivityError, asyncio.CancelledError) as err:
+            return await self._end("failed", f"alarm after step {k} ({alarm.reasons}), and the revert to {where} "
+                                   f"failed: {_text(err)}; set the weights by hand")
+        self.state.step = k - 1
+        return await self._end("reverted", f"alarm after step {k}: {alarm.reasons}; traffic is back at {where}; "
+                               "pre-warmed regions keep their replicas")
+
+    async def _aborted(self) -> EvacuationState:
+        stop = self.stop
+        assert stop is not None
+        what = f"aborted by {stop.by}: {stop.reason}"
+        if self.state.weights_now == self.state.weights_before and not self.state.scaled:
+            return await self._end("aborted", f"{what}; nothing was changed")
+        if not stop.revert:
+            return await self._end("aborted", f"{what}; traffic and replicas left as they are (step {self.state.step})")
+        self._set_status("reverting", reason=what, waiting_for="the weights and replicas before")
+        try:
+            if self.state.weights_now != self.state.weights_before:
+                await self._set_weights(self.state.weights_before, "revert after abort")
+                self.state.step = 0
+                if self.state.scaled and self.plan is not None:
+                    wait = timedelta(seconds=self.plan.wait_seconds + self.inp.extra_wait_seconds)
+                    self._set_status("reverting", waiting_for=f"{wait.total_seconds():g} s (TTL) before scaling back")
+                    await workflow.sleep(wait, summary="TTL before scaling back")
+            if self.state.scaled:
+                await self._scale_back({r: self.state.replicas_before[r] for r in self.state.scaled
+                                        if r in self.state.replicas_before}, "scale back")
+        except (ActivityError, ApplicationError, asyncio.CancelledError) as err:
+            return await self._end("failed", f"{what}; the revert failed: {_text(err)}; check the weights and replicas by hand")
+        return await self._end("aborted", f"{what}; weights and replicas put back as they were")
+
+    async def _end(self, status: EvacuationStatus, reason: str) -> EvacuationState:
+        """Read back the weights and replicas, set the final status, and return (or fail, for refused/failed)."""
+        if self.plan is not None:
+            try:
+                snap = await workflow.execute_activity_method(
+                    TrafficActivities.read_traffic,
+                    ReadTrafficInput(service=self.inp.service, environment=self.inp.environment, region=self.inp.region,
+                                     replicas_of=sorted(self.state.replicas_before)),
+                    summary="read back weights and replicas", **options.QUICK,
+                )
+                self.state.weights_after, self.state.replicas_after = snap.weights, snap.replicas
+                self.state.weights_now = snap.weights
+            except ActivityError as err:
+                self.state.weights_after = dict(self.state.weights_now)
+                reason += f" (could not read back the final weights: {_text(err)})"
+        self.state.ended_at = workflow.now()
+        self._audit("bifrost", status, reason)
+        self._set_status(status, reason=reason)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if status in ("refused", "failed"):
+            message = reason if status == "refused" else f"{self.inp.direction} of {self.inp.region} failed: {reason}"
+            raise ApplicationError(message, self.state,
+                                   type=REFUSED if status == "refused" else "EvacuationFailed", non_retryable=True)
+        return self.state
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _stage(self, region: str) -> StageRef:
+        return StageRef(service=self.inp.service, region=region, environment=self.inp.environment)
+
+    async def _set_weights(self, weights: dict[str, int], why: str) -> SetWeightsResult:
+        res = await workflow.execute_activity_method(
+            TrafficActivities.set_weights,
+            SetWeightsInput(service=self.inp.service, environment=self.inp.environment, region=self.inp.region,
+                            weights=weights, expect=self.state.weights_now, regions=self.state.set_identifiers, why=why),
+            summary=why, cancellation_type=CHANGE, **SET_WEIGHTS,
+        )
+        self.state.weights_now = res.weights
+        return res
+
+    def _raise_if_stopped(self) -> None:
+        if self.stop is not None:
+            raise _Stopped()
+
+    async def _wait_unpaused(self, where: str) -> None:
+        self._raise_if_stopped()
+        if self.paused:
+            self._set_status("paused", waiting_for=f"resume (held before {where})")
+            await workflow.wait_condition(lambda: not self.paused or self.stop is not None)
+            self._raise_if_stopped()
+
+    def _audit(self, who: str, action: str, detail: str = "") -> None:
+        self.state.audit.append(TrafficAudit(at=workflow.now(), who=who, action=action, detail=detail))
+
+    def _set_status(self, status: EvacuationStatus, *, reason: str | None = None, waiting_for: str | None = None) -> None:
+        self.state.status = status
+        if reason is not None:
+            self.state.reason = reason
+        self.state.waiting_for = None if status in EVACUATION_TERMINAL else waiting_for
+        workflow.upsert_search_attributes([
+            search.SERVICE.value_set(self.inp.service),
+            search.STATUS.value_set(status),
+            search.STAGE.value_set(f"{self.inp.region}/{self.inp.environment}"),
+            search.REQUESTED_BY.value_set(self.inp.requested_by),
+        ])
+        workflow.set_current_details(evacuation_details(
+            self.state, paused=self.paused, awaiting_approval=status == "awaiting_approval"))
+
+    # -- queries and updates -----------------------------------------------------------------------
+    @workflow.query(description="Plan, weights and replicas before/now, every step and its health, audit trail.")
+    def status(self) -> EvacuationState:
+        return self.state
+
+    def _check_running(self) -> None:
+        if self.state.status in EVACUATION_TERMINAL or self.stop is not None:
+            what = "evacuation" if self.inp.direction == "evacuate" else "restore"
+            raise ValueError(f"the {what} of {self.inp.region} is already {'stopping' if self.stop else self.state.status}; "
+                             "nothing to do")
+
+    @workflow.update(description='Hold before the next step (a running step and its TTL wait finish). JSON: {"by": "alice", "reason": "why"}.')
+    def pause(self, req: Pause) -> Ack:
+        self.paused = True
+        self._audit(req.by, "pause", req.reason)
+        self._set_status(self.state.status, waiting_for="resume (holds before the next step)")
+        return Ack(message=f"paused by {req.by}; holds before the next step")
+
+    @pause.validator
+    def _validate_pause(self, req: Pause) -> None:
+        self._check_running()
+        if self.paused:
+            raise ValueError("already paused; use resume")
+
+    @workflow.update(description='Continue a paused evacuation. JSON: {"by": "alice"}.')
+    def resume(self, req: Resume) -> Ack:
+        self.paused = False
+        self._audit(req.by, "resume")
+        self._set_status("shifting" if self.state.status == "paused" else self.state.status)
+        return Ack(message=f"resumed by {req.by}")
+
+    @resume.validator
+    def _validate_resume(self, req: Resume) -> None:
+        self._check_running()
+        if not self.paused:
+            raise ValueError("not paused")
+
+    @workflow.update(description='Stop now; "revert": true puts the weights and replicas back as they were, false leaves them. JSON: {"by": "alice", "reason": "why", "revert": true}.')
+    def abort(self, req: AbortShift) -> Ack:
+        self.stop = req
+        self._audit(req.by, "abort", f"{req.reason} (revert: {str(req.revert).lower()})")
+        return Ack(message="stopping; " + ("reverting to the weights and replicas before" if req.revert else "leaving traffic where it is"))
+
+    @abort.validator
+    def _validate_abort(self, req: AbortShift) -> None:
+        self._check_running()
+
+    @workflow.update(description='Let an evacuation waiting for approval start changing traffic. JSON: {"approver": "alice", "comment": "go"}.')
+    def approve(self, req: ApproveShift) -> Ack:
+        self.approved = req
+        self._audit(req.approver, "approve", req.comment)
+        return Ack(message=f"approved by {req.approver}")
+
+    @approve.validator
+    def _validate_approve(self, req: ApproveShift) -> None:
+        self._check_running()
+        if self.state.status != "awaiting_approval" or self.approved is not None:
+            raise ValueError(f"not waiting for approval (status: {self.state.status}"
+                             f"{'' if self.inp.require_approval else '; this evacuation did not ask for one'})")
+        if self.inp.approvers and req.approver not in self.inp.approvers:
+            raise ValueError(f"{req.approver!r} may not approve; approvers: {', '.join(self.inp.approvers)}")

@@ -1,0 +1,70 @@
+"""Markdown for the Temporal UI's Current Details of an evacuation: pure functions of its state."""
+
+from __future__ import annotations
+
+import json
+
+from workflows.traffic_models import EVACUATION_TERMINAL, EvacuationState
+
+WHO = "<your name>"
+
+
+def how_to_act(state: EvacuationState, *, paused: bool, awaiting_approval: bool) -> list[tuple[str, dict[str, object]]]:
+    """The updates an operator can send now, each with an example JSON payload."""
+    if state.status in EVACUATION_TERMINAL:
+        return []
+    out: list[tuple[str, dict[str, object]]] = []
+    if awaiting_approval:
+        out.append(("approve", {"approver": WHO, "comment": "go"}))
+    out.append(("resume", {"by": WHO}) if paused else ("pause", {"by": WHO, "reason": "why"}))
+    out.append(("abort", {"by": WHO, "reason": "why", "revert": True}))
+    return out
+
+
+def _weights_table(state: EvacuationState) -> str:
+    ids = state.set_identifiers or {k: k for k in state.weights_before}
+    final = state.planned[-1] if state.planned else {}
+    rows = ["| region | weight before | now | planned end | replicas before | replicas now |", "|---|---|---|---|---|---|"]
+    by_id = {sid: region for region, sid in ids.items()}
+    for sid in sorted(state.weights_before or state.weights_now):
+        region = by_id.get(sid, sid)
+        mark = " (evacuated)" if region == state.region and state.direction == "evacuate" else \
+            " (restored)" if region == state.region else " (receiver)" if region in state.receivers else ""
+        rows.append(
+            f"| {region}{mark} | {state.weights_before.get(sid, '-')} | {state.weights_now.get(sid, '-')} | "
+            f"{final.get(sid, '-')} | {state.replicas_before.get(region, '-')} | "
+            f"{state.replicas_after.get(region, state.scaled.get(region, state.replicas_before.get(region, '-')))} |"
+        )
+    return "\n".join(rows)
+
+
+def evacuation_details(state: EvacuationState, *, paused: bool, awaiting_approval: bool) -> str:
+    """Where the evacuation is, the weights, who asked and why, how to act, and the last audit entries."""
+    s = state
+    verb = "Evacuating" if s.direction == "evacuate" else "Restoring"
+    if s.status in EVACUATION_TERMINAL:
+        verb = "Evacuation of" if s.direction == "evacuate" else "Restore of"
+    head = f"## {verb} {s.region} ({s.service}, {s.environment}) — **{s.status.replace('_', ' ')}**"
+    paras = [head]
+    if s.planned:
+        paras.append(f"Step {s.step}/{len(s.planned)}; levels {', '.join(f'{lv}%' for lv in s.steps_requested)}; "
+                     f"wait {s.wait_seconds} s after each step (TTL); record set: {s.record_set}")
+    paras.append(f"Requested by **{s.requested_by}**: {s.request_reason or '(no reason given)'}")
+    if s.reason:
+        paras.append(f"Reason: {s.reason}")
+    if s.waiting_for:
+        paras.append(f"Waiting for: {s.waiting_for}")
+    if s.weights_before or s.weights_now:
+        paras.append(_weights_table(s))
+    examples = how_to_act(s, paused=paused, awaiting_approval=awaiting_approval)
+    if examples:
+        paras.append("How to act (More actions → Send an Update, or the `bifrost traffic` CLI):\n\n"
+                     + "\n".join(f"- `{name}`: `{json.dumps(example)}`" for name, example in examples))
+    if s.steps:
+        paras.append("Steps:\n\n" + "\n".join(
+            f"- {st.index}: {st.level}% → `{json.dumps(st.weights, sort_keys=True)}`"
+            f"{'' if st.changed else ' (already in place)'}; health: {st.health or 'pending'}" for st in s.steps))
+    if s.audit:
+        paras.append("Audit trail:\n\n" + "\n".join(
+            f"- {a.at:%H:%M:%S} {a.who}: {a.action} {a.detail}".rstrip() for a in s.audit[-8:]))
+    return "\n\n".join(paras)

@@ -1,0 +1,207 @@
+"""What the evacuation workflow takes, reports and returns, and the payloads of its updates.
+
+- `EvacuationInput`: one evacuation or restore of one region of one service (a JSON object in the UI).
+- `EvacuationState`: the `status` query's answer and the workflow's result: weights and replicas before and
+  after, every step with its health verdict, and the audit trail.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from activities.traffic_models import RestoreTarget, TrafficDirection, TrafficPlan
+from activities.traffic_plan import DEFAULT_STEPS, step_problems
+from canary.config import JudgeConfig
+from common.types import EnvKind
+
+EvacuationStatus = Literal[
+    "planning", "awaiting_approval", "pre_warming", "shifting", "paused", "reverting", "scaling_down",
+    "evacuated", "restored", "reverted", "aborted", "refused", "failed",
+]
+EVACUATION_TERMINAL: frozenset[str] = frozenset({"evacuated", "restored", "reverted", "aborted", "refused", "failed"})
+
+
+def evacuation_id(service: str) -> str:
+    """One traffic workflow per service at a time: evacuations and restores of any region share this id."""
+    return f"traffic/{service}"
+
+
+HEALTH_SETTINGS = {"extra_wait_seconds", "health_baseline_minutes", "health_interval_seconds", "judge"}
+
+
+def _health_judge() -> JudgeConfig:
+    return JudgeConfig(min_samples=10)
+
+
+class EvacuationInput(BaseModel):
+    """Evacuate a region (move its traffic to the others, pre-warmed) or restore it (move the traffic back)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    service: str = Field(min_length=1, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    region: str = Field(min_length=1, description="the region to evacuate or restore")
+    direction: TrafficDirection = "evacuate"
+    environment: EnvKind = "prod"
+    requested_by: str = Field(min_length=1)
+    reason: str = ""
+    receivers: list[str] = Field(default_factory=list, description="default: every other region serving the record set")
+    steps: list[int] = Field(
+        default_factory=lambda: list(DEFAULT_STEPS),
+        description="the region's weight in percent of its starting share after each step (a restore walks them back)",
+    )
+    headroom: float = Field(default=1.2, ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")
+    prewarm: bool = Field(default=True, description="false: shift without scaling the receivers first")
+    restore_to: RestoreTarget | None = Field(default=None, description="restore: the evacuation's weights and replicas before")
+    require_approval: bool = Field(default=False, description="wait for `approve` before changing anything")
+    approvers: list[str] = Field(default_factory=list, description="who may approve; empty: anyone")
+    approval_timeout_minutes: float = Field(default=60, gt=0)
+    extra_wait_seconds: int = Field(default=0, ge=0, description="wait this much longer than the TTL after each step")
+    health_baseline_minutes: float = Field(default=10, gt=0, description="the pre-shift window each region is judged against")
+    health_interval_seconds: int = Field(
+        default=5, ge=1, description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
+    judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
+
+    def problems(self) -> list[str]:
+        """What is wrong across fields, one line each naming the field; the CLI and the workflow both refuse on it.
+
+        Not a validator, so a UI start with bad steps is refused by the workflow with these reasons instead of
+        failing to decode."""
+        problems = step_problems(self.steps)
+        if self.region in self.receivers:
+            problems.append(f"receivers: {self.region} is the region being {self.direction}d; it cannot also receive")
+        if len(set(self.receivers)) != len(self.receivers):
+            problems.append(f"receivers: each region may appear once; got {', '.join(self.receivers)}")
+        if self.direction == "restore":
+            if self.restore_to is None:
+                problems.append("restore_to: a restore needs the evacuation's weights_before and replicas_before; "
+                                "`bifrost restore` reads them from the last evacuation")
+            if self.receivers:
+                problems.append("receivers: a restore returns every region to its recorded weight; leave receivers out")
+        elif self.restore_to is not None:
+            problems.append("restore_to: only a restore takes restore_to")
+        return problems
+
+    @property
+    def workflow_id(self) -> str:
+        return evacuation_id(self.service)
+
+    def step_wait_seconds(self, ttl_wait: int) -> int:
+        """The wait after each step: the TTL (plus extra), and long enough for the judge to get its minimum samples."""
+        return max(ttl_wait + self.extra_wait_seconds, self.judge.min_samples * self.health_interval_seconds)
+
+
+class StepRecord(BaseModel):
+    """One traffic step: the weights it set, when, and what the health check after it said."""
+
+    index: int
+    level: int = Field(description="the region's weight after the step, in percent of its reference share")
+    weights: dict[str, int]
+    changed: bool = True
+    started_at: datetime | None = None
+    applied_at: datetime | None = None
+    health_started_at: datetime | None = Field(default=None, description="when the TTL wait ended and the health check began")
+    checked_at: datetime | None = None
+    healthy: bool | None = None
+    health: str = ""
+
+
+class TrafficAudit(BaseModel):
+    """One action on an evacuation: who, what, when (workflow time) and why."""
+
+    at: datetime
+    who: str
+    action: str
+    detail: str = ""
+
+
+class EvacuationState(BaseModel):
+    """The whole evacuation or restore: plan, weights and replicas before/now, steps, audit; also the result."""
+
+    workflow_id: str
+    service: str
+    region: str
+    environment: EnvKind = "prod"
+    direction: TrafficDirection = "evacuate"
+    status: EvacuationStatus = "planning"
+    reason: str = Field(default="", description="why it ended, or is where it is")
+    requested_by: str = ""
+    request_reason: str = ""
+    waiting_for: str | None = None
+    record_set: str = ""
+    receivers: list[str] = Field(default_factory=list)
+    set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")
+    steps_requested: list[int] = Field(default_factory=list)
+    health_settings: dict[str, Any] = Field(default_factory=dict, description="the input's health knobs; a restore reuses them")
+    planned: list[dict[str, int]] = Field(default_factory=list, description="weights after each planned step")
+    step: int = Field(default=0, description="steps applied and still in force")
+    weights_before: dict[str, int] = Field(default_factory=dict)
+    weights_now: dict[str, int] = Field(default_factory=dict)
+    weights_after: dict[str, int] = Field(default_factory=dict, description="read back when the workflow ended")
+    replicas_before: dict[str, int] = Field(default_factory=dict, description="by region, before anything changed")
+    replicas_after: dict[str, int] = Field(default_factory=dict, description="by region, read back at the end")
+    scaled: dict[str, int] = Field(default_factory=dict, description="regions this workflow scaled, to how many")
+    wait_seconds: int = Field(default=0, description="wait after each step: TTL + extra, at least min_samples x interval")
+    steps: list[StepRecord] = Field(default_factory=list)
+    audit: list[TrafficAudit] = Field(default_factory=list)
+    started_at: datetime | None = None
+    planned_at: datetime | None = None
+    prewarmed_at: datetime | None = None
+    ended_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in EVACUATION_TERMINAL
+
+    @classmethod
+    def of(cls, inp: EvacuationInput, workflow_id: str) -> "EvacuationState":
+        return cls(workflow_id=workflow_id, service=inp.service, region=inp.region, environment=inp.environment,
+                   direction=inp.direction, requested_by=inp.requested_by, request_reason=inp.reason,
+                   steps_requested=list(inp.steps), health_settings=inp.model_dump(mode="json", include=HEALTH_SETTINGS))
+
+    def take_plan(self, plan: TrafficPlan) -> None:
+        """Record what the plan activity found and worked out."""
+        self.record_set = plan.record_set
+        self.set_identifiers = plan.set_identifiers
+        self.receivers = [r.region for r in plan.regions if r.role == "receiver"]
+        self.planned = plan.steps
+        self.weights_before = dict(plan.weights_before)
+        self.weights_now = dict(plan.weights_before)
+        self.replicas_before = {r.region: r.replicas_before for r in plan.regions if r.replicas_before is not None}
+        self.wait_seconds = plan.wait_seconds
+
+    def restore_input(self, *, requested_by: str, reason: str = "") -> EvacuationInput:
+        """The input that returns this evacuation's region to its weights and replicas before."""
+        if self.direction != "evacuate":
+            raise ValueError(f"{self.workflow_id} was a {self.direction}, not an evacuation; there is nothing to restore from it")
+        if not self.weights_before:
+            raise ValueError(f"the evacuation of {self.region} ended as {self.status} before it read the weights; "
+                             "nothing was changed, so there is nothing to restore")
+        return EvacuationInput.model_validate({
+            **self.health_settings,
+            "service": self.service, "region": self.region, "environment": self.environment, "direction": "restore",
+            "requested_by": requested_by, "reason": reason or f"restore after: {self.request_reason}".strip(),
+            "steps": self.steps_requested or list(DEFAULT_STEPS),
+            "restore_to": RestoreTarget(weights=dict(self.weights_before), replicas=dict(self.replicas_before)),
+        })
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ApproveShift(_Payload):
+    """{"approver": "alice", "comment": "go"} — lets an evacuation that waits for approval start changing traffic."""
+
+    approver: str = Field(min_length=1)
+    comment: str = ""
+
+
+class AbortShift(_Payload):
+    """{"by": "alice", "reason": "why", "revert": true} — stop; revert=true puts the weights (and replicas) back."""
+
+    by: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+    revert: bool = True
