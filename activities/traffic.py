@@ -30,9 +30,9 @@ from activities.traffic_models import (
 from activities.traffic_plan import Member, PlanRefused, capacity_plan, plan_shift
 from canary import judge
 from canary.config import MetricSamples, MetricSpec
-from common.types import EnvKind, StageRef
+from common.types import INVALID_REQUEST, EnvKind, StageRef
 
-REFUSED = "InvalidRequest"  # non-retryable (workflows/options.NON_RETRYABLE): the request cannot be done as asked
+REFUSED = INVALID_REQUEST  # non-retryable (workflows/options.NON_RETRYABLE): the request cannot be done as asked
 CONFLICT = "TrafficConflict"  # someone else moved the weights: stop, do not fight
 
 

@@ -20,13 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 from temporalio.testing import WorkflowEnvironment  # noqa: E402
 
 from activities.adapters.registry import registry_from_targets  # noqa: E402
 from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
 from activities.adapters.targets import parse_targets  # noqa: E402
 from worker.build import build_worker  # noqa: E402
+from worker.converter import DATA_CONVERTER  # noqa: E402
+from worker.server import DEV_SERVER_FLAGS  # noqa: E402
 from workflows import search  # noqa: E402
 from workflows.evacuation import EvacuationWorkflow  # noqa: E402
 from workflows.traffic_models import EvacuationInput, EvacuationState  # noqa: E402
@@ -91,7 +92,7 @@ async def main() -> None:
     endpoint = f"http://{host}:{port}"
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=pydantic_data_converter)
+                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
     try:
         zone, zone_id = zone_with_records(endpoint)
         targets = parse_targets({

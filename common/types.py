@@ -82,6 +82,7 @@ OUTCOME_FAILURE_TYPES: dict[str, str] = {
 REFUSED = "Refused"  # an update's validator said no
 INVALID_PAYLOAD = "InvalidPayload"  # a payload (workflow input, update argument) did not match its model
 INVALID_REQUEST = "InvalidRequest"  # a request that cannot be planned
+EVACUATION_FAILED = "EvacuationFailed"  # an evacuation or restore that stopped part-way (its state says where)
 USER_FACING_FAILURE_TYPES: frozenset[str] = frozenset(
-    {*OUTCOME_FAILURE_TYPES.values(), REFUSED, INVALID_PAYLOAD, INVALID_REQUEST}
+    {*OUTCOME_FAILURE_TYPES.values(), REFUSED, INVALID_PAYLOAD, INVALID_REQUEST, EVACUATION_FAILED}
 )

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
         SetWeightsResult,
         TrafficPlan,
     )
-    from common.types import MetricWindow, StageRef
+    from common.types import EVACUATION_FAILED, MetricWindow, StageRef
     from workflows import options, search
     from workflows.traffic_details import evacuation_details
     from workflows.traffic_models import (
@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
         StepRecord,
         TrafficAudit,
     )
-    from workflows.updates import Ack, Pause, Resume
+    from workflows.updates import Ack, Pause, Resume, refused
 
 NON_RETRYABLE = [*options.NON_RETRYABLE, REFUSED, CONFLICT]
 PLAN = options.ActivityOptions(
@@ -55,13 +55,13 @@ PLAN = options.ActivityOptions(
 # A weight change waits for Route 53 to be INSYNC (minutes at worst); a retry is safe (a no-op once applied).
 SET_WEIGHTS = options.ActivityOptions(
     start_to_close_timeout=timedelta(minutes=10),
-    heartbeat_timeout=timedelta(minutes=2),
+    heartbeat_timeout=options.HEARTBEAT,
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=10, non_retryable_error_types=NON_RETRYABLE),
 )
 SCALE = options.ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),
-    heartbeat_timeout=timedelta(minutes=2),
+    heartbeat_timeout=options.HEARTBEAT,
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=4, non_retryable_error_types=NON_RETRYABLE),
 )
@@ -100,7 +100,7 @@ def _text(err: BaseException) -> str:
     return cause.message if isinstance(cause, ApplicationError) else str(cause)
 
 
-@workflow.defn
+@workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
 class EvacuationWorkflow:
     """One evacuation or restore of one region of one service."""
 
@@ -336,7 +336,7 @@ class EvacuationWorkflow:
         if status in ("refused", "failed"):
             message = reason if status == "refused" else f"{self.inp.direction} of {self.inp.region} failed: {reason}"
             raise ApplicationError(message, self.state,
-                                   type=REFUSED if status == "refused" else "EvacuationFailed", non_retryable=True)
+                                   type=REFUSED if status == "refused" else EVACUATION_FAILED, non_retryable=True)
         return self.state
 
     # -- helpers -----------------------------------------------------------------------------------
@@ -389,7 +389,7 @@ class EvacuationWorkflow:
     def _check_running(self) -> None:
         if self.state.status in EVACUATION_TERMINAL or self.stop is not None:
             what = "evacuation" if self.inp.direction == "evacuate" else "restore"
-            raise ValueError(f"the {what} of {self.inp.region} is already {'stopping' if self.stop else self.state.status}; "
+            raise refused(f"the {what} of {self.inp.region} is already {'stopping' if self.stop else self.state.status}; "
                              "nothing to do")
 
     @workflow.update(description='Hold before the next step (a running step and its TTL wait finish). JSON: {"by": "alice", "reason": "why"}.')
@@ -403,7 +403,7 @@ class EvacuationWorkflow:
     def _validate_pause(self, req: Pause) -> None:
         self._check_running()
         if self.paused:
-            raise ValueError("already paused; use resume")
+            raise refused("already paused; use resume")
 
     @workflow.update(description='Continue a paused evacuation. JSON: {"by": "alice"}.')
     def resume(self, req: Resume) -> Ack:
@@ -416,7 +416,7 @@ class EvacuationWorkflow:
     def _validate_resume(self, req: Resume) -> None:
         self._check_running()
         if not self.paused:
-            raise ValueError("not paused")
+            raise refused("not paused")
 
     @workflow.update(description='Stop now; "revert": true puts the weights and replicas back as they were, false leaves them. JSON: {"by": "alice", "reason": "why", "revert": true}.')
     def abort(self, req: AbortShift) -> Ack:
@@ -438,7 +438,7 @@ class EvacuationWorkflow:
     def _validate_approve(self, req: ApproveShift) -> None:
         self._check_running()
         if self.state.status != "awaiting_approval" or self.approved is not None:
-            raise ValueError(f"not waiting for approval (status: {self.state.status}"
+            raise refused(f"not waiting for approval (status: {self.state.status}"
                              f"{'' if self.inp.require_approval else '; this evacuation did not ask for one'})")
         if self.inp.approvers and req.approver not in self.inp.approvers:
-            raise ValueError(f"{req.approver!r} may not approve; approvers: {', '.join(self.inp.approvers)}")
+            raise refused(f"{req.approver!r} may not approve this evacuation: the name is not on its list of approvers")

@@ -27,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from common.types import (
         INVALID_REQUEST,
         OUTCOME_FAILURE_TYPES,
-        REFUSED,
         TERMINAL,
         Notification,
         RollbackScope,
@@ -50,7 +49,18 @@ with workflow.unsafe.imports_passed_through():
     from workflows.request import RolloutRequest
     from workflows.rollback import stages_to_roll_back
     from workflows.stage import PROGRESS_SIGNAL, StageWorkflow
-    from workflows.updates import Abort, Ack, Approve, OverrideWindow, Pause, Reject, Resume, Rollback, SkipSoak
+    from workflows.updates import (
+        Abort,
+        Ack,
+        Approve,
+        OverrideWindow,
+        Pause,
+        Reject,
+        Resume,
+        Rollback,
+        SkipSoak,
+        refused,
+    )
     from workflows.windows import next_open
 
 
@@ -65,11 +75,6 @@ class Stop:
 
 class _Stopped(Exception):
     """Internal: unwinds the main flow once `self.stop` is set."""
-
-
-def refused(message: str) -> ApplicationError:
-    """A validator's refusal: one line for the UI and the CLI, no stack trace (worker/converter.py)."""
-    return ApplicationError(message, type=REFUSED, non_retryable=True)
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)

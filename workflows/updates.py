@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from temporalio.exceptions import ApplicationError
 
-from common.types import RollbackScope
+from common.types import REFUSED, RollbackScope
 
 Name = Annotated[str, Field(min_length=1, max_length=200, description="who acts (recorded in the audit trail)")]
 Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (recorded in the audit trail)")]
@@ -94,3 +95,8 @@ class Ack(BaseModel):
 
     ok: bool = True
     message: str
+
+
+def refused(message: str) -> ApplicationError:
+    """A validator's refusal: one line for the UI and the CLI, with no stack trace (worker/converter.py)."""
+    return ApplicationError(message, type=REFUSED, non_retryable=True)

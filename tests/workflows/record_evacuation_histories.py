@@ -2,8 +2,7 @@
 
 Writes tests/histories/evacuation-*.json: an approved, paused and resumed evacuation followed by its
 restore, and an evacuation without pre-warm whose alarm reverts it. Re-record only on purpose (the replay
-test exists to catch changes that would break evacuations already running). `record_histories` deletes
-every history it finds, so run this one after it.
+test exists to catch changes that would break evacuations already running). `record_histories` runs it too.
 """
 
 from __future__ import annotations
@@ -15,10 +14,11 @@ import tempfile
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry, start, wait_for
+from worker.converter import DATA_CONVERTER
+from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 from workflows.evacuation import EvacuationWorkflow
 from workflows.traffic_models import ApproveShift
@@ -40,7 +40,7 @@ async def record() -> None:
         old.unlink()
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=pydantic_data_converter)
+                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
     try:
         registry, _ = simulated_registry(ttl=1)
         with tempfile.TemporaryDirectory() as tmp:

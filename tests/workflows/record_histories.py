@@ -1,4 +1,4 @@
-"""Record workflow histories for the replay test: `python -m tests.workflows.record_histories`.
+"""Record workflow histories for the replay test: `python -m tests.workflows.record_histories` (all groups).
 
 Runs a few representative rollouts on a local dev server and writes every workflow's history
 (rollout, stages, service lock) to tests/histories/. Re-record only on purpose: the replay test exists
@@ -20,7 +20,9 @@ from tests.workflows.helpers import fleet, make_request, running_worker, start
 from worker.converter import DATA_CONVERTER
 from worker.server import DEV_SERVER_FLAGS
 from workflows import search
+from workflows.models import StageInput
 from workflows.rollout import RolloutWorkflow
+from workflows.stage import StageWorkflow
 from workflows.updates import Abort, Approve, Pause, Resume
 
 OUT = Path(__file__).resolve().parent.parent / "histories"
@@ -47,10 +49,28 @@ async def _wait(handle, pred) -> None:
             await asyncio.sleep(0.1)
 
 
+GROUPS = ("good", "regression", "approval-pause", "abort", "soak-continued")
+
+
+async def _runs(client: Client, workflow_id: str) -> list[str]:
+    """Run ids of a workflow id, oldest first (a continue-as-new chain)."""
+    runs = [(wf.start_time, wf.run_id) async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+    return [run for _, run in sorted(runs)]
+
+
+async def _save_runs(client: Client, name: str, workflow_id: str) -> None:
+    for i, run in enumerate(await _runs(client, workflow_id)):
+        history = await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
+        path = OUT / f"{name}-{i:02d}.json"
+        path.write_text(json.dumps({"workflow_id": workflow_id, "history": json.loads(history.to_json())}, indent=1))
+        print(f"wrote {path.relative_to(OUT.parent.parent)}")
+
+
 async def record() -> None:
     OUT.mkdir(exist_ok=True)
-    for old in OUT.glob("*.json"):
-        old.unlink()
+    for group in GROUPS:
+        for old in OUT.glob(f"{group}-*.json"):
+            old.unlink()
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
                                                 data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
@@ -81,9 +101,28 @@ async def record() -> None:
             await h.execute_update(RolloutWorkflow.abort, Abort(by="erin", reason="recording"))
             await outcome(h)
             await _save(client, "abort", [h.id, *await _children(client, h.id), f"service-lock/{slow.service}"])
+            # 5. a stage whose soak continues as new twice: every run of the chain
+            soaking = make_request(canary={"soak_check_minutes": 1 / 60})
+            stage = await client.start_workflow(
+                StageWorkflow.run,
+                StageInput(rollout_id="standalone", service=soaking.service, version=soaking.version, image=soaking.image,
+                           region="us-east-1", environment="prod", canary=soaking.canary, soak_hours=9 / 3600,
+                           history_budget=60),
+                id=f"record-soak/{soaking.service}", task_queue="record",
+            )
+            await stage.result()
+            await _save_runs(client, "soak-continued", stage.id)
     finally:
         await env.shutdown()
 
 
+async def record_all() -> None:
+    """Every group: the rollouts above, then the evacuations."""
+    from tests.workflows import record_evacuation_histories
+
+    await record()
+    await record_evacuation_histories.record()
+
+
 if __name__ == "__main__":
-    asyncio.run(record())
+    asyncio.run(record_all())

@@ -17,7 +17,9 @@ HISTORIES = sorted((Path(__file__).resolve().parent.parent / "histories").glob("
 
 def test_histories_are_recorded():
     names = {p.name.rsplit("-", 1)[0] for p in HISTORIES}
-    assert {"good", "regression", "approval-pause", "abort"} <= names
+    assert {"good", "regression", "approval-pause", "abort", "soak-continued", "evacuation-approved",
+            "evacuation-restore", "evacuation-alarm"} <= names
+    assert len([p for p in HISTORIES if p.name.startswith("soak-continued-")]) >= 2  # a chain that crossed continue-as-new
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
