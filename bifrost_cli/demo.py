@@ -10,11 +10,13 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 
-from activities.adapters.registry import AdapterRegistry
+from activities.adapters.registry import registry_from_targets
 from activities.adapters.reports import LocalReportStore
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
+from activities.adapters.targets import load_targets
 from bifrost_cli.ops import outcome, start_rollout
 from bifrost_cli.render import state_table
 from worker.build import build_worker
@@ -24,6 +26,7 @@ from worker.server import port_in_use, start_dev_server
 from workflows.models import RolloutState
 from workflows.request import load_request
 from workflows.rollout import RolloutWorkflow
+from workflows.traffic_models import EvacuationState, evacuation_id
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
 FLEET_DB = Path(".bifrost/fleet.db")  # the default of `bifrost worker --fleet-db`, so a worker can join the demo
@@ -56,7 +59,8 @@ async def _watch(client: Client, ids: list[str], console: Console) -> list[Rollo
 async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: LocalReportStore) -> bool:
     good, bad = load_request(EXAMPLES / "demo-good.yaml"), load_request(EXAMPLES / "demo-bad.yaml")
     client = await connect(address, "default")
-    async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=TASK_QUEUE, reports=reports):
+    registry = registry_from_targets(load_targets(EXAMPLES / "simulated-traffic.yaml"), fleet=fleet)
+    async with build_worker(client, registry, task_queue=TASK_QUEUE, reports=reports):
         console.print(Text(f"submitting {good.service} {good.version} (healthy) and {bad.version} (regresses latency in "
                       "eu-west-1 prod); one rollout per service at a time, so the second queues behind the first"))
         good_handle = await start_rollout(client, good, TASK_QUEUE)
@@ -64,22 +68,45 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: L
             await asyncio.sleep(0.2)
         bad_handle = await start_rollout(client, bad, TASK_QUEUE)
         first, second = await _watch(client, [good_handle.id, bad_handle.id], console)
+        moves = await _traffic_moves(client, bad.service)
     ok_first = first.status == "succeeded" and all(s.version_now == good.version for s in first.stages)
     failing = next((s for s in second.stages if s.verdict == "fail"), None)
+    every = all(v["primary"] == good.version for v in fleet.snapshot().values())
     ok_second = (
         second.status == "rolled_back" and failing is not None and failing.key == "eu-west-1/prod"
-        and all(s.version_now == good.version for s in second.stages)
-        and all(v["primary"] == good.version for v in fleet.snapshot().values())
+        and all(s.version_now == good.version for s in second.stages) and every
     )
-    every = all(v["primary"] == good.version for v in fleet.snapshot().values())
+    evacuated = next((m for m in moves if m.direction == "evacuate"), None)
+    restored = next((m for m in moves if m.direction == "restore"), None)
+    ok_traffic = (
+        evacuated is not None and evacuated.status == "evacuated" and evacuated.region == "eu-west-1"
+        and restored is not None and restored.status == "restored" and restored.weights_after == evacuated.weights_before
+    )
+    traffic = (f"eu-west-1's traffic: {evacuated.weights_before} → evacuated {evacuated.weights_after} → restored "
+               f"{restored.weights_after}" if evacuated and restored else f"eu-west-1's traffic: {[m.status for m in moves]}")
     outcome = Text.assemble(
         (f"{first.rollout_id}: {first.status}", "green" if ok_first else "red"), f" — {first.reason}\n",
         (f"{second.rollout_id}: {second.status}", "green" if ok_second else "red"), f" — {second.reason}\n",
+        (traffic, "green" if ok_traffic else "red"), "\n",
         f"canary report: {failing.report_url}\n" if failing and failing.report_url else "",
         f"every region now runs {good.version}: " + ("yes" if every else "NO"),
     )
     console.print(Panel.fit(outcome, title="demo outcome"))
-    return ok_first and ok_second
+    return ok_first and ok_second and ok_traffic
+
+
+async def _traffic_moves(client: Client, service: str) -> list[EvacuationState]:
+    """The evacuations and restores the rollouts ran for `service`, oldest first."""
+    moves = []
+    async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'"):
+        handle = client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)
+        try:
+            moves.append((wf.start_time, await handle.result()))
+        except WorkflowFailureError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.details:
+                moves.append((wf.start_time, EvacuationState.model_validate(cause.details[0])))
+    return [m for _, m in sorted(moves, key=lambda p: p[0])]
 
 
 def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, console: Console | None = None) -> int:

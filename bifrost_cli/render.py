@@ -16,7 +16,7 @@ from workflows.request import RolloutRequest
 STYLE = {
     "succeeded": "green", "skipped": "green", "rolled_back": "yellow", "failed": "bold red",
     "rolling_back": "yellow", "soaking": "cyan", "analyzing": "cyan", "deploying": "cyan", "promoting": "cyan",
-    "pending": "dim", "aborted": "yellow", "rejected": "yellow", "paused": "magenta", "queued": "dim",
+    "pending": "dim", "evacuating": "yellow", "restoring_traffic": "yellow", "aborted": "yellow", "rejected": "yellow", "paused": "magenta", "queued": "dim",
     "awaiting_approval": "magenta", "waiting_window": "magenta", "running": "cyan",
 }
 
@@ -37,10 +37,19 @@ def duration(hours: float) -> str:
     return f"{hours:g} h"
 
 
+def on_failure(req: RolloutRequest, region: str, environment: str) -> str:
+    """What a failing stage does: 'roll back', or evacuate its traffic in steps, roll back, and restore it."""
+    r = next((r for r in req.regions if r.name == region), None)
+    if r is None or environment != "prod" or r.on_failure != "evacuate":
+        return "roll back"
+    levels = "→".join(f"{level}%" for level in req.evacuation.steps)
+    return f"evacuate ({levels}), roll back, restore"
+
+
 def plan_table(req: RolloutRequest, plan: Plan) -> Table:
-    """One row per stage, grouped by wave, with the production traffic each wave touches."""
+    """One row per stage, grouped by wave, with the production traffic each wave touches and what a failure does."""
     t = Table(title=Text(f"Plan: {req.service} {req.version} ({len(plan.waves)} waves)"), title_justify="left")
-    for col in ("wave", "kind", "stage", "traffic", "soak", "gate"):
+    for col in ("wave", "kind", "stage", "traffic", "soak", "gate", "on failure"):
         t.add_column(col)
     gates = {g.key for g in req.approvals.gates}
     for w in plan.waves:
@@ -53,9 +62,10 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
                 Text(f"{s.traffic_share:.0%}" if s.environment == "prod" else "-"),
                 Text(duration(req.soak.hours(s.environment))),
                 Text(gate),
+                Text(on_failure(req, s.region, s.environment)),
             )
         if w.kind == "prod":
-            t.add_row("", "", Text(f"wave touches {w.traffic_share:.0%} of production", style="dim"), "", "", "")
+            t.add_row("", "", Text(f"wave touches {w.traffic_share:.0%} of production", style="dim"), "", "", "", "")
     return t
 
 

@@ -18,7 +18,7 @@ ConcurrencyPolicy = Literal["queue", "supersede", "reject"]
 
 StageStatus = Literal[
     "pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
-    "rolling_back", "rolled_back", "skipped", "failed",
+    "evacuating", "rolling_back", "restoring_traffic", "rolled_back", "skipped", "failed",
 ]
 RolloutStatus = Literal[
     "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "rolling_back",

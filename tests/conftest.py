@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import uuid
@@ -11,6 +12,7 @@ import pytest
 import pytest_asyncio
 from temporalio.testing import WorkflowEnvironment
 
+from worker.build import RenderPool
 from worker.converter import DATA_CONVERTER
 from worker.server import DEV_SERVER_FLAGS
 from workflows import search
@@ -50,3 +52,16 @@ async def ts_env():
 @pytest.fixture
 def task_queue() -> str:
     return f"tq-{uuid.uuid4()}"
+
+
+_RENDER_POOL: RenderPool | None = None
+
+
+def shared_render_pool() -> RenderPool:
+    """One report-drawing process pool for the whole test session: a worker per test would start its own
+    (seconds of matplotlib imports each). Shut down when the session ends."""
+    global _RENDER_POOL
+    if _RENDER_POOL is None:
+        _RENDER_POOL = RenderPool(1)
+        atexit.register(_RENDER_POOL.shutdown, wait=False, cancel_futures=True)
+    return _RENDER_POOL

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from canary.config import JudgeResult, MonitorResult
 from common.types import TERMINAL, EnvKind, RolloutStatus, StageStatus, stage_key
-from workflows.request import CanarySettings
+from workflows.request import CanarySettings, EvacuationSettings, OnFailure
 
 # A stage's history budget: it continues as new during a soak once its history passes this many events,
 # far below Temporal's warning at 10,240, so a 48 h soak at 1-minute looks stays small in every run.
@@ -87,6 +87,9 @@ class StageInput(BaseModel):
     wave: int = 0
     canary: CanarySettings
     soak_hours: float
+    on_failure: OnFailure = "rollback"
+    evacuation: EvacuationSettings = Field(default_factory=EvacuationSettings)
+    requested_by: str = "bifrost"
     history_budget: int = Field(default=STAGE_HISTORY_BUDGET, ge=50)
     resume: StageResume | None = None
 

@@ -19,6 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from activities.traffic_plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from canary.config import JudgeConfig, MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
@@ -189,6 +190,9 @@ class DeployWindow(_Model):
         return self
 
 
+OnFailure = Literal["rollback", "evacuate"]
+
+
 class Region(_Model):
     """One region, the environments Bifrost deploys there, and its share of production traffic."""
 
@@ -198,6 +202,10 @@ class Region(_Model):
     timezone: str = "UTC"
     windows: list[DeployWindow] = Field(default_factory=list, max_length=50, description="empty: any time")
     freeze_dates: list[date] = Field(default_factory=list, max_length=1000)
+    on_failure: OnFailure = Field(
+        default="rollback",
+        description="when the region's prod stage fails: roll it back, or evacuate its traffic first, roll back, "
+                    "then restore the traffic (see `evacuation`)")
 
     @field_validator("environments")
     @classmethod
@@ -213,6 +221,27 @@ class Region(_Model):
         # a set lookup, never a file opened by name: 'Europe' is a tzdata directory, '../x' a path
         if v not in _zones():
             raise ValueError(f"unknown IANA time zone {show(v)}; use names like 'Europe/Dublin' or 'UTC'")
+        return v
+
+
+class EvacuationSettings(_Model):
+    """How a failing production stage with `on_failure: evacuate` moves its region's traffic away and back."""
+
+    steps: list[int] = Field(default_factory=lambda: list(DEFAULT_STEPS), min_length=1, max_length=MAX_STEPS,
+                             description="the region's weight in percent of its share after each step, down to 0")
+    headroom: float = Field(default=1.2, ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")
+    health_check_minutes: float = Field(default=5.0, ge=1 / 60, le=60,
+                                        description="how long the rolled-back version is watched before traffic returns")
+    health_interval_seconds: int = Field(default=60, ge=1, le=MAX_INTERVAL_SECONDS,
+                                         description="sample spacing of the health checks; a step waits for min_samples")
+    min_samples: int = Field(default=10, ge=3, le=1000, description="samples per side a health check needs")
+
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, v: list[int]) -> list[int]:
+        problems = step_problems(v)
+        if problems:
+            raise ValueError("; ".join(p.removeprefix("steps: ") for p in problems))
         return v
 
 
@@ -366,6 +395,8 @@ class RolloutRequest(_Model):
     on_conflict: ConcurrencyPolicy = Field(default="queue", description="when another version of the service is rolling out")
     requested_by: Annotated[str, _printable(MAX_WHO)] = Field(min_length=1)
     change: Change = Field(default_factory=Change)
+    evacuation: EvacuationSettings = Field(default_factory=EvacuationSettings,
+                                           description="for regions with on_failure: evacuate")
 
     @field_validator("artifact")
     @classmethod
@@ -387,6 +418,11 @@ class RolloutRequest(_Model):
         for r in self.regions:
             if "prod" not in r.environments and r.traffic_share > 0:
                 raise ValueError(f"regions.{r.name}.traffic_share: a region without 'prod' carries no production traffic")
+            if "prod" not in r.environments and r.on_failure == "evacuate":
+                raise ValueError(f"regions.{r.name}.on_failure: only a production stage carries traffic to evacuate; "
+                                 "add 'prod' to its environments or use on_failure: rollback")
+        if any(r.on_failure == "evacuate" for r in self.regions) and len(prod) < 2:
+            raise ValueError("regions.on_failure: evacuate needs another production region to take the traffic")
         if prod:
             total = sum(r.traffic_share for r in prod)
             if not math.isclose(total, 1.0, abs_tol=0.005):

@@ -312,6 +312,7 @@ class RolloutWorkflow:
         failure or a stop, stop the stages still working (they roll themselves back)."""
         assert self.plan is not None
         keys = [s.key for s in wave.stages]
+        regions = {r.name: r for r in self.req.regions}
         for s in wave.stages:
             st = self.state.stage(s.key)
             assert st is not None
@@ -322,6 +323,8 @@ class RolloutWorkflow:
                     rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
                     image=self.req.image, region=s.region, environment=s.environment, wave=wave.index,
                     canary=self.req.canary, soak_hours=self.req.soak.hours(s.environment),
+                    on_failure=regions[s.region].on_failure, evacuation=self.req.evacuation,
+                    requested_by=self.req.requested_by,
                 ),
                 id=self._child_id(s.key),
                 task_queue=workflow.info().task_queue,

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
@@ -35,9 +35,12 @@ with workflow.unsafe.imports_passed_through():
         SoakCheckInput,
         StageOnly,
     )
+    from activities.traffic import TrafficActivities
+    from activities.traffic_models import HealthInput, RegionHealth
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
     from workflows.details import stage_details
+    from workflows.evacuation import EvacuationWorkflow
     from workflows.models import (
         SoakProgress,
         StageConclusion,
@@ -46,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         StageResume,
         StageState,
     )
+    from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
 SOAK_REPORTS = 10  # the rollout hears about a soak's progress at most this many times
@@ -189,7 +193,7 @@ class StageWorkflow:
                 await self._soak()  # may continue as new
         except _Failed as failed:
             st.reason = failed.reason
-            return await self._roll_back_and_end()
+            return await self._roll_back_and_end(mitigate=self.stop_reason is None)
         st.version_now = inp.version
         st.awaiting_verdict = workflow.info().parent is not None
         self._report("succeeded", f"now on `{inp.version}`")
@@ -363,10 +367,21 @@ class StageWorkflow:
         )
         workflow.continue_as_new(self.inp.model_copy(update={"resume": resume}))
 
-    async def _roll_back_and_end(self) -> StageState:
-        """Put the primary back on the version found, remove canary and baseline; never cancelled halfway."""
+    async def _roll_back_and_end(self, *, mitigate: bool = False) -> StageState:
+        """Put the primary back on the version found, remove canary and baseline; never cancelled halfway.
+
+        With `mitigate` (this stage failed on its own) and `on_failure: evacuate`, its region's traffic moves to
+        the other regions first, and returns, step by step, once the rolled-back version passes a health check."""
         st = self.state
         st.awaiting_verdict = False
+        evacuated = await self._evacuate() if mitigate and self._evacuates() else None
+        ended = await self._roll_back()
+        if evacuated is not None and ended == "rolled_back":
+            await self._restore_traffic(evacuated)
+        return await self._end(ended)
+
+    async def _roll_back(self) -> StageStatus:
+        st = self.state
         self._report("rolling_back", st.reason)
         try:
             rolled = await self._shielded(workflow.execute_activity_method(
@@ -376,8 +391,86 @@ class StageWorkflow:
         except ActivityError as err:
             st.reason += f"; ROLLBACK FAILED: {error_text(err)} — fix by hand, then re-run"
             st.version_now = None
-            return await self._end("failed")
+            return "failed"
         st.version_now = self.previous
         if rolled.cleanup_error:
             st.reason += f"; {rolled.cleanup_error}"
-        return await self._end("rolled_back")
+        return "rolled_back"
+
+    # -- traffic: evacuate the failing region first, restore it after the rollback --------------------
+    def _evacuates(self) -> bool:
+        return self.inp.on_failure == "evacuate" and self.inp.environment == "prod"
+
+    async def _traffic(self, move: EvacuationInput) -> tuple[EvacuationState | None, str]:
+        """Run an evacuation or restore as a child workflow; its state (or None) and one line on how it ended."""
+        try:
+            done: EvacuationState = await self._shielded(workflow.execute_child_workflow(
+                EvacuationWorkflow.run, move, id=evacuation_id(self.inp.service),
+                task_queue=workflow.info().task_queue, parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+                static_summary=f"{move.direction} {move.region} for {self.inp.service} (stage {self.ref.key})",
+            ))
+        except WorkflowAlreadyStartedError:
+            return None, (f"could not {move.direction} {move.region}: another traffic change of {self.inp.service} is "
+                          f"running ({evacuation_id(self.inp.service)})")
+        except ChildWorkflowError as err:
+            cause = err.cause
+            failed = None
+            if isinstance(cause, ApplicationError) and cause.details:
+                failed = EvacuationState.model_validate(cause.details[0])
+            return failed, f"could not {move.direction} {move.region}: {error_text(err)}"
+        return done, f"{move.direction} of {move.region}: {done.status}" + (f" ({done.reason})" if done.reason else "")
+
+    def _move(self, direction: str, reason: str) -> EvacuationInput:
+        e = self.inp.evacuation
+        return EvacuationInput(
+            service=self.inp.service, region=self.inp.region, environment=self.inp.environment,
+            direction="evacuate" if direction == "evacuate" else "restore", requested_by="bifrost",
+            reason=reason, steps=list(e.steps), headroom=e.headroom, health_interval_seconds=e.health_interval_seconds,
+            health_baseline_minutes=max(1.0, e.health_check_minutes), judge=self.inp.canary.judge.model_copy(
+                update={"min_samples": e.min_samples}),
+        )
+
+    async def _evacuate(self) -> EvacuationState | None:
+        """Move the region's traffic away (pre-warming the others) before the rollback: the fastest mitigation."""
+        st = self.state
+        self._report("evacuating", f"moving {self.inp.region}'s traffic to the other regions before the rollback")
+        state, how = await self._traffic(self._move("evacuate", f"stage {self.ref.key} failed: {st.reason}"))
+        if state is not None and state.status == "evacuated":
+            st.reason += f"; evacuated {self.inp.region} first (weights {state.weights_before} → {state.weights_now})"
+            return state
+        st.reason += f"; {how}; rolled back without evacuating"
+        return None
+
+    async def _restore_traffic(self, evacuated: EvacuationState) -> None:
+        """Watch the rolled-back version for a while, then move the traffic back step by step (health-checked)."""
+        st, e = self.state, self.inp.evacuation
+        self._report("restoring_traffic", f"checking {self.previous} in {self.inp.region} before the traffic returns")
+        started = workflow.now()
+        await self._until(lambda: False, timedelta(minutes=e.health_check_minutes), f"health check {self.ref.key}")
+        baseline_start = (st.started_at or started) - timedelta(minutes=e.health_check_minutes)
+        try:
+            health = await self._shielded(workflow.execute_activity_method(
+                TrafficActivities.check_health,
+                HealthInput(service=self.inp.service, environment=self.inp.environment,
+                            regions=[RegionHealth(region=self.inp.region, metrics=self.inp.canary.metrics)],
+                            baseline_window=MetricWindow(start=baseline_start, end=st.started_at or started,
+                                                         interval_seconds=e.health_interval_seconds),
+                            window=MetricWindow(start=started, end=workflow.now(), interval_seconds=e.health_interval_seconds),
+                            judge=self.inp.canary.judge.model_copy(update={"min_samples": e.min_samples}),
+                            look=1, max_looks=1),
+                summary=f"health of {self.previous} in {self.ref.key}", **options.ANALYSIS))
+        except ActivityError as err:
+            st.reason += f"; traffic left evacuated: the health check failed ({error_text(err)}); restore it with " \
+                         f"`bifrost restore {self.inp.region} --service {self.inp.service}`"
+            return
+        if health.alarm:
+            st.reason += f"; traffic left evacuated: {self.previous} is not healthy ({health.summary}); restore it " \
+                         f"with `bifrost restore {self.inp.region} --service {self.inp.service}` once it is"
+            return
+        self._report("restoring_traffic", f"{self.previous} is healthy: moving the traffic back to {self.inp.region}")
+        restore = evacuated.restore_input(requested_by="bifrost", reason=f"{self.previous} passed its health check")
+        state, how = await self._traffic(restore)
+        if state is not None and state.status == "restored":
+            st.reason += f"; traffic restored (weights {state.weights_now})"
+        else:
+            st.reason += f"; {how}; restore it with `bifrost restore {self.inp.region} --service {self.inp.service}`"

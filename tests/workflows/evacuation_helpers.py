@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.adapters.registry import AdapterRegistry, registry_from_targets
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import parse_targets
+from tests.conftest import shared_render_pool
 from worker.build import build_worker
 from workflows.evacuation import EvacuationWorkflow
 from workflows.traffic_models import EvacuationInput, EvacuationState
@@ -56,7 +57,8 @@ def evacuation(svc: str, region: str = "eu-west-1", **overrides: Any) -> Evacuat
 
 @asynccontextmanager
 async def running_worker(client: Client, registry: AdapterRegistry, task_queue: str, tmp: Path) -> AsyncIterator[None]:
-    async with build_worker(client, registry, task_queue=task_queue, reports_dir=tmp, graceful_shutdown=timedelta(seconds=1)):
+    async with build_worker(client, registry, task_queue=task_queue, reports_dir=tmp, graceful_shutdown=timedelta(seconds=1),
+                            render_pool=shared_render_pool()):
         yield
 
 

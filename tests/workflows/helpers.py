@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
+from tests.conftest import shared_render_pool
 from worker.build import build_worker
 from workflows.request import RolloutRequest, parse_request
 from workflows.rollout import RolloutWorkflow
@@ -54,7 +55,8 @@ def fleet(**scenario: Any) -> SimulatedFleet:
 @asynccontextmanager
 async def running_worker(client: Client, f: SimulatedFleet, task_queue: str, tmp: Path | None = None) -> AsyncIterator[None]:
     reports = tmp or Path(".bifrost/test-reports")
-    async with build_worker(client, AdapterRegistry.simulated(f), task_queue=task_queue, reports_dir=reports):
+    async with build_worker(client, AdapterRegistry.simulated(f), task_queue=task_queue, reports_dir=reports,
+                            render_pool=shared_render_pool()):
         yield
 
 

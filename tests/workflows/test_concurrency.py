@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from bifrost_cli.ops import outcome, start_rollout
 from tests.workflows.helpers import fleet, make_request, running_worker
 from workflows.lock import ServiceLockWorkflow
@@ -75,8 +77,9 @@ async def test_a_terminated_rollout_does_not_hold_the_lock_forever(env, task_que
     one_region = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
     a = make_request(approvals={"gates": [{"stage": "us-east-1/test"}]}, **one_region)
     b = make_request(service=a.service, version="2.1.0", **one_region)
+    # The periodic check is an hour away: only the check a newcomer's request triggers can free the lock in time.
     async with build_worker(env.client, AdapterRegistry.simulated(fleet()), task_queue=task_queue, reports_dir=tmp_path,
-                            lock_holder_check=timedelta(seconds=2)):
+                            lock_holder_check=timedelta(hours=1)):
         ha = await start_rollout(env.client, a, task_queue)
         async with asyncio.timeout(30):
             while (await ha.query(RolloutWorkflow.status)).status != "awaiting_approval":
@@ -88,3 +91,27 @@ async def test_a_terminated_rollout_does_not_hold_the_lock_forever(env, task_que
         lock = await env.client.get_workflow_handle(f"service-lock/{a.service}").query(ServiceLockWorkflow.lock_state)
     assert result.status == "succeeded"
     assert any("ended without releasing; lock freed" in line for line in lock.log)
+
+
+async def test_an_input_the_model_refuses_fails_at_once_and_holds_no_lock(env, task_queue, tmp_path):
+    """A start that bypasses the CLI's checks (the UI, a script) with a request the model would refuse."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+
+    good = make_request()
+    bad = good.model_dump(mode="json")
+    bad["canary"]["soak_check_minutes"] = 1e-9  # would divide by zero or mean millions of looks
+    bad["service_name"] = "typo"
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        handle = await env.client.start_workflow("RolloutWorkflow", bad, id=f"{good.workflow_id}/raw", task_queue=task_queue)
+        async with asyncio.timeout(30):  # fails on its first workflow task instead of retrying it forever
+            with pytest.raises(WorkflowFailureError) as failed:
+                await handle.result()
+        cause = failed.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "InvalidPayload"
+        assert "canary.soak_check_minutes" in cause.message and "unknown field 'service_name'" in cause.message
+        assert cause.failure is not None and cause.failure.stack_trace == ""
+        # nothing was locked: the next, valid rollout of the service runs at once
+        async with asyncio.timeout(60):
+            result = await outcome(await start_rollout(env.client, good, task_queue))
+    assert result.status == "succeeded"

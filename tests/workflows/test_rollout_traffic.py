@@ -1,0 +1,105 @@
+"""Traffic inside rollouts: a failing production stage with `on_failure: evacuate` moves its region's traffic
+away first, rolls back, and returns the traffic step by step once the rolled-back version is healthy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from bifrost_cli.ops import outcome
+from tests.workflows.evacuation_helpers import running_worker, simulated_registry
+from tests.workflows.helpers import make_request, start
+from workflows.request import RequestError, parse_request
+from workflows.traffic_models import EvacuationState, evacuation_id
+
+EVEN = {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
+FAST = {"steps": [50, 0], "health_check_minutes": 0.02, "health_interval_seconds": 1, "min_samples": 3}
+
+
+def _request(on_failure: str = "evacuate", **overrides: Any):
+    regions = [{"name": "us-east-1", "traffic_share": 0.5}, {"name": "eu-west-1", "traffic_share": 0.3, "on_failure": on_failure},
+               {"name": "ap-south-1", "traffic_share": 0.2}]
+    return make_request(regions=regions, evacuation=FAST, **overrides)
+
+
+async def _moves(client: Client, service: str) -> list[EvacuationState]:
+    """The evacuations and restores run for `service`, oldest first."""
+    found = []
+    async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'"):
+        handle = client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)
+        try:
+            found.append((wf.start_time, await handle.result()))
+        except WorkflowFailureError as err:
+            assert isinstance(err.cause, ApplicationError) and err.cause.details, err
+            found.append((wf.start_time, EvacuationState.model_validate(err.cause.details[0])))
+    return [m for _, m in sorted(found, key=lambda p: p[0])]
+
+
+async def test_a_failing_prod_canary_evacuates_rolls_back_and_restores(env, task_queue, tmp_path):
+    registry, fleet = simulated_registry()
+    req = _request()
+    fleet.scenario.effects.append(_regression(req.version, "eu-west-1"))
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        result = await outcome(await start(env.client, req, task_queue))
+        moves = await _moves(env.client, req.service)
+    stage = {s.key: s for s in result.stages}["eu-west-1/prod"]
+    assert result.status == "rolled_back"
+    assert stage.status == "rolled_back" and stage.version_now == "1.0.0"
+    assert "evacuated eu-west-1 first" in stage.reason and "traffic restored" in stage.reason, stage.reason
+    assert [(m.direction, m.status) for m in moves] == [("evacuate", "evacuated"), ("restore", "restored")]
+    evacuated, restored = moves
+    assert evacuated.weights_before == EVEN and evacuated.weights_after["eu-west-1"] == 0
+    assert restored.weights_after == EVEN  # every region serves as before
+    # the order of the mitigation: the traffic left before the rollback, and came back after it
+    assert evacuated.ended_at is not None and restored.started_at is not None
+    rolled = [i for i, (op, key, _) in enumerate(fleet.calls) if op == "rollback" and key == "eu-west-1/prod"]
+    scaled = [i for i, (op, key, _) in enumerate(fleet.calls) if op == "scale"]
+    assert rolled and scaled and min(scaled) < rolled[0], fleet.calls  # receivers pre-warmed before the rollback
+
+
+async def test_a_stage_without_the_policy_only_rolls_back(env, task_queue, tmp_path):
+    registry, fleet = simulated_registry()
+    req = _request(on_failure="rollback")
+    fleet.scenario.effects.append(_regression(req.version, "eu-west-1"))
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        result = await outcome(await start(env.client, req, task_queue))
+        moves = await _moves(env.client, req.service)
+    assert result.status == "rolled_back" and moves == []
+    assert not [c for c in fleet.calls if c[0] == "scale"]
+
+
+async def test_a_region_that_cannot_be_evacuated_still_rolls_back(env, task_queue, tmp_path):
+    registry, fleet = simulated_registry(regions=("us-east-1", "ap-south-1"))  # eu-west-1 has no traffic target
+    req = _request()
+    fleet.scenario.effects.append(_regression(req.version, "eu-west-1"))
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        result = await outcome(await start(env.client, req, task_queue))
+    stage = {s.key: s for s in result.stages}["eu-west-1/prod"]
+    assert result.status == "rolled_back" and stage.status == "rolled_back" and stage.version_now == "1.0.0"
+    assert "could not evacuate eu-west-1" in stage.reason and "rolled back without evacuating" in stage.reason
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"regions": [{"name": "us-east-1", "traffic_share": 1.0}, {"name": "eu-west-1", "environments": ["test"],
+                                                                 "on_failure": "evacuate"}]},
+     "regions.eu-west-1.on_failure: only a production stage carries traffic to evacuate"),
+    ({"regions": [{"name": "us-east-1", "traffic_share": 1.0, "on_failure": "evacuate"}]},
+     "evacuate needs another production region"),
+    ({"evacuation": {"steps": [30, 60, 0]}}, "evacuation.steps: levels must strictly decrease"),
+    ({"evacuation": {"health_check_minutes": 0}}, "evacuation.health_check_minutes"),
+])
+def test_evacuation_settings_are_checked_before_anything_runs(change, words):
+    data = _request().model_dump(mode="json", exclude_defaults=True, by_alias=True)
+    data.update(change)
+    with pytest.raises(RequestError) as err:
+        parse_request(data)
+    assert words in str(err.value)
+
+
+def _regression(version: str, region: str) -> Any:
+    from activities.adapters.simulated import VersionEffect
+
+    return VersionEffect(version=version, regions=[region], environments=["prod"], latency_factor=1.6)
