@@ -20,7 +20,6 @@ from activities.adapters.reports import LocalReportStore, ReportError, ReportSto
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
 from activities.models import AnalysisInput, AnalysisResult, ReportInput, ReportRef, SoakCheckInput, SoakCheckResult
-from canary import judge, report
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
 
@@ -60,6 +59,8 @@ class AnalysisActivities:
             data = await self._fetch(
                 inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
             )
+            from canary import judge  # scipy: loaded by the worker, not by every importer of the workflows
+
             result = await asyncio.to_thread(judge.judge, inp.judge, inp.metrics, data)
         url = self._url_for(inp.rollout_id, inp.analysis_id)
         return AnalysisResult(result=result, report_url=url)
@@ -74,6 +75,8 @@ class AnalysisActivities:
             data = await self._fetch(
                 inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), ("primary", inp.canary_version)
             )
+            from canary import judge
+
             look = await asyncio.to_thread(judge.soak_look, inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks)
         url = self._url_for(inp.rollout_id, inp.report_id()) if look.alarm else None
         return SoakCheckResult(monitor=look, report_url=url)
@@ -96,6 +99,8 @@ class AnalysisActivities:
         data = await self._fetch(
             inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
         )
+        from canary import judge, report  # matplotlib too: only the worker that draws needs it
+
         if inp.monitor is not None:
             title = (f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}: "
                      f"soak look {inp.monitor.look}/{inp.monitor.max_looks}")

@@ -28,7 +28,6 @@ from activities.traffic_models import (
     TrafficSnapshot,
 )
 from activities.traffic_plan import Member, PlanRefused, capacity_plan, plan_shift
-from canary import judge
 from canary.config import MetricSamples, MetricSpec
 from common.types import INVALID_REQUEST, EnvKind, StageRef
 
@@ -189,6 +188,8 @@ class TrafficActivities:
             after = await asyncio.gather(*(source.fetch(stage, m, inp.window, ("primary", None), ("primary", version))
                                            for m in metrics))
             data = [MetricSamples(name=m.name, baseline=b.canary, canary=a.canary) for m, b, a in zip(metrics, before, after)]
+            from canary import judge  # scipy: loaded by the worker, not by every importer of the workflows
+
             look = judge.soak_look(inp.judge, metrics, data, look=inp.look, max_looks=inp.max_looks)
             return RegionVerdict(region=region, version=version, monitor=look)
 

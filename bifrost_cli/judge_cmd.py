@@ -17,8 +17,6 @@ from rich.table import Table
 from rich.text import Text
 
 from canary.config import JudgeConfig, JudgeResult, MetricSamples, MetricSpec
-from canary.judge import judge as run_judge
-from canary.report import render_html
 from common.loading import LoadProblem, read_text
 from common.types import JudgeMode
 
@@ -176,6 +174,9 @@ def judge(file: Path, mode: str | None, json_out: bool, report: Path | None) -> 
         click.echo(f"invalid judge file: {err}", err=True)
         raise SystemExit(EXIT_INVALID) from None
     specs, data = doc.specs(), doc.samples()
+    from canary.judge import judge as run_judge  # scipy: loaded when judging, not for `bifrost --help`
+    from canary.report import render_html
+
     result = run_judge(doc.config(cast("JudgeMode | None", mode)), specs, data)
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Coroutine
-from typing import Any, NoReturn, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args
 
 import click
 from pydantic import BaseModel, ValidationError
@@ -28,6 +28,11 @@ from common.types import RolloutStatus
 from worker.limits import WorkerLimits
 from workflows.plan import Plan, PlanError, build_plan
 from workflows.request import MAX_TEXT, MAX_WAVE, MAX_WHO, RequestError, RolloutRequest, load_request
+
+if TYPE_CHECKING:  # the Temporal SDK and the workflows load only in commands that talk to a server
+    from temporalio.workflow import UpdateMethodMultiParam
+
+    from workflows.rollout import RolloutWorkflow
 
 T = TypeVar("T")
 
@@ -391,11 +396,14 @@ def _local_problems(name: str, fields: dict[str, Any]) -> list[str]:
     return out
 
 
-def _update(rollout_id: str, name: str, model: type[BaseModel], fields: dict[str, Any]) -> NoReturn:
-    """Build the update's payload from the options (refusing bad values here, naming the field), then send it."""
+def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, Any], Any], model: type[BaseModel],
+            fields: dict[str, Any]) -> NoReturn:
+    """Build the update's payload from the options (refusing bad values here, naming the field), then send it
+    through the workflow's own update method."""
     from bifrost_cli import ops
     from common.problems import payload_problems
 
+    name = getattr(update, "__name__", "update")
     rid = _rid(rollout_id)
     problems = _local_problems(name, fields)
     payload: BaseModel | None = None
@@ -406,7 +414,7 @@ def _update(rollout_id: str, name: str, model: type[BaseModel], fields: dict[str
         problems += [p for p in map(_as_option, payload_problems(err, model)) if p.split(":")[0] not in named]
     if problems or payload is None:
         _fail(f"{name} not sent: {'; '.join(problems)}", f"Nothing was changed. See `bifrost {name.replace('_', '-')} --help`.")
-    ok = _run(ops.send_update(rid, name, payload, console=console, err_console=err_console))
+    ok = _run(ops.send_update(rid, update, payload, console=console, err_console=err_console))
     sys.exit(0 if ok else EXIT_ROLLED_BACK)
 
 
@@ -424,9 +432,10 @@ def _as_option(problem: str) -> str:
 @_by_option
 def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, who: str) -> None:
     """Approve a pending gate so the rollout may go on."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import Approve
 
-    _update(rollout_id, "approve", Approve, {"stage": stage, "wave": wave, "approver": who, "comment": comment})
+    _update(rollout_id, RolloutWorkflow.approve, Approve, {"stage": stage, "wave": wave, "approver": who, "comment": comment})
 
 
 @cli.command()
@@ -437,9 +446,10 @@ def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, 
 @_by_option
 def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, who: str) -> None:
     """Reject a pending gate: the rollout rolls back by its rollback scope."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import Reject
 
-    _update(rollout_id, "reject", Reject, {"stage": stage, "wave": wave, "approver": who, "reason": reason})
+    _update(rollout_id, RolloutWorkflow.reject, Reject, {"stage": stage, "wave": wave, "approver": who, "reason": reason})
 
 
 @cli.command()
@@ -448,9 +458,10 @@ def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, wh
 @_by_option
 def pause(rollout_id: str, reason: str, who: str) -> None:
     """Hold the rollout at the next safe point (before a wave or a promotion). Soaks keep their clock."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import Pause
 
-    _update(rollout_id, "pause", Pause, {"by": who, "reason": reason})
+    _update(rollout_id, RolloutWorkflow.pause, Pause, {"by": who, "reason": reason})
 
 
 @cli.command()
@@ -458,9 +469,10 @@ def pause(rollout_id: str, reason: str, who: str) -> None:
 @_by_option
 def resume(rollout_id: str, who: str) -> None:
     """Continue a paused rollout."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import Resume
 
-    _update(rollout_id, "resume", Resume, {"by": who})
+    _update(rollout_id, RolloutWorkflow.resume, Resume, {"by": who})
 
 
 @cli.command()
@@ -469,9 +481,10 @@ def resume(rollout_id: str, who: str) -> None:
 @_by_option
 def abort(rollout_id: str, reason: str, who: str) -> None:
     """Stop the rollout and roll back by the request's rollback scope."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import Abort
 
-    _update(rollout_id, "abort", Abort, {"by": who, "reason": reason})
+    _update(rollout_id, RolloutWorkflow.abort, Abort, {"by": who, "reason": reason})
 
 
 @cli.command()
@@ -481,9 +494,10 @@ def abort(rollout_id: str, reason: str, who: str) -> None:
 @_by_option
 def rollback(rollout_id: str, reason: str, scope: str | None, who: str) -> None:
     """Stop and roll back with an explicit scope."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import Rollback
 
-    _update(rollout_id, "rollback", Rollback, {"by": who, "reason": reason, "scope": scope})
+    _update(rollout_id, RolloutWorkflow.rollback, Rollback, {"by": who, "reason": reason, "scope": scope})
 
 
 @cli.command("skip-soak")
@@ -493,9 +507,10 @@ def rollback(rollout_id: str, reason: str, scope: str | None, who: str) -> None:
 @_by_option
 def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """End a running stage's soak now."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import SkipSoak
 
-    _update(rollout_id, "skip_soak", SkipSoak, {"stage": stage, "by": who, "reason": reason})
+    _update(rollout_id, RolloutWorkflow.skip_soak, SkipSoak, {"stage": stage, "by": who, "reason": reason})
 
 
 @cli.command("override-window")
@@ -505,9 +520,10 @@ def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
 @_by_option
 def override_window(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """Let a stage start outside its deployment window."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
     from workflows.updates import OverrideWindow
 
-    _update(rollout_id, "override_window", OverrideWindow, {"stage": stage, "by": who, "reason": reason})
+    _update(rollout_id, RolloutWorkflow.override_window, OverrideWindow, {"stage": stage, "by": who, "reason": reason})
 
 
 @cli.command()

@@ -8,7 +8,7 @@ judge's scipy and matplotlib: a command starts in a fraction of a second.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
@@ -29,6 +29,12 @@ from workflows.models import RolloutState
 from workflows.request import RolloutRequest
 from workflows.updates import Ack
 
+if TYPE_CHECKING:  # loaded by the commands that send updates, not by every command
+    from temporalio.workflow import UpdateMethodMultiParam
+
+    from workflows.rollout import RolloutWorkflow
+
+P = TypeVar("P", bound=BaseModel)
 ROLLOUT_WORKFLOW = "RolloutWorkflow"  # RolloutWorkflow's workflow type
 STATUS_QUERY = "status"
 UPDATES = ("approve", "reject", "pause", "resume", "abort", "rollback", "skip_soak", "override_window")
@@ -162,19 +168,21 @@ async def list_rollouts(*, service: str | None, status: str | None, limit: int, 
     console.print(t)
 
 
-async def send_update(rollout_id: str, update: str, payload: BaseModel, *, console: Console, err_console: Console) -> bool:
-    """Run a validated update (one of UPDATES, with its payload model); print the acknowledgement or the validator's reason.
+async def send_update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, P], Any], payload: P, *,
+                      console: Console, err_console: Console) -> bool:
+    """Run a validated update (a RolloutWorkflow update method and its payload model); print the acknowledgement
+    or the validator's reason. Temporal's own refusals (unknown id, payload too large) propagate as RPCError."""
+    from workflows.rollout import RolloutWorkflow
 
-    Temporal's own refusals (unknown id, payload too large) propagate as RPCError for the CLI to explain.
-    """
+    name = getattr(update, "__name__", "update")
     client = await connect()
-    handle = client.get_workflow_handle(rollout_id)
+    handle = client.get_workflow_handle_for(RolloutWorkflow.run, rollout_id)
     try:
-        ack = await handle.execute_update(update, payload, result_type=Ack)
+        ack: Ack = await handle.execute_update(update, payload)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         reason = shorten(str(getattr(cause, "message", None) or cause or err), 400)
-        err_console.print(Text(f"{update} refused: {reason}", style="red"), soft_wrap=True)
+        err_console.print(Text(f"{name} refused: {reason}", style="red"), soft_wrap=True)
         return False
     console.print(Text(ack.message), soft_wrap=True)
     return True

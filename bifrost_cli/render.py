@@ -16,7 +16,8 @@ from workflows.request import RolloutRequest
 STYLE = {
     "succeeded": "green", "skipped": "green", "rolled_back": "yellow", "failed": "bold red",
     "rolling_back": "yellow", "soaking": "cyan", "analyzing": "cyan", "deploying": "cyan", "promoting": "cyan",
-    "pending": "dim", "evacuating": "yellow", "restoring_traffic": "yellow", "aborted": "yellow", "rejected": "yellow", "paused": "magenta", "queued": "dim",
+    "pending": "dim", "evacuating": "yellow", "restoring_traffic": "yellow", "aborted": "yellow", "rejected": "yellow",
+    "paused": "magenta", "queued": "dim",
     "awaiting_approval": "magenta", "waiting_window": "magenta", "running": "cyan",
 }
 
@@ -47,10 +48,11 @@ def on_failure(req: RolloutRequest, region: str, environment: str) -> str:
 
 
 def plan_table(req: RolloutRequest, plan: Plan) -> Table:
-    """One row per stage, grouped by wave, with the production traffic each wave touches and what a failure does."""
+    """One row per stage, grouped by wave, with the production traffic each wave touches; a stage that evacuates
+    its traffic when it fails says so on a line of its own (every other stage just rolls back)."""
     t = Table(title=Text(f"Plan: {req.service} {req.version} ({len(plan.waves)} waves)"), title_justify="left")
-    for col in ("wave", "kind", "stage", "traffic", "soak", "gate", "on failure"):
-        t.add_column(col)
+    for col in ("wave", "kind", "stage", "traffic", "soak", "gate"):
+        t.add_column(col, no_wrap=col != "stage")
     gates = {g.key for g in req.approvals.gates}
     for w in plan.waves:
         for i, s in enumerate(w.stages):
@@ -62,10 +64,11 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
                 Text(f"{s.traffic_share:.0%}" if s.environment == "prod" else "-"),
                 Text(duration(req.soak.hours(s.environment))),
                 Text(gate),
-                Text(on_failure(req, s.region, s.environment)),
             )
+            if (what := on_failure(req, s.region, s.environment)) != "roll back":
+                t.add_row("", "", Text(f"on failure: {what}", style="yellow"), "", "", "")
         if w.kind == "prod":
-            t.add_row("", "", Text(f"wave touches {w.traffic_share:.0%} of production", style="dim"), "", "", "", "")
+            t.add_row("", "", Text(f"wave touches {w.traffic_share:.0%} of production", style="dim"), "", "", "")
     return t
 
 
@@ -75,7 +78,7 @@ def state_table(state: RolloutState) -> Table:
     caption = Text(f"waiting for {state.waiting_for}") if state.waiting_for else None
     t = Table(title=title, title_justify="left", caption=caption)
     for col in ("wave", "stage", "status", "before", "now", "verdict"):
-        t.add_column(col, no_wrap=True)
+        t.add_column(col, no_wrap=col != "stage")
     t.add_column("note", overflow="fold", ratio=1)
     for s in state.stages:
         verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")

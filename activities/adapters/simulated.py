@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-import numpy as np
 import yaml
 from pydantic import BaseModel, Field
 
@@ -29,6 +28,9 @@ from activities.adapters.base import DeployError
 from activities.adapters.simulated_traffic import SimulatedLoad
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef, stage_key
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class VersionEffect(BaseModel):
@@ -369,6 +371,8 @@ class SimulatedFleet:
         return min(self.scenario.max_samples, max(n, self.scenario.min_samples))
 
     def _rng(self, *parts: object) -> np.random.Generator:
+        import numpy as np  # loaded when samples are drawn, not by every importer of the workflows
+
         digest = hashlib.sha256("|".join(str(p) for p in (self.scenario.seed, *parts)).encode()).digest()
         return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
