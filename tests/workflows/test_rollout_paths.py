@@ -35,8 +35,11 @@ async def test_regression_in_second_prod_region_rolls_back_everything_before_it(
     req = make_request()
     f = fleet(effects=[_effect(req.version, regions=["us-east-1"], environments=["prod"], latency_factor=1.6)])
     async with running_worker(env.client, f, task_queue, tmp_path):
-        result = await outcome(await start(env.client, req, task_queue))
+        handle = await start(env.client, req, task_queue)
+        result = await outcome(handle)
+        failing = [e async for e in env.client.get_workflow_handle(f"{handle.id}/us-east-1/prod").fetch_history_events()]
     assert result.status == "rolled_back"
+    assert _tasks_between(failing, "analyze_canary", "rollback") == 1  # the rollback starts in the task that read the verdict
     stages = {s.key: s for s in result.stages}
     assert stages["us-east-1/prod"].verdict == "fail", result
     assert "latency_p99" in stages["us-east-1/prod"].reason
@@ -124,3 +127,16 @@ async def test_a_stage_without_a_target_fails_before_anything_is_deployed(env, t
     assert "nothing was deployed" in result.reason and "has no target in targets.yaml" in result.reason
     assert [c for c in f.calls if c[0] != "rollback"] == []
     assert all(s.status == "pending" for s in result.stages)
+
+
+def _tasks_between(events: list, completed: str, scheduled: str) -> int:
+    """Workflow tasks completed after activity `completed` finished and before activity `scheduled` was scheduled."""
+    from temporalio.api.enums.v1 import EventType
+
+    names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
+    done = next(e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+                and names[e.activity_task_completed_event_attributes.scheduled_event_id] == completed)
+    start = next(e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+                 and e.event_id > done and names[e.event_id] == scheduled)
+    return sum(1 for e in events if done < e.event_id < start and e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
