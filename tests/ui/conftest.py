@@ -53,7 +53,7 @@ class UiServer:
         return self.env.client
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def chromium_executable() -> str:
     """Debian's Chromium; skipped on a laptop without it, a failure in CI."""
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
@@ -61,18 +61,18 @@ def chromium_executable() -> str:
     return CHROMIUM
 
 
-@pytest_asyncio.fixture(scope="module")
+@pytest_asyncio.fixture(scope="session")
 async def browser(chromium_executable: str) -> AsyncIterator[Browser]:
-    """One headless Chromium for the module; each test opens its own page."""
+    """One headless Chromium for every UI test; each test opens its own page (a fresh browser context)."""
     async with async_playwright() as p:
         b = await p.chromium.launch(executable_path=chromium_executable, headless=True, args=CHROMIUM_ARGS)
         yield b
         await b.close()
 
 
-@pytest_asyncio.fixture(scope="module")
+@pytest_asyncio.fixture(scope="session")
 async def ui_server(browser: Browser) -> AsyncIterator[UiServer]:
-    """A dev server with the Web UI and Bifrost's search attributes, on free ports.
+    """A dev server with the Web UI and Bifrost's search attributes, on free ports, shared by every UI test.
 
     Depends on `browser` only so that a missing Chromium skips before a server is started.
     A port clash makes the CLI exit and start_local time out; then a fresh port is tried.

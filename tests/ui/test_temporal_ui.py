@@ -1,9 +1,10 @@
 """A release manager approves a gated rollout in the real Temporal Web UI, driven by headless Chromium.
 
 What this proves end to end: the UI lists Bifrost's updates with their descriptions (from the workflow
-metadata query), the Current Details panel tells the user what to send, the validator's refusal reaches
-the user in the dialog, and a valid approval typed in the browser lets the rollout finish, with the
-comment in the audit trail.
+metadata query), the Current Details panel tells the user what to send, a misspelt field is refused in
+the dialog by name and an approver not on the list by reason (both in one line, with no stack trace and
+without the list of approvers), and a valid approval typed in the browser lets the rollout finish, with
+the comment in the audit trail.
 """
 
 from __future__ import annotations
@@ -16,10 +17,21 @@ from typing import Any
 from playwright.async_api import Browser, Page, expect
 from temporalio.client import WorkflowHandle
 
-from bifrost_cli.ops import outcome
+from bifrost_cli.ops import outcome, start_rollout
 from tests.ui.conftest import UiServer
-from tests.ui.temporal_ui import choose_update, current_details, enter_payload, open_update_dialog, open_workflow, submit
-from tests.workflows.helpers import fleet, make_request, running_worker, start
+from tests.ui.temporal_ui import (
+    PYTHON_FRAMES,
+    choose_update,
+    current_details,
+    details_fitted,
+    enter_payload,
+    open_update_dialog,
+    open_workflow,
+    refusal,
+    snap,
+    submit,
+)
+from tests.workflows.helpers import fleet, make_request, running_worker
 from workflows.models import RolloutState
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Approve
@@ -58,13 +70,13 @@ async def test_release_manager_approves_a_gate_in_the_temporal_ui(
     def mark(what: str) -> None:
         marks.append(f"{time.monotonic() - t0:5.1f} s  {what}")
 
-    req = make_request(approvals={"gates": [{"stage": GATE}], "approvers": ["alice"]})
-    page: Page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+    req = make_request(service="billing", approvals={"gates": [{"stage": GATE}], "approvers": ["alice"]})
+    page: Page = await browser.new_page(viewport={"width": 1440, "height": 900})
     page.set_default_timeout(UI_TIMEOUT_MS)
     expect.set_options(timeout=UI_TIMEOUT_MS)
     try:
         async with running_worker(ui_server.client, fleet(), task_queue, tmp_path / "reports"):
-            handle = await start(ui_server.client, req, task_queue)
+            handle = await start_rollout(ui_server.client, req, task_queue)  # as `bifrost submit` does
             state = await wait_for_status(handle, "awaiting_approval")
             assert state.pending_approvals == [GATE]
             mark("rollout awaiting approval")
@@ -77,18 +89,35 @@ async def test_release_manager_approves_a_gate_in_the_temporal_ui(
             assert "approval of wave 2 (gates: ap-south-1/prod)" in text
             assert "approving wave 2 releases ap-south-1/prod, 20% of production traffic" in text
             assert approve_example(text) == {"wave": 2, "approver": "<your name>", "comment": "looks good"}
-            await page.screenshot(path=tmp_path / "awaiting-approval.png", full_page=True)
+            await snap(page, tmp_path, "awaiting-approval")
+            await snap(page, tmp_path, "ui-awaiting-approval", await details_fitted(page), docs=True)
             mark("page and current details shown")
 
-            # The dialog lists `approve` with its description; mallory is refused by the validator.
+            # The dialog lists `approve` with its description.
             dialog = await open_update_dialog(page)
             option = await choose_update(dialog, "approve")
             assert "Approve the pending gate" in option
+
+            # A misspelt field: refused by the data converter, naming the field and what was meant.
+            await enter_payload(dialog, {"wave": 2, "approved_by": "alice"})
+            await submit(dialog)
+            error = refusal(dialog)
+            await expect(error).to_contain_text("unknown field 'approved_by'; expected 'approver'")
+            shown = await dialog.inner_text()
+            assert not [f for f in PYTHON_FRAMES if f in shown], f"the dialog shows Python frames:\n{shown}"
+            assert "Failed decoding arguments" not in shown, shown
+            await snap(page, tmp_path, "ui-update-refused", dialog, docs=True)
+            mark("malformed approval refused in the dialog")
+
+            # Mallory is refused by the validator: one line, no stack, and the allow-list is not disclosed.
             await enter_payload(dialog, {"stage": GATE, "approver": "mallory", "comment": "from the UI"})
             await submit(dialog)
-            await expect(dialog.get_by_text("'mallory' may not approve")).to_be_visible()
-            await page.screenshot(path=tmp_path / "refused.png")
-            mark("invalid approval refused in the dialog")
+            await expect(error).to_contain_text("'mallory' may not approve")
+            shown = await dialog.inner_text()
+            assert not [f for f in PYTHON_FRAMES if f in shown], f"the dialog shows Python frames:\n{shown}"
+            assert "alice" not in await error.inner_text(), "the refusal discloses the approvers"
+            await snap(page, tmp_path, "refused", dialog)
+            mark("approver not on the list refused in the dialog")
             state = await handle.query(RolloutWorkflow.status)
             assert (state.status, state.pending_approvals) == ("awaiting_approval", [GATE])
 
@@ -111,10 +140,10 @@ async def test_release_manager_approves_a_gate_in_the_temporal_ui(
             await page.reload(wait_until="domcontentloaded")
             details = await current_details(page)
             await details.get_by_text("succeeded").first.wait_for()
-            await page.screenshot(path=tmp_path / "succeeded.png", full_page=True)
+            await snap(page, tmp_path, "succeeded")
             mark("UI shows succeeded")
     except BaseException:
-        await page.screenshot(path=tmp_path / "failure.png", full_page=True)
+        await snap(page, tmp_path, "failure")
         raise
     finally:
         print("\n".join([*marks, f"screenshots in {tmp_path}"]))  # shown by pytest on failure, or with -s

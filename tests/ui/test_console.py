@@ -1,0 +1,302 @@
+"""What a release manager sees in the real Temporal Web UI 2.54 (headless Chromium) when rollouts end badly.
+
+One rollout is rolled back for the whole module (a latency regression in us-east-1/prod, rollback scope
+all) and read from every angle: the workflow list filtered to failed executions shows it red; the page of
+its first stage shows that stage's own rollback; its Current Details show the stage table, with canary
+reports served over HTTP; its Queries tab offers the `summary` and `status` queries. The list queries and
+the saved view that docs/operating.md recommends are checked against the same server, and through the UI.
+Screenshots go to each test's tmp_path (and to BIFROST_SCREENSHOTS, for the docs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import unquote_plus
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Page, ViewportSize, expect
+from temporalio.client import Client
+
+from activities.adapters.registry import AdapterRegistry
+from activities.adapters.reports import LocalReportStore
+from bifrost_cli.ops import outcome, start_rollout
+from tests.ui.conftest import UiServer
+from tests.ui.temporal_ui import (
+    column_headers,
+    current_details,
+    details_fitted,
+    open_list,
+    open_saved_view,
+    open_workflow,
+    put_columns_first,
+    query_options,
+    run_list_query,
+    run_query,
+    save_view,
+    snap,
+    workflow_row,
+)
+from tests.workflows.helpers import fleet, make_request
+from worker.build import build_worker
+from worker.reports_http import ReportServer
+from workflows.models import RolloutState
+
+VIEWPORT: ViewportSize = {"width": 1440, "height": 900}  # a laptop screen; the Current Details panel gets half of it
+UI_TIMEOUT_MS = 30_000  # the first UI load after a server start has taken ~12 s on this machine
+RESULT_TIMEOUT_S = 90
+LIST_TIMEOUT_S = 15  # visibility (the list) follows a workflow's close within a moment
+REGRESSING = "2.1.0"  # the simulated fleet makes this version 60% slower in us-east-1/prod
+EARLY_STAGE = "ap-south-1/test"  # wave 1: it succeeded, then the rollout rolled it back
+BIFROST_COLUMNS = ["BifrostStatus", "BifrostStage", "BifrostService", "BifrostVersion"]
+
+
+def list_queries(today: str) -> dict[str, str]:
+    """The list queries docs/operating.md gives a release manager, verbatim."""
+    return {
+        "awaiting approval": 'BifrostStatus = "awaiting_approval"',
+        "running in prod": 'BifrostEnvironment = "prod" AND ExecutionStatus = "Running"',
+        "failed today": f'ExecutionStatus = "Failed" AND WorkflowType = "RolloutWorkflow" AND CloseTime > "{today}T00:00:00Z"',
+    }
+
+
+@dataclass(frozen=True)
+class Console:
+    """The module's worker (simulated fleet, reports served over HTTP) and its rolled-back rollout."""
+
+    client: Client
+    task_queue: str
+    reports_url: str
+    rolled_back: RolloutState
+
+
+async def wait_listed(client: Client, query: str, expected: set[str], timeout: float = LIST_TIMEOUT_S) -> set[str]:
+    """Poll a visibility query until it lists every id in `expected`; return all the ids it lists."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = {wf.id async for wf in client.list_workflows(query)}
+        if expected <= found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{query!r} lists {sorted(found)}, not all of {sorted(expected)}, after {timeout:g} s")
+        await asyncio.sleep(0.2)
+
+
+async def wait_for_status(client: Client, rollout_id: str, status: str, timeout: float = 60.0) -> None:
+    """Poll the rollout's `status` query until it reports `status`."""
+    handle = client.get_workflow_handle(rollout_id, result_type=RolloutState)
+    deadline = time.monotonic() + timeout
+    while (state := await handle.query("status", result_type=RolloutState)).status != status:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{rollout_id} is {state.status!r}, not {status!r}, after {timeout:g} s")
+        await asyncio.sleep(0.1)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def console(ui_server: UiServer, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Console]:
+    """A worker for the whole module, and one rollout it rolls back.
+
+    The worker stays up while the tests read closed workflows: the UI asks a worker for a workflow's
+    Current Details and query list, even after the workflow has ended.
+    """
+    task_queue = f"console-{uuid.uuid4().hex[:8]}"
+    f = fleet(effects=[{"version": REGRESSING, "regions": ["us-east-1"], "environments": ["prod"], "latency_factor": 1.6}])
+    with ReportServer(tmp_path_factory.mktemp("reports")) as reports:
+        store = LocalReportStore(reports.root, reports.url)
+        async with build_worker(ui_server.client, AdapterRegistry.simulated(f), task_queue=task_queue, reports=store):
+            handle = await start_rollout(ui_server.client, make_request(service="payments", version=REGRESSING), task_queue)
+            state = await asyncio.wait_for(outcome(handle), RESULT_TIMEOUT_S)
+            assert state.status == "rolled_back", state.reason
+            assert all(st.version_now == "1.0.0" for st in state.stages), state.stages
+            yield Console(ui_server.client, task_queue, reports.url, state)
+
+
+async def new_page(browser: Browser) -> Page:
+    page = await browser.new_page(viewport=VIEWPORT)
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    expect.set_options(timeout=UI_TIMEOUT_MS)
+    return page
+
+
+async def test_a_rolled_back_rollout_is_listed_as_failed(browser: Browser, ui_server: UiServer, console: Console,
+                                                         tmp_path: Path) -> None:
+    rollout_id = console.rolled_back.rollout_id
+    await wait_listed(console.client, 'ExecutionStatus = "Failed"', {rollout_id})
+    page = await new_page(browser)
+    try:
+        await open_list(page, ui_server.ui_url)
+        # The header's count of failed executions is the UI's status filter: it lists ExecutionStatus = Failed.
+        await page.locator("[data-testid=workflow-status-Failed]").click()
+        await expect(page).to_have_url(re.compile(re.escape("query=%60ExecutionStatus%60%3D%22Failed%22")))
+        row = workflow_row(page, rollout_id)
+        await expect(row.locator("[data-testid=execution-status]")).to_have_text("Failed")
+        for st in console.rolled_back.stages[:4]:  # the four stages that ran end failed (rolled back) too
+            await expect(workflow_row(page, f"{rollout_id}/{st.key}").locator("[data-testid=execution-status]")).to_have_text("Failed")
+        await snap(page, tmp_path, "ui-list-failed", page.locator("[data-testid=saved-views-bar]"),
+                   page.locator("table").first, docs=True)
+        # The quick filter named "Failures" is something else: running workflows whose workflow tasks fail.
+        failures = page.locator("[data-testid=task-failures]")
+        assert "TemporalReportedProblems" in unquote_plus(await failures.get_attribute("href") or "")
+    except BaseException:
+        await snap(page, tmp_path, "failure")
+        raise
+    finally:
+        await page.close()
+
+
+async def test_a_stage_page_shows_its_own_rollback(browser: Browser, ui_server: UiServer, console: Console,
+                                                   tmp_path: Path) -> None:
+    stage_id = f"{console.rolled_back.rollout_id}/{EARLY_STAGE}"
+    page = await new_page(browser)
+    try:
+        await open_workflow(page, ui_server.ui_url, stage_id)
+        badge = page.locator("[data-testid=execution-status]").first
+        await expect(badge).to_have_text("Failed")
+        await expect(badge.locator("span").first).to_have_class(re.compile(r"\bbg-surface-danger\b"))  # the UI's red
+        details = await current_details(page)
+        body = details.locator("body")
+        await expect(body).to_contain_text(f"Stage {EARLY_STAGE} — ROLLED BACK")
+        text = await body.inner_text()
+        assert "rolled back by the rollout (scope all)" in text, text
+        assert "us-east-1/prod" in text, text  # the failing stage, named as the reason
+        assert f"1.0.0 → {REGRESSING}; now on 1.0.0" in " ".join(text.split()), text
+        await snap(page, tmp_path, "ui-stage-rolled-back", badge, await details_fitted(page), docs=True)
+    except BaseException:
+        await snap(page, tmp_path, "failure")
+        raise
+    finally:
+        await page.close()
+
+
+async def test_rollout_details_show_the_stage_table(browser: Browser, ui_server: UiServer, console: Console,
+                                                    tmp_path: Path) -> None:
+    state = console.rolled_back
+    page = await new_page(browser)
+    try:
+        await open_workflow(page, ui_server.ui_url, state.rollout_id)
+        details = await current_details(page)
+        table = details.locator("table")
+        await table.wait_for()
+        header = [t.strip() for t in await table.locator("thead th").all_inner_texts()]
+        assert header == ["wave", "stage", "status", "version", "verdict", "soak"]
+        rows = {}
+        for cells in [await r.locator("td").all_inner_texts() for r in await table.locator("tbody tr").all()]:
+            rows[cells[1].strip()] = [c.strip() for c in cells]
+        assert list(rows) == [st.key for st in state.stages]
+        for st in state.stages:
+            wave, _, status, version, verdict, _ = rows[st.key]
+            assert (wave, version) == (str(st.wave), "1.0.0"), rows[st.key]
+            ran = st.key not in ("eu-west-1/test", "eu-west-1/prod")
+            assert status == ("rolled back" if ran else "pending"), rows[st.key]
+            assert verdict.split()[:1] == ([st.verdict] if ran else ["–"]), rows[st.key]
+        assert rows["us-east-1/prod"][4].startswith("fail")
+        text = await details.locator("body").inner_text()
+        assert "ROLLED BACK" in text and "Recent actions" in text
+        # The failing stage rolled itself back; the rollout rolled back the three before it, each with an audit line.
+        rolled = [line.split("roll-back-stage ")[1].split()[0] for line in text.splitlines() if "roll-back-stage" in line]
+        assert rolled == ["us-east-1/test", "ap-south-1/prod", "ap-south-1/test"], text
+        # Each verdict links its canary report, served over HTTP: it opens from the browser.
+        link = table.locator("tbody tr", has_text="us-east-1/prod").get_by_role("link")
+        href = await link.get_attribute("href") or ""
+        assert href.startswith(console.reports_url), href
+        deadline = time.monotonic() + RESULT_TIMEOUT_S
+        while (response := await page.request.get(href)).status != 200:  # drawn off the critical path
+            assert time.monotonic() < deadline, f"{href} answers {response.status}"
+            await asyncio.sleep(0.2)
+        assert "latency_p99" in await response.text()
+        await snap(page, tmp_path, "ui-rollout-rolled-back", await details_fitted(page), docs=True)
+    except BaseException:
+        await snap(page, tmp_path, "failure")
+        raise
+    finally:
+        await page.close()
+
+
+async def test_the_queries_tab_offers_summary_and_status(browser: Browser, ui_server: UiServer, console: Console,
+                                                         tmp_path: Path) -> None:
+    page = await new_page(browser)
+    try:
+        await open_workflow(page, ui_server.ui_url, console.rolled_back.rollout_id)
+        selected, names = await query_options(page)
+        ours = [n for n in names if not n.startswith("__")]
+        print(f"Queries tab: selected {selected!r}; offered {names}")
+        assert sorted(ours) == ["status", "summary"]
+        # UI 2.54 lists the queries in the order the SDK reports them (sorted by name) and selects the
+        # first: `status` comes before `summary`. docs/operating.md says so; this keeps it true.
+        assert ours == sorted(ours) and selected == names[0] == "status"
+        result = json.loads(await run_query(page, "summary"))
+        assert result["status"] == "rolled_back" and result["wave"] == "4/6"
+        assert result["stages"]["ap-south-1/test"] == "rolled back, 1.0.0"
+        await snap(page, tmp_path, "ui-query-summary", page.locator("[data-testid=query-select-button]"),
+                   page.locator("[data-testid=query-result]"), docs=True)
+    except BaseException:
+        await snap(page, tmp_path, "failure")
+        raise
+    finally:
+        await page.close()
+
+
+async def test_list_queries_and_the_saved_view(browser: Browser, ui_server: UiServer, console: Console,
+                                               tmp_path: Path) -> None:
+    client = console.client
+    gated = await start_rollout(client, make_request(service="checkout", approvals={"gates": [{"stage": EARLY_STAGE}]}),
+                                console.task_queue)
+    soaking = await start_rollout(client, make_request(service="search", soak={"prod_hours": 1}), console.task_queue)
+    page = await new_page(browser)
+    try:
+        await wait_for_status(client, gated.id, "awaiting_approval")
+        for _ in range(600):  # the soaking rollout reaches its first production stage within seconds
+            state = await soaking.query("status", result_type=RolloutState)
+            if any(st.environment == "prod" and st.status == "soaking" for st in state.stages):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{soaking.id} never soaked in prod: {state.stages}")
+
+        queries = list_queries(datetime.now(UTC).date().isoformat())
+        ours = {gated.id, soaking.id, console.rolled_back.rollout_id}
+        expected = {"awaiting approval": {gated.id}, "running in prod": {soaking.id},
+                    "failed today": {console.rolled_back.rollout_id}}
+        for name, query in queries.items():
+            found = await wait_listed(client, query, expected[name])
+            assert found & ours == expected[name], f"{name}: {query!r} lists {sorted(found & ours)}"
+
+        # The saved view: the four Bifrost columns first, and the "awaiting approval" query.
+        await open_list(page, ui_server.ui_url)
+        await put_columns_first(page, BIFROST_COLUMNS)
+        assert (await column_headers(page))[:4] == BIFROST_COLUMNS
+        await run_list_query(page, queries["awaiting approval"])
+        row = workflow_row(page, gated.id)
+        await expect(row).to_contain_text("awaiting_approval")
+        cells = [c.strip() for c in await row.locator("td:not(:has(input))").all_inner_texts() if c.strip()]
+        assert cells[:4] == ["awaiting_approval", EARLY_STAGE, "checkout", "2.0.0"], cells
+        await expect(workflow_row(page, soaking.id)).to_have_count(0)
+        await save_view(page, "Awaiting approval")
+        await snap(page, tmp_path, "ui-saved-view", page.locator("[data-testid=saved-views-bar]"),
+                   page.locator("table").first, docs=True)
+
+        # The view survives a reload in this browser; opening it restores the query (columns are separate).
+        await open_list(page, ui_server.ui_url)
+        await open_saved_view(page, "Awaiting approval")
+        await expect(workflow_row(page, gated.id)).to_be_visible()
+        await expect(workflow_row(page, console.rolled_back.rollout_id)).to_have_count(0)
+        assert (await column_headers(page))[:4] == BIFROST_COLUMNS
+    except BaseException:
+        await snap(page, tmp_path, "failure")
+        raise
+    finally:
+        await page.close()
+        for handle in (gated, soaking):
+            await handle.execute_update("abort", {"by": "test", "reason": "end of the UI test"})
+        for handle in (gated, soaking):
+            aborted = await asyncio.wait_for(outcome(handle), RESULT_TIMEOUT_S)
+            assert aborted.status == "aborted", aborted.reason
+
