@@ -28,6 +28,22 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+GAP = "\u2003"  # an em space after each table cell: the UI 2.54 renders tables without cell padding
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(f"{c}{GAP}" for c in cells) + " |"
+
+
+def _link(text: str, url: str | None) -> str:
+    """A Markdown link when a browser can open `url`; otherwise the text, with a worker-local path in backticks."""
+    if not url:
+        return text
+    if url.startswith(("http://", "https://")):
+        return f"[{text}]({url})"
+    return f"{text} (`{url}`)"
+
+
 def verdict_cell(st: StageState) -> str:
     if st.verdict is None:
         return "–"
@@ -51,16 +67,16 @@ def versions_cell(st: StageState) -> str:
 def status_cell(st: StageState) -> str:
     status = st.status.replace("_", " ")
     if st.status == "succeeded" and st.awaiting_verdict:
-        status += " (rollout may still roll it back)"
+        status += " (may roll back)"
     return status
 
 
 def stage_table(state: RolloutState) -> str:
-    rows = ["| wave | stage | status | version | verdict | soak |", "|---|---|---|---|---|---|"]
+    rows = [_row(["wave", "stage", "status", "version", "verdict", "soak"]), "|---|---|---|---|---|---|"]
     for st in state.stages:
         mark = "**" if st.key in (state.current_stage or "").split(", ") and not state.finished else ""
-        rows.append(f"| {st.wave} | {mark}{st.key}{mark} | {status_cell(st)} | {versions_cell(st)} | "
-                    f"{verdict_cell(st)} | {soak_cell(st)} |")
+        rows.append(_row([str(st.wave), f"{mark}{st.key}{mark}", _cell(status_cell(st)), versions_cell(st),
+                          verdict_cell(st), soak_cell(st)]))
     return "\n".join(rows)
 
 
@@ -153,7 +169,7 @@ def stage_details(st: StageState, *, service: str, version: str, detail: str = "
     if detail:
         lines.append(detail)
     if st.verdict is not None:
-        report = f" — [canary report]({st.report_url})" if st.report_url else ""
+        report = f" — {_link('canary report', st.report_url)}" if st.report_url else ""
         lines.append(f"**Verdict:** {st.verdict} (score {st.score:g}){report}" if st.score is not None
                      else f"**Verdict:** {st.verdict}{report}")
     if st.soak_max_looks:

@@ -147,6 +147,7 @@ class RolloutWorkflow:
         await self._inventory(plan)
         for wave in plan.waves:
             self.state.current_wave = wave.index
+            self.state.current_stage = ", ".join(s.key for s in wave.stages)  # what a gate or window holds back
             await self._before_wave(wave)
             await self._run_wave(wave)
             if self.failed_stage is not None or self.stop is not None:
@@ -439,9 +440,10 @@ class RolloutWorkflow:
         if status in TERMINAL:
             self.state.current_stage = None
         in_progress = self._in_progress()
-        env = "-"
-        if self.plan is not None and self.state.current_wave and status not in TERMINAL:
-            env = self.plan.waves[self.state.current_wave - 1].kind
+        env = "-"  # the furthest environment this rollout has changed, while it runs
+        started = [st.wave for st in self.state.stages if st.key in self.children]
+        if self.plan is not None and started and status not in TERMINAL:
+            env = self.plan.waves[max(started) - 1].kind
         workflow.upsert_search_attributes([
             search.SERVICE.value_set(self.req.service),
             search.VERSION.value_set(self.req.version),

@@ -185,7 +185,10 @@ async def test_rollout_details_show_the_stage_table(browser: Browser, ui_server:
         details = await current_details(page)
         table = details.locator("table")
         await table.wait_for()
-        header = [t.strip() for t in await table.locator("thead th").all_inner_texts()]
+        raw_header = await table.locator("thead th").all_inner_texts()
+        # the UI pads no table cell: each ends in an em space that reaches the page, or the columns run together
+        assert all(t.endswith("\u2003") for t in raw_header), raw_header
+        header = [t.strip() for t in raw_header]
         assert header == ["wave", "stage", "status", "version", "verdict", "soak"]
         rows = {}
         for cells in [await r.locator("td").all_inner_texts() for r in await table.locator("tbody tr").all()]:

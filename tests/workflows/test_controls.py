@@ -101,6 +101,35 @@ async def test_current_details_say_how_to_act(env, task_queue, tmp_path):
     assert all(s.version_now == "1.0.0" for s in result.stages)  # scope all: everything went back
 
 
+async def attributes(handle: WorkflowHandle) -> dict[str, str]:
+    """The rollout's Bifrost search attributes as the server holds them now."""
+    described = await handle.describe()
+    return {pair.key.name: str(pair.value) for pair in described.typed_search_attributes
+            if pair.key.name.startswith("Bifrost")}
+
+
+async def test_search_attributes_and_the_bold_row_follow_the_rollout(env, task_queue, tmp_path):
+    req = make_request(approvals={"gates": [{"wave": 2}]})
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        await wait_for(h, lambda s: s.status == "awaiting_approval")
+        at_gate = await attributes(h)
+        # waiting for the first production wave: the rollout has changed test only
+        assert (at_gate["BifrostStatus"], at_gate["BifrostStage"], at_gate["BifrostEnvironment"]) == \
+            ("awaiting_approval", "ap-south-1/prod", "test")
+        meta = await h.query("__temporal_workflow_metadata")
+        details = meta.current_details if hasattr(meta, "current_details") else meta["currentDetails"]
+        assert "**ap-south-1/prod**" in details and "**ap-south-1/test**" not in details
+        await h.execute_update(RolloutWorkflow.approve, Approve(wave=2, approver="dave"))
+        await wait_for(h, lambda s: s.stage("ap-south-1/prod").status != "pending")
+        in_prod = await attributes(h)
+        assert (in_prod["BifrostStage"], in_prod["BifrostEnvironment"]) == ("ap-south-1/prod", "prod")
+        result = await outcome(h)
+        done = await attributes(h)
+    assert result.status == "succeeded"
+    assert (done["BifrostStatus"], done["BifrostStage"], done["BifrostEnvironment"]) == ("succeeded", "-", "-")
+
+
 async def test_pause_holds_before_the_next_wave_until_resume(env, task_queue, tmp_path):
     req = make_request(approvals={"gates": [{"wave": 3}]})
     f = fleet()

@@ -12,6 +12,11 @@ from workflows.plan import build_plan
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
 
+def row(*cells: str) -> str:
+    """A table row as the UI needs it: every cell ends in an em space, or the UI runs the cells together."""
+    return "| " + " | ".join(f"{c}\u2003" for c in cells) + " |"
+
+
 def _state(**overrides: object) -> RolloutState:
     req = make_request(service="payments", approvals={"gates": [{"wave": 4}], "approvers": ["alice"]})
     plan = build_plan(req)
@@ -35,10 +40,11 @@ def test_the_table_lists_every_stage_with_versions_verdict_and_soak():
     second.soak_ends_at = datetime(2026, 12, 1, 14, 5, tzinfo=UTC)
     text = rollout_details(state, build_plan(make_request()), waiting_window=set(), soaking=["ap-south-1/prod"])
     assert "## payments `2.0.0` — **RUNNING** · wave 2/6" in text
-    assert "| 1 | ap-south-1/test | succeeded (rollout may still roll it back) | `1.0.0` → `2.0.0` | " \
-           "[pass 100](http://127.0.0.1:8234/r/ap-south-1-test.html) | – |" in text
-    assert "| 2 | **ap-south-1/prod** | soaking | `1.0.0` → `2.0.0` | – | look 3/12, ends 2026-12-01 14:05 UTC |" in text
-    assert "| 6 | eu-west-1/prod | pending | `1.0.0` | – | – |" in text
+    assert row("wave", "stage", "status", "version", "verdict", "soak") in text
+    assert row("1", "ap-south-1/test", "succeeded (may roll back)", "`1.0.0` → `2.0.0`",
+               "[pass 100](http://127.0.0.1:8234/r/ap-south-1-test.html)", "–") in text
+    assert row("2", "**ap-south-1/prod**", "soaking", "`1.0.0` → `2.0.0`", "–", "look 3/12, ends 2026-12-01 14:05 UTC") in text
+    assert row("6", "eu-west-1/prod", "pending", "`1.0.0`", "–", "–") in text
     assert '`skip_soak` `{"stage": "ap-south-1/prod"' in text
 
 
@@ -96,3 +102,17 @@ def test_a_stage_page_after_a_rollback_by_scope_says_so():
     assert "## Stage ap-south-1/prod — **ROLLED BACK**" in text
     assert "payments: `1.0.0` → `2.0.0`; now on `1.0.0`" in text
     assert "**Reason:** rolled back by the rollout (scope all)" in text
+
+
+def test_a_report_is_a_link_only_where_a_browser_can_open_it():
+    st = StageState.of("ap-south-1", "test", 1)
+    st.status, st.verdict, st.score = "succeeded", "pass", 96.5
+    st.report_url = "https://reports.example.com/r/ap-south-1-test.html"
+    assert "**Verdict:** pass (score 96.5) — [canary report](https://reports.example.com/r/ap-south-1-test.html)" \
+        in stage_details(st, service="payments", version="2.0.0")
+    st.report_url = "/var/lib/bifrost/reports/ap-south-1-test.html"  # on the worker's disk: no dead link
+    text = stage_details(st, service="payments", version="2.0.0")
+    assert "canary report (`/var/lib/bifrost/reports/ap-south-1-test.html`)" in text and "](" not in text
+    state = _state(stages=[st])
+    assert row("1", "ap-south-1/test", "succeeded", "`?`", "pass 96.5", "–") in rollout_details(
+        state, None, waiting_window=set(), soaking=[])
