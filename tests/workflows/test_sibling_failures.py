@@ -1,9 +1,9 @@
 """Two stages of one wave failing together (issue #13, item 1), on the real dev server and the simulated fleet.
 
-Each case runs 14 rollouts at once on one worker. In every one, both production stages of the second wave
+Each case runs 16 rollouts at once on one worker. In every one, both production stages of the second wave
 fail by themselves: a failing judge, a soak alarm, or a deploy error. The rollout starts the two stage
 workflows one workflow task apart, so the fleet holds both canary deploys until both have been asked for
-and then lets them go together, the second a per-rollout offset (0 ms to 1 s) after the first: their
+and then lets them go together, the second a per-rollout offset (0 ms to 3 s) after the first: their
 judges, promotions, soak looks and deploy errors follow as close together. Some pairs land in the same
 workflow task of the rollout, others a few tasks apart, so the rollout's `stop` to the sibling can reach
 it while it deploys, judges, soaks or already rolls back. The test prints how often each happened.
@@ -38,8 +38,8 @@ from workflows.request import RolloutRequest
 # Per failure kind, one rollout per (scope, offset): the late canary goes this many seconds after the other
 # (which region is late alternates). 0 often puts both failures in one workflow task of the rollout; a few
 # ms straddle its task boundaries; 0.1-0.3 s let the rollout's `stop` reach the late stage as it rolls
-# back; 1 s lets it arrive while that stage still deploys or soaks.
-OFFSETS = (0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+# back; 1-3 s let it arrive while that stage still deploys or soaks (it then rolls back "stopped: ...").
+OFFSETS = (0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 SCOPES = ("all", "stage")
 OLD = "1.0.0"
 CANARY_REGION, PAIR = "ap-south-1", ("us-east-1", "eu-west-1")
