@@ -17,20 +17,23 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowHistory
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Replayer
 
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from bifrost_cli.ops import outcome_state
 from common.types import Role, StageRef
 from tests.workflows.helpers import NoReports, make_request, start
-from worker.build import build_worker
+from worker.build import WORKFLOWS, build_worker
+from worker.converter import DATA_CONVERTER
 from workflows.models import RolloutState
 from workflows.plan import build_plan
 from workflows.request import RolloutRequest
@@ -171,6 +174,7 @@ async def test_two_stages_of_one_wave_failing_together_both_roll_back_and_tell_t
 
     stats: Counter[str] = Counter()
     problems: list[str] = []
+    reached: list[str] = []  # stage workflows a `stop` reached
     pair = [f"{r}/prod" for r in PAIR]
     for (scope, _, offset), req, e in zip(runs, requests, ended, strict=True):
         rid, st = e.handle.id, e.state
@@ -210,7 +214,19 @@ async def test_two_stages_of_one_wave_failing_together_both_roll_back_and_tell_t
                 problems.append(f"{where} {s.key}: workflow {story['status'].name}, {story['cancel_requested']} "
                                 f"cancel request(s); expected {expected.name}")
             stats["stop signals"] += story["stops"]
+            if story["stops"]:
+                reached.append(f"{rid}/{s.key}")
             stats["stops during a rollback"] += story["stop_during_rollback"]
         stats["pair failed in one rollout task"] += await _same_task(env.client, rid, {f"{rid}/{k}" for k in pair})
     print(f"\n{kind}: {len(runs)} rollouts: {dict(stats)}")
     assert not problems, "\n".join(problems)
+    # The interleavings seen here must replay on today's code: a handler or condition that acted differently on
+    # replay (e.g. stages collected in another order) would be a non-determinism error. Every rollout, and the
+    # stages a `stop` reached (replaying all would double the test's time).
+    ids = [e.handle.id for e in ended] + reached
+
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        for wid in ids:
+            yield await env.client.get_workflow_handle(wid).fetch_history()
+
+    await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflows(histories())
