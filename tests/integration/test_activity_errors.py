@@ -91,7 +91,7 @@ async def test_a_forbidden_delete_reaches_the_workflow_as_bifrosts_one_line(env:
         kube.seed_primary("shop", "checkout", "registry.example.com/checkout:1.0.0")
         deployer = KubernetesDeployer(lambda: kube_api_client(api_url=kube.url), KubeSettings(namespace="shop", poll_seconds=0.02))
         await deployer.deploy(STAGE, "canary", "1.1.0", "registry.example.com/checkout:1.1.0", 1)
-        kube.fail_next(10, 403, method="DELETE")
+        kube.fail_next(10, 403, method="DELETE", path_contains="checkout-canary")
         deploy = DeployActivities(AdapterRegistry(default_deployer=deployer, default_metrics=SimulatedFleet()))
         seen = await probe(env.client, task_queue, "cleanup", StageOnly(stage=STAGE), 15, [deploy.cleanup])
 

@@ -34,7 +34,8 @@ pytestmark = pytest.mark.integration
 NS, WORKLOAD, KEY = "shop", "checkout", "us-east-1/prod"
 OLD, NEW = "1.0.0", "1.1.0"
 IMAGE = "registry.example.com/checkout:{}"
-LEFTOVER = f"could not remove the canary in {KEY}: 403 Forbidden on DELETE deployments/{NS}/{WORKLOAD}-canary"
+LEFTOVER = (f"could not remove the canary and the baseline in {KEY}: 403 Forbidden on "
+            f"DELETE deployments/{NS}/{WORKLOAD}-canary and DELETE deployments/{NS}/{WORKLOAD}-baseline")
 RBAC = f"grant delete on deployments in namespace {NS} to the worker's service account (check the worker's RBAC)"
 REGRESSION = {"latency_factor": 1.8, "error_factor": 8}
 
@@ -76,8 +77,9 @@ async def roll_out(env: Any, tmp_path: Path, task_queue: str, kube: FakeKubeApi,
         result = await outcome(handle)
         stage = await env.client.get_workflow_handle(f"{handle.id}/{KEY}").describe()
     assert stage.status is not None
-    assert kube.count("DELETE", f"/deployments/{WORKLOAD}-canary") >= 1  # the cleanup was tried, and refused
-    assert kube.get(NS, f"{WORKLOAD}-canary") is not None  # ...so the canary is still there, for a person
+    for leftover in (f"{WORKLOAD}-canary", f"{WORKLOAD}-baseline"):  # both were tried, though the first was refused
+        assert kube.count("DELETE", f"/deployments/{leftover}") >= 1, leftover
+        assert kube.get(NS, leftover) is not None  # ...so both are still there, for a person
     return result, stage.status
 
 

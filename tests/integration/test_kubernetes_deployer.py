@@ -259,8 +259,23 @@ async def test_bearer_token_is_read_from_the_environment(monkeypatch: pytest.Mon
 
 # -- one-line errors ---------------------------------------------------------------------------------
 
+async def test_a_refused_canary_delete_still_removes_the_baseline(kube: FakeKubeApi):
+    kube.seed_primary(NS, "checkout", OLD)
+    d = deployer(kube, max_attempts=2)
+    await d.deploy(STAGE, "canary", "1.1.0", NEW, 1)
+    await d.deploy(STAGE, "baseline", "1.0.0", OLD, 1)
+    kube.fail_next(100, 403, method="DELETE", path_contains="checkout-canary")
+    with pytest.raises(DeployError) as err:
+        await d.cleanup(STAGE)
+    assert_one_line(str(err.value), "could not remove the canary in us-east-1/prod",
+                    "403 Forbidden on DELETE deployments/shop/checkout-canary")
+    assert "baseline" not in str(err.value)
+    assert kube.get(NS, "checkout-canary") is not None and kube.get(NS, "checkout-baseline") is None
+
+
 @pytest.mark.parametrize("method, status, call, parts", [
-    ("DELETE", 403, "cleanup", ["could not remove the canary in us-east-1/prod", "403 Forbidden on DELETE deployments/shop/checkout-canary",
+    ("DELETE", 403, "cleanup", ["could not remove the canary and the baseline in us-east-1/prod",
+                                "403 Forbidden on DELETE deployments/shop/checkout-canary and DELETE deployments/shop/checkout-baseline",
                                 "grant delete on deployments in namespace shop to the worker's service account"]),
     ("POST", 422, "deploy", ["could not deploy the canary 1.1.0 to us-east-1/prod",
                              "422 Unprocessable Entity on CREATE deployments/shop/checkout-canary", "rejected the object as invalid"]),

@@ -515,9 +515,23 @@ class KubernetesDeployer:
         ns, workload = self._where(stage)
         apps = self._apps()
         roles = {f"{workload}-canary": "canary", f"{workload}-baseline": "baseline"}
-        for name, role in roles.items():
-            await self._call(f"could not remove the {role} in {stage.key}", KubeRequest("delete", "deployments", ns, name),
-                             apps.delete_namespaced_deployment, name, ns, missing_ok=True, propagation_policy="Background")
+        refused: list[tuple[str, DeployError]] = []
+        for name, role in roles.items():  # try both: a refused canary must not leave the baseline untried
+            try:
+                await self._call(f"could not remove the {role} in {stage.key}", KubeRequest("delete", "deployments", ns, name),
+                                 apps.delete_namespaced_deployment, name, ns, missing_ok=True, propagation_policy="Background")
+            except DeployError as err:
+                refused.append((role, err))
+        if len(refused) == 1:
+            raise refused[0][1]
+        if refused:
+            errors = [err for _, err in refused]
+            statuses = list(dict.fromkeys(e.status for e in errors if e.status))
+            raise DeployError(
+                f"could not remove the canary and the baseline in {stage.key}",
+                target=" and ".join(e.target for e in errors if e.target), status="; ".join(statuses) or None,
+                detail=errors[0].detail, hint=errors[0].hint, retryable=any(e.retryable for e in errors),
+            )
         deadline = time.monotonic() + max(10.0, self.settings.request_timeout_seconds)
         while True:  # confirm they are gone (a finalizer may hold them briefly)
             left = [n for n in roles if await self._read(f"could not remove the {roles[n]} in {stage.key}", ns, n) is not None]
