@@ -27,6 +27,7 @@ from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 
 from activities.adapters.registry import AdapterRegistry  # noqa: E402
+from activities.adapters.reports import NoReports  # noqa: E402
 from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
 from bifrost_cli.ops import outcome, start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
@@ -70,6 +71,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=7, help="rollouts, one after another (the first is a cold start)")
     p.add_argument("--hop-steps", type=int, default=30, help="no-op activities in the hop workflow")
     p.add_argument("--without-fix", action="store_true", help="leave DEV_SERVER_FLAGS out: the default dev server")
+    p.add_argument("--no-reports", action="store_true",
+                   help="draw no canary reports (their cost is measured by report_render.py): orchestration alone")
     p.add_argument("--hop-only", action="store_true", help="measure only the server's own hop (a few seconds)")
     p.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                    help="more dev-server dynamic config (repeatable)")
@@ -84,7 +87,7 @@ async def main(args: argparse.Namespace) -> None:
     walls: list[tuple[float, str, int]] = []
     try:
         async with build_worker(env.client, AdapterRegistry.simulated(fleet), task_queue=queue,
-                                reports_dir="/tmp/bifrost-bench-reports"):
+                                reports_dir="/tmp/bifrost-bench-reports", reports=NoReports() if args.no_reports else None):
             for i in range(0 if args.hop_only else args.runs):
                 t0 = time.perf_counter()
                 handle = await start_rollout(env.client, request(i), queue)

@@ -49,6 +49,17 @@ class ReportStore(Protocol):
         """Store `html` under `key` (from `report_key`), replacing any earlier copy; return its URL."""
 
 
+class NoReports:
+    """A store that names no URL, so stages draw no reports (a verdict never depends on one): for benchmarks
+    of orchestration alone, and tests with many failing stages whose charts would take most of a core."""
+
+    def url_for(self, rollout_id: str, analysis_id: str) -> str:
+        raise ReportError("reports are off for this worker")
+
+    async def put(self, key: str, html: str) -> str:
+        raise ReportError("reports are off for this worker")
+
+
 class LocalReportStore:
     """A folder on the worker's disk; URLs are file:// unless `public_base_url` says where the folder is served."""
 

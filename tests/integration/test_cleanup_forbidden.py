@@ -18,12 +18,13 @@ import yaml
 from temporalio.client import WorkflowExecutionStatus
 
 from activities.adapters.registry import registry_from_targets
+from activities.adapters.reports import NoReports
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import load_targets
 from bifrost_cli.ops import outcome
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import assert_one_line
-from tests.workflows.helpers import METRICS, NoReports
+from tests.workflows.helpers import METRICS
 from worker.build import build_worker
 from workflows.models import RolloutState
 from workflows.request import RolloutRequest, parse_request

@@ -11,7 +11,6 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from activities.adapters.registry import AdapterRegistry
-from activities.adapters.reports import ReportError
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from tests.conftest import shared_render_pool
 from worker.build import build_worker
@@ -46,17 +45,6 @@ def make_request(**overrides: Any) -> RolloutRequest:
         else:
             data[key] = value
     return parse_request(data)
-
-
-class NoReports:
-    """A report store that names no URL, so stages draw no reports (a verdict never depends on one): for tests
-    with many failing stages, whose charts would otherwise take most of their time and of one core."""
-
-    def url_for(self, rollout_id: str, analysis_id: str) -> str:
-        raise ReportError("reports are off in this test")
-
-    async def put(self, key: str, html: str) -> str:
-        raise ReportError("reports are off in this test")
 
 
 def fleet(**scenario: Any) -> SimulatedFleet:

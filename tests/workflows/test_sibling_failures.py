@@ -28,10 +28,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from activities.adapters.registry import AdapterRegistry
+from activities.adapters.reports import NoReports
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from bifrost_cli.ops import outcome_state
 from common.types import Role, StageRef
-from tests.workflows.helpers import NoReports, make_request, start
+from tests.workflows.helpers import make_request, start
 from worker.build import WORKFLOWS, build_worker
 from worker.converter import DATA_CONVERTER
 from workflows.models import RolloutState
