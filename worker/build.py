@@ -26,10 +26,11 @@ from activities.traffic import TrafficActivities
 from worker.limits import WorkerLimits
 from workflows.evacuation import EvacuationWorkflow
 from workflows.lock import ServiceLockWorkflow
+from workflows.report import ReportWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 
-WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow]
+WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow]
 P = ParamSpec("P")
 T = TypeVar("T")
 

@@ -173,3 +173,11 @@ class RolloutSummary(BaseModel):
     stages: dict[str, str]
     waiting_for: str | None = None
     reason: str = ""
+
+
+class ReportOutcome(BaseModel):
+    """What a ReportWorkflow did: the page's URL, or why it could not draw one."""
+
+    url: str | None
+    size_bytes: int | None = None
+    error: str | None = Field(default=None, description="why there is no report (the verdict never depends on one)")

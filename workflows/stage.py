@@ -49,8 +49,10 @@ with workflow.unsafe.imports_passed_through():
         StageResume,
         StageState,
     )
+    from workflows.report import ReportWorkflow, report_workflow_id
     from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
+REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its own workflow, not a stage activity
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
 SOAK_REPORTS = 10  # the rollout hears about a soak's progress at most this many times
 MAX_WINDOW_SAMPLES = 10_000  # a soak look fetches at most this many intervals (Prometheus refuses > 11,000 points)
@@ -347,9 +349,22 @@ class StageWorkflow:
             st.reason = f"soaked, but {error_text(err)}"
 
     def _draw(self, report: ReportInput, summary: str) -> None:
-        """Draw and store a report without waiting for it; the stage awaits it only before it ends."""
-        self._background.append(asyncio.ensure_future(workflow.execute_activity_method(
-            AnalysisActivities.render_report, report, summary=summary, **options.REPORT)))
+        """Have a ReportWorkflow draw and store a report; the stage waits only until that workflow has started."""
+        if not workflow.patched(REPORTS_PATCH):  # stages begun before the patch draw in their own activity
+            self._background.append(asyncio.ensure_future(workflow.execute_activity_method(
+                AnalysisActivities.render_report, report, summary=summary, **options.REPORT)))
+            return
+        self._background.append(asyncio.ensure_future(self._start_report(report, summary)))
+
+    async def _start_report(self, report: ReportInput, summary: str) -> None:
+        try:
+            await workflow.start_child_workflow(
+                ReportWorkflow.run, report, id=report_workflow_id(workflow.info().workflow_id, report.analysis_id),
+                task_queue=workflow.info().task_queue, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                static_summary=summary,
+            )
+        except WorkflowAlreadyStartedError:
+            pass  # a retried stage asked again: the first one draws it
 
     def _history_full(self) -> bool:
         info = workflow.info()

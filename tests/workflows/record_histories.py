@@ -49,7 +49,7 @@ async def _wait(handle, pred) -> None:
             await asyncio.sleep(0.1)
 
 
-GROUPS = ("good", "regression", "approval-pause", "abort", "soak-continued")
+GROUPS = ("good", "regression", "report", "approval-pause", "abort", "soak-continued")
 
 
 async def _runs(client: Client, workflow_id: str) -> list[str]:
@@ -85,6 +85,10 @@ async def record() -> None:
                 h = await start(client, req, "record")
                 await outcome(h)
                 await _save(client, name, [h.id, *await _children(client, h.id)])
+            # the ReportWorkflow that drew the failing canary's page (the stage did not wait for it)
+            drawing = await _children(client, f"{h.id}/us-east-1/prod")
+            await client.get_workflow_handle(drawing[0]).result()
+            await _save(client, "report", drawing)
             # 3. approval gate with pause and resume, then 4. abort during a wave
             gated = make_request(approvals={"gates": [{"wave": 3}], "approvers": ["alice"]})
             h = await start(client, gated, "record")

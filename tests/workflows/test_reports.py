@@ -1,0 +1,75 @@
+"""Reports are drawn by ReportWorkflow children the stage starts and does not wait for.
+
+The stage's verdict carries the link before the picture exists; the child stores the page at that link,
+and a store that refuses the page costs the report only, never the rollout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from activities.adapters.registry import AdapterRegistry
+from activities.adapters.reports import LocalReportStore, ReportError
+from bifrost_cli.ops import outcome
+from tests.conftest import shared_render_pool
+from tests.workflows.helpers import fleet, make_request, start
+from worker.build import build_worker
+from workflows.models import ReportOutcome
+
+ONE_REGION = [{"name": "eu-west-1", "traffic_share": 1.0}]
+
+
+async def report_children(client: Client, stage_id: str) -> tuple[list[str], list[str]]:
+    """The ReportWorkflow ids a stage started, and the activity types it scheduled itself."""
+    children, activities = [], []
+    async for event in client.get_workflow_handle(stage_id).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            attrs = event.start_child_workflow_execution_initiated_event_attributes
+            if attrs.workflow_type.name == "ReportWorkflow":
+                children.append(attrs.workflow_id)
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            activities.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+    return children, activities
+
+
+async def test_each_verdict_links_the_page_its_report_workflow_stored(env, task_queue, tmp_path: Path):
+    req = make_request(regions=ONE_REGION, blast_radius={"canary_region": "eu-west-1"})
+    store = LocalReportStore(tmp_path, "http://reports.example.com")
+    async with build_worker(env.client, AdapterRegistry.simulated(fleet()), task_queue=task_queue, reports=store,
+                            render_pool=shared_render_pool()):
+        handle = await start(env.client, req, task_queue)
+        result = await outcome(handle)
+        assert result.status == "succeeded", result.reason
+        for stage in result.stages:
+            children, activities = await report_children(env.client, f"{handle.id}/{stage.key}")
+            assert "render_report" not in activities  # the stage never draws: its child does
+            assert len(children) == 1 and children[0].startswith(f"{handle.id}/{stage.key}/report/")
+            drawn = await env.client.get_workflow_handle(children[0], result_type=ReportOutcome).result()
+            assert drawn.error is None and drawn.url == stage.report_url
+            page = tmp_path / drawn.url.removeprefix("http://reports.example.com/")
+            assert page.stat().st_size == drawn.size_bytes and "PASS — score" in page.read_text()
+
+
+class RefusingStore(LocalReportStore):
+    """A folder whose writes are refused for good, as a read-only volume would."""
+
+    async def put(self, key: str, html: str) -> str:
+        raise ReportError("store the report", target=key, status="EROFS", hint="mount the reports folder writable",
+                          retryable=False)
+
+
+async def test_a_store_that_refuses_the_page_costs_the_report_not_the_rollout(env, task_queue, tmp_path: Path):
+    req = make_request(regions=ONE_REGION, blast_radius={"canary_region": "eu-west-1"})
+    f = fleet()
+    async with build_worker(env.client, AdapterRegistry.simulated(f), task_queue=task_queue,
+                            reports=RefusingStore(tmp_path, None), render_pool=shared_render_pool()):
+        handle = await start(env.client, req, task_queue)
+        result = await outcome(handle)
+        children, _ = await report_children(env.client, f"{handle.id}/eu-west-1/prod")
+        drawn = await env.client.get_workflow_handle(children[0], result_type=ReportOutcome).result()
+    assert result.status == "succeeded" and f.snapshot()[f"{req.service}/eu-west-1/prod"]["primary"] == req.version
+    assert drawn.url is None and drawn.error is not None
+    assert "store the report" in drawn.error and "mount the reports folder writable" in drawn.error
+    assert not list(tmp_path.rglob("*.html"))

@@ -1,0 +1,37 @@
+"""ReportWorkflow: draws and stores one canary or soak report, apart from the stage that judged it.
+
+A stage starts it and moves on: neither the verdict nor the stage's end waits for a picture, and a busy
+render pool delays only the pictures. A report that cannot be drawn is recorded in this workflow's result,
+never as a failure of the rollout (the verdict does not depend on it).
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.analysis import AnalysisActivities
+    from activities.errors import error_text
+    from activities.models import ReportInput
+    from workflows import options
+    from workflows.models import ReportOutcome
+
+
+def report_workflow_id(stage_workflow_id: str, analysis_id: str) -> str:
+    """`<stage workflow id>/report/<analysis id>`: one per analysis, so a retried start finds the first one."""
+    return f"{stage_workflow_id}/report/{analysis_id}"
+
+
+@workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
+class ReportWorkflow:
+    """Runs `render_report` once (with its retries) and returns where the page is, or why there is none."""
+
+    @workflow.run
+    async def run(self, report: ReportInput) -> ReportOutcome:
+        try:
+            ref = await workflow.execute_activity_method(
+                AnalysisActivities.render_report, report, summary=f"draw {report.analysis_id}", **options.REPORT)
+        except ActivityError as err:
+            return ReportOutcome(url=None, error=error_text(err))
+        return ReportOutcome(url=ref.url, size_bytes=ref.size_bytes)
