@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import select
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -35,9 +37,35 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def _background() -> None:
-    """Run a render process at a lower CPU priority: on a busy host the worker's event loop goes first."""
+def _background(owner: int) -> None:
+    """Run a render process at a lower CPU priority (on a busy host the worker's event loop goes first), and
+    end it when the worker that owns it dies: a SIGKILLed worker leaves no render process (nor forkserver)."""
     os.nice(10)
+    threading.Thread(target=_exit_with, args=(owner,), name="exit-with-worker", daemon=True).start()
+
+
+def _exit_with(owner: int) -> None:
+    """Block until process `owner` has ended, then end this process at once (it holds no state worth saving)."""
+    try:
+        pidfd = os.pidfd_open(owner)  # readable once the process has ended; immune to pid reuse
+    except ProcessLookupError:
+        os._exit(0)
+    except (AttributeError, OSError):  # no pidfd (not Linux, or an old kernel): poll the pid instead
+        while _alive(owner):
+            time.sleep(2)
+        os._exit(0)
+    select.select([pidfd], [], [])
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class RenderPool(Executor):
@@ -57,7 +85,8 @@ class RenderPool(Executor):
     def _new(self) -> ProcessPoolExecutor:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["__main__", "canary.report"])  # children then skip re-running __main__
-        return ProcessPoolExecutor(max_workers=self.processes, mp_context=ctx, initializer=_background)
+        return ProcessPoolExecutor(max_workers=self.processes, mp_context=ctx, initializer=_background,
+                                   initargs=(os.getpid(),))
 
     def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         with self._lock:

@@ -43,6 +43,32 @@ async def _until(what: str, condition: Callable[[], object], timeout: float, pro
         await asyncio.sleep(0.1)
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (children, grandchildren, ...), from /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while we looked
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, todo = set(), [pid]
+    while todo:
+        above = todo.pop()
+        kids = [child for child, parent in parents.items() if parent == above]
+        found.update(kids)
+        todo.extend(kids)
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 async def _in_timer(client: Client, workflow_id: str) -> bool:
     """The stage workflow waits on a timer that has not fired, with no activity scheduled and unfinished."""
     try:
@@ -98,8 +124,13 @@ async def test_a_killed_worker_is_replaced_and_no_stage_is_promoted_twice(env, t
         assert promoted() == [stages[0]]
         await _until(f"{stages[1]}'s canary window", lambda: _in_timer(env.client, f"{handle.id}/{stages[1]}"),
                      60, procs, logs)
+        # the first stage's report is being drawn, or was: the worker has its forkserver and render process
+        await _until("the first worker's render processes", lambda: len(_descendants(first.pid)) >= 2, 60, procs, logs)
+        helpers = _descendants(first.pid)
         first.send_signal(signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
+        # they follow it: no orphaned render process or forkserver holds memory after a kill
+        await _until("the killed worker's render processes to exit", lambda: not any(map(_running, helpers)), 30, [], logs)
         promoted_before_kill = promoted()
         assert promoted_before_kill == [stages[0]]  # killed mid-rollout
 
