@@ -28,7 +28,7 @@ from activities.traffic import TrafficActivities
 from worker.limits import WorkerLimits
 from workflows.evacuation import EvacuationWorkflow
 from workflows.lock import ServiceLockWorkflow
-from workflows.report import ReportWorkflow
+from workflows.report import ReportWorkflow, report_task_queue
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 
@@ -103,18 +103,34 @@ class RenderPool(Executor):
 
 
 class BifrostWorker(Worker):
-    """A Temporal worker that also owns its render pool, shut down when the worker has stopped."""
+    """A Temporal worker that also runs the worker polling the reports' task queue (`drawing`) and owns its
+    render pool: both start and stop with it, and a fatal error in either stops the other."""
 
-    def __init__(self, *args: Any, render_pool: Executor | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, render_pool: Executor | None = None, drawing: Worker | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.render_pool = render_pool
+        self.drawing = drawing
 
     async def run(self) -> None:
         try:
-            await super().run()
+            if self.drawing is None:
+                await super().run()
+                return
+            main, drawing = asyncio.create_task(super().run()), asyncio.create_task(self.drawing.run())
+            await asyncio.wait([main, drawing], return_when=asyncio.FIRST_COMPLETED)
+            await self.shutdown()  # a shutdown asked for, or a fatal error: the other one stops too
+            await asyncio.wait([main, drawing])
+            for task in (main, drawing):
+                if task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
         finally:
             if self.render_pool is not None:  # every activity has ended by now: nothing is waiting on the pool
                 await asyncio.to_thread(self.render_pool.shutdown, wait=True, cancel_futures=True)
+
+    async def shutdown(self) -> None:
+        """Stop both workers at once, so their graceful periods for in-flight activities overlap."""
+        await asyncio.gather(super().shutdown(), *([self.drawing.shutdown()] if self.drawing else []))
 
 
 def activities_for(
@@ -155,18 +171,26 @@ def build_worker(
 
     Reports are stored in `reports` (else the targets file's store, else the folder `reports_dir`) and drawn
     in `render_pool`; without one, the worker makes a RenderPool of `render_processes` processes and shuts
-    it down when it stops (a pool passed in belongs to the caller). It takes at most `limits` tasks at once."""
+    it down when it stops (a pool passed in belongs to the caller); reports are drawn from their own task queue,
+    `<task_queue>-reports`, two per render process at a time. It takes at most `limits` tasks at once."""
     owned = RenderPool(render_processes) if render_pool is None else None
     pool = render_pool or owned
     limits = limits or WorkerLimits()
+    activities = activities_for(client, task_queue, registry, reports_dir, lock_holder_check,
+                                reports=reports, render_pool=pool)
+    render_report = next(a for a in activities if getattr(a, "__name__", "") == "render_report")
+    drawing = Worker(  # a report waits on the server, where any worker's free render process can take it
+        client, task_queue=report_task_queue(task_queue), activities=[render_report],
+        graceful_shutdown_timeout=graceful_shutdown, max_concurrent_activities=2 * render_processes,
+    )
     return BifrostWorker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
-        activities=activities_for(client, task_queue, registry, reports_dir, lock_holder_check,
-                                  reports=reports, render_pool=pool),
+        activities=activities,  # render_report too: stages begun before ReportWorkflow draw on this queue
         graceful_shutdown_timeout=graceful_shutdown,
         render_pool=owned,
+        drawing=drawing,
         max_concurrent_workflow_tasks=limits.workflow_tasks,
         max_concurrent_activities=limits.activities,
         max_concurrent_local_activities=limits.local_activities,

@@ -63,8 +63,8 @@ ANALYSIS = ActivityOptions(
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )
-# Drawing a report is off the critical path (the stage starts it and awaits it only before it ends); a report
-# that cannot be drawn never changes a verdict.
+# Drawing a report is off the critical path (a ReportWorkflow the stage does not wait for runs it, on its own
+# task queue); a report that cannot be drawn never changes a verdict.
 REPORT = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
     heartbeat_timeout=HEARTBEAT,

@@ -18,6 +18,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import ReportOutcome
 
 
+def report_task_queue(task_queue: str) -> str:
+    """`<task queue>-reports`: drawing has its own activity slots, so a burst of reports never makes a deploy,
+    promote or rollback wait for a slot (every Bifrost worker polls both queues)."""
+    return f"{task_queue}-reports"
+
+
 def report_workflow_id(stage_workflow_id: str, analysis_id: str) -> str:
     """`<stage workflow id>/report/<analysis id>`: one per analysis, so a retried start finds the first one."""
     return f"{stage_workflow_id}/report/{analysis_id}"
@@ -31,7 +37,8 @@ class ReportWorkflow:
     async def run(self, report: ReportInput) -> ReportOutcome:
         try:
             ref = await workflow.execute_activity_method(
-                AnalysisActivities.render_report, report, summary=f"draw {report.analysis_id}", **options.REPORT)
+                AnalysisActivities.render_report, report, summary=f"draw {report.analysis_id}",
+                task_queue=report_task_queue(workflow.info().task_queue), **options.REPORT)
         except ActivityError as err:
             return ReportOutcome(url=None, error=error_text(err))
         return ReportOutcome(url=ref.url, size_bytes=ref.size_bytes)

@@ -5,7 +5,12 @@ and a store that refuses the page costs the report only, never the rollout."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -16,14 +21,17 @@ from bifrost_cli.ops import outcome
 from tests.conftest import shared_render_pool
 from tests.workflows.helpers import fleet, make_request, start
 from worker.build import build_worker
+from worker.limits import WorkerLimits
 from workflows.models import ReportOutcome
+from workflows.report import report_task_queue
 
 ONE_REGION = [{"name": "eu-west-1", "traffic_share": 1.0}]
 
 
 async def report_children(client: Client, stage_id: str) -> tuple[list[str], list[str]]:
     """The ReportWorkflow ids a stage started, and the activity types it scheduled itself."""
-    children, activities = [], []
+    children: list[str] = []
+    activities: list[str] = []
     async for event in client.get_workflow_handle(stage_id).fetch_history_events():
         if event.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             attrs = event.start_child_workflow_execution_initiated_event_attributes
@@ -73,3 +81,46 @@ async def test_a_store_that_refuses_the_page_costs_the_report_not_the_rollout(en
     assert drawn.url is None and drawn.error is not None
     assert "store the report" in drawn.error and "mount the reports folder writable" in drawn.error
     assert not list(tmp_path.rglob("*.html"))
+
+
+class HeldPool(Executor):
+    """Draws nothing until released (then draws in a thread): a render pool that is busy for as long as a test likes."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.waiting = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.waiting += 1
+
+        def draw() -> None:
+            self.release.wait()
+            future.set_result(fn(*args, **kwargs))
+
+        threading.Thread(target=draw, daemon=True).start()
+        return future
+
+
+async def test_reports_waiting_for_a_busy_render_pool_hold_no_slot_a_rollout_needs(env, task_queue, tmp_path: Path):
+    """One activity slot, every drawing stuck: the rollout still runs to the end, because reports are drawn from
+    their own task queue with their own slots; the pages appear once the pool draws again."""
+    req = make_request(regions=ONE_REGION, blast_radius={"canary_region": "eu-west-1"})
+    pool = HeldPool()
+    async with build_worker(env.client, AdapterRegistry.simulated(fleet()), task_queue=task_queue,
+                            reports=LocalReportStore(tmp_path, None), render_pool=pool,
+                            limits=WorkerLimits(activities=1)):
+        handle = await start(env.client, req, task_queue)
+        result = await asyncio.wait_for(outcome(handle), timeout=60)
+        assert result.status == "succeeded", result.reason
+        assert pool.waiting == 2 and not list(tmp_path.rglob("*.html"))  # both stages' reports still undrawn
+        pool.release.set()
+        for stage in result.stages:
+            children, _ = await report_children(env.client, f"{handle.id}/{stage.key}")
+            drawing = env.client.get_workflow_handle(children[0], result_type=ReportOutcome)
+            drawn = await drawing.result()
+            assert drawn.error is None and drawn.url == stage.report_url
+            queues = [e.activity_task_scheduled_event_attributes.task_queue.name async for e in drawing.fetch_history_events()
+                      if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+            assert queues == [report_task_queue(task_queue)]
+    assert len(list(tmp_path.rglob("*.html"))) == 2
