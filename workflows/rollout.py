@@ -64,6 +64,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.windows import next_open
 
 
+EARLY_REPORTS_PATCH = "reports-before-stage-start"  # a stage's report that overtook its start is taken
+
+
 @dataclass(frozen=True)
 class Stop:
     """Why the rollout must stop early: the final status, the reason, and a rollback scope if one was chosen."""
@@ -93,6 +96,7 @@ class RolloutWorkflow:
         self.waiting_window: set[str] = set()
         self.children: dict[str, workflow.ChildWorkflowHandle[Any, StageState]] = {}
         self.collected: set[str] = set()  # stages whose workflow has closed and whose end is recorded
+        self.launched: set[str] = set()  # stages asked to start: their reports count before the start is confirmed
         self.cancel_requested = False
         self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
         self._outbox: list[asyncio.Future[Any]] = []
@@ -178,7 +182,11 @@ class RolloutWorkflow:
     @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage reports its status.")
     def stage_progress(self, report: StageState) -> None:
         st = self.state.stage(report.key)
-        if st is None or report.key not in self.children or report.key in self.collected:
+        if st is None or report.key in self.collected:
+            return
+        # A late workflow task can bring the stage's start and its reports together, and the SDK hands the
+        # signals over first: a report dropped then (its stage not yet in `children`) wedged the rollout.
+        if report.key not in self.children and not (report.key in self.launched and workflow.patched(EARLY_REPORTS_PATCH)):
             return
         _take(st, report)
         self._set_status(self.state.status, waiting_for=self.state.waiting_for)
@@ -318,6 +326,7 @@ class RolloutWorkflow:
             st = self.state.stage(s.key)
             assert st is not None
             st.status = "deploying"
+            self.launched.add(s.key)
             self.children[s.key] = await workflow.start_child_workflow(
                 StageWorkflow.run,
                 StageInput(
