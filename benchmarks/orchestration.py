@@ -5,7 +5,8 @@ out to show the default dev server), runs the rollout a few times, and measures 
 hop: a trivial workflow running no-op activities in sequence. From the median rollout's histories (the
 rollout, its stages and the service lock) it finds the critical path, counts the hops on it (workflow
 tasks, each woken by an activity, a child, a timer or a signal), and prints where the time went and how
-the overhead compares with hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage.
+the overhead compares with hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage. Then one rollout
+whose first canary fails shows how many workflow tasks pass between the verdict and the rollback (goal: 1).
 
     .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
 """
@@ -24,11 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from histories import critical_path, dev_server, fetch_tree, run_main  # noqa: E402
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
+from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
+from temporalio.client import Client  # noqa: E402
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker  # noqa: E402
 
 from activities.adapters.registry import AdapterRegistry  # noqa: E402
 from activities.adapters.reports import NoReports  # noqa: E402
-from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
+from activities.adapters.simulated import FleetScenario, SimulatedFleet, VersionEffect  # noqa: E402
 from bifrost_cli.ops import outcome, start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
 from worker.server import DEV_SERVER_FLAGS  # noqa: E402
@@ -54,9 +57,12 @@ class HopWorkflow:
         return n
 
 
-def request(i: int) -> RolloutRequest:
+BAD = "6.6.6"  # the fleet's canaries of this version fail eight times as often: the judge fails them
+
+
+def request(i: int, version: str = "2.0.0") -> RolloutRequest:
     return parse_request({
-        "service": f"bench-{i}", "version": "2.0.0", "requested_by": "bench",
+        "service": f"bench-{i}", "version": version, "requested_by": "bench",
         "regions": [{"name": "us-east-1", "traffic_share": 0.5}, {"name": "eu-west-1", "traffic_share": 0.3},
                     {"name": "ap-south-1", "traffic_share": 0.2}],
         "canary": {"metrics": [{"name": "latency_p99", "kind": "latency"},
@@ -64,6 +70,20 @@ def request(i: int) -> RolloutRequest:
                    "analysis_minutes": 0, "judge": {"min_samples": 30}},
         "soak": {"test_hours": 0, "prod_hours": 0},
     })
+
+
+async def verdict_to_rollback(client: Client, stage_id: str) -> tuple[int, float]:
+    """Workflow tasks completed, and server seconds, from the failing `analyze_canary`'s completion to the
+    scheduling of the stage's `rollback` (goal: the task that reads the verdict schedules it, i.e. 1)."""
+    events: list[HistoryEvent] = [e async for e in client.get_workflow_handle(stage_id).fetch_history_events()]
+    names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+             if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
+    verdict = next(e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+                   and names[e.activity_task_completed_event_attributes.scheduled_event_id] == "analyze_canary")
+    rollback = next(e for e in events if e.event_id in names and names[e.event_id] == "rollback")
+    tasks = sum(1 for e in events if verdict.event_id < e.event_id < rollback.event_id
+                and e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+    return tasks, rollback.event_time.ToDatetime().timestamp() - verdict.event_time.ToDatetime().timestamp()
 
 
 def _args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -83,7 +103,7 @@ async def main(args: argparse.Namespace) -> None:
     extra = [arg for kv in args.dynamic_config for arg in ("--dynamic-config-value", kv)]
     env = await dev_server(*extra, with_fix=not args.without_fix)
     queue = f"bench-{uuid.uuid4().hex[:6]}"
-    fleet = SimulatedFleet(FleetScenario(min_samples=60))
+    fleet = SimulatedFleet(FleetScenario(min_samples=60, effects=[VersionEffect(version=BAD, error_factor=8)]))
     walls: list[tuple[float, str, int]] = []
     try:
         async with build_worker(env.client, AdapterRegistry.simulated(fleet), task_queue=queue,
@@ -94,6 +114,12 @@ async def main(args: argparse.Namespace) -> None:
                 result = await outcome(handle)
                 walls.append((time.perf_counter() - t0, handle.id, len(result.stages)))
                 assert result.status == "succeeded", result.reason
+            if not args.hop_only:  # a failing judgement: how soon does the rollback start?
+                failing = await start_rollout(env.client, request(args.runs, BAD), queue)
+                failed = await outcome(failing)
+                assert failed.status == "rolled_back", failed.reason
+                first = failed.stages[0].key
+                to_rollback = await verdict_to_rollback(env.client, f"{failing.id}/{first}")
         async with Worker(env.client, task_queue=queue + "-hop", workflows=[HopWorkflow], activities=[bench_noop],
                           workflow_runner=UnsandboxedWorkflowRunner()):
             hop_id = f"hop-{uuid.uuid4().hex[:6]}"
@@ -147,6 +173,10 @@ async def main(args: argparse.Namespace) -> None:
     rest = path.span - sum(path.seconds.values())
     if abs(rest) >= 0.0005:
         print(f"    {'not attributed':<58} {rest:6.3f} s  {rest / path.span:5.1%}")
+    tasks, secs = to_rollback
+    print(f"  a failing judgement ({BAD} in {first}): the rollback was scheduled {tasks} workflow task(s) and "
+          f"{secs * 1000:.0f} ms after the verdict")
+    print(f"  goal rollback within one workflow task of the verdict: {tasks} / 1 -> {'met' if tasks <= 1 else 'NOT met'}")
     for label, value, goal, unit in (("rollout overhead", overhead, GOAL_ROLLOUT, "s"),
                                      ("overhead per stage", per_stage, GOAL_STAGE, "s")):
         shown = f"{value:.2f} s / {goal:.2f} s" if unit == "s" and goal >= 0.5 else f"{value * 1000:.0f} ms / {goal * 1000:.0f} ms"
