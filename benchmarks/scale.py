@@ -90,6 +90,15 @@ class ProcStats:
         return cls(role, pid, hwm / 1024, cpu, wait)
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (a worker's forkserver and render processes), from /proc's children lists."""
+    try:
+        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+    return [k for kid in kids for k in (kid, *_descendants(kid))]
+
+
 @dataclass
 class Outcome:
     count: int
@@ -219,6 +228,8 @@ async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outc
             await asyncio.gather(*(one(r) for r in requests))
         wall = time.monotonic() - start
         procs = [ProcStats.read(f"worker {i + 1}", pid) for i, pid in enumerate(pids)]
+        procs += [ProcStats.read(f"worker {i + 1}'s helper {n + 1} (forkserver, render)", kid)
+                  for i, pid in enumerate(pids) for n, kid in enumerate(_descendants(pid))]
         procs.append(ProcStats.read("supervisor", workers.pid))
         procs.append(ProcStats.read("dev server", server.process.pid))
         workers.send_signal(signal.SIGTERM)

@@ -240,6 +240,8 @@ def server(port: int, ui_port: int, db: str) -> None:
               help="public URL of the served folder, for links  [default: http://127.0.0.1:PORT]")
 @click.option("--render-processes", type=click.IntRange(1, 64), default=1, show_default=True,
               help="processes that draw reports, beside the worker's own")
+@click.option("--no-reports", is_flag=True,
+              help="draw no canary reports (verdicts carry no link): saves a core's worth of drawing on busy hosts")
 @click.option("--fleet-db", default=".bifrost/fleet.db", show_default=True, type=click.Path(dir_okay=False),
               help="SQLite file holding the simulated fleet's state (which version runs where); it survives "
                    "restarts, and workers given the same file share one fleet. Delete it to start afresh")
@@ -255,7 +257,7 @@ def server(port: int, ui_port: int, db: str) -> None:
               help="workflows one process keeps in memory between tasks (sticky cache)")
 def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str | None,
            reports_port: int | None, reports_host: str, reports_url: str | None, render_processes: int,
-           fleet_db: str, processes: int, max_workflow_tasks: int, max_activities: int, max_local_activities: int,
+           no_reports: bool, fleet_db: str, processes: int, max_workflow_tasks: int, max_activities: int, max_local_activities: int,
            max_cached_workflows: int) -> None:
     """Run a worker: executes rollouts and their activities. Stop with Ctrl-C or SIGTERM (graceful).
 
@@ -274,6 +276,7 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
                  "--render-processes", str(render_processes),
                  *(arg for flag, value in limits.items() for arg in (flag, str(value)))]
         child += ["--reports", reports] if reports else []
+        child += ["--no-reports"] if no_reports else []
         child += ["--fleet", fleet_file] if fleet_file else []
         child += ["--targets", targets_file] if targets_file else []
         exec_supervisor(processes, child)  # does not return
@@ -284,7 +287,7 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
     try:
         _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
                         reports_port=reports_port, reports_host=reports_host, reports_url=reports_url,
-                        render_processes=render_processes, fleet_db=fleet_db,
+                        render_processes=render_processes, no_reports=no_reports, fleet_db=fleet_db,
                         limits=WorkerLimits(workflow_tasks=max_workflow_tasks, activities=max_activities,
                                             local_activities=max_local_activities, cached_workflows=max_cached_workflows)))
     except ReportsOptionError as err:

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from activities.adapters.registry import AdapterRegistry, registry_from_targets, report_store_from_config
-from activities.adapters.reports import LocalReportStore, ReportStore
+from activities.adapters.reports import LocalReportStore, NoReports, ReportStore
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import TargetsFile, load_targets
 from worker.build import build_worker
@@ -113,14 +113,18 @@ async def run_worker(
     *, task_queue: str = "bifrost", fleet_file: str | None = None, targets_file: str | None = None,
     reports_dir: str | Path | None = None, reports_port: int | None = None, reports_host: str = "127.0.0.1",
     reports_url: str | None = None, render_processes: int = 1, fleet_db: str | Path = DEFAULT_FLEET_DB,
-    limits: WorkerLimits | None = None,
+    limits: WorkerLimits | None = None, no_reports: bool = False,
 ) -> None:
     """Run until SIGINT/SIGTERM, then shut down gracefully (in-flight activities get 30 s).
 
-    With `reports_port` (0: any free port), the local reports folder is also served read-only over HTTP."""
+    With `reports_port` (0: any free port), the local reports folder is also served read-only over HTTP;
+    with `no_reports`, no report is drawn and verdicts carry no link."""
     targets = load_targets(targets_file) if targets_file else None
     serve = reports_port is not None
-    store = report_store(targets, reports_dir=reports_dir, serve=serve, reports_url=reports_url)  # checks the options
+    if no_reports and (serve or reports_dir or reports_url):
+        raise ReportsOptionError("--no-reports draws no reports: leave out --reports, --reports-port and --reports-url")
+    store: ReportStore = (NoReports() if no_reports
+                          else report_store(targets, reports_dir=reports_dir, serve=serve, reports_url=reports_url))
     setup_logging()
     log = logging.getLogger("bifrost.worker")
     fleet = build_fleet(fleet_file, fleet_db)

@@ -106,3 +106,5 @@ def test_the_worker_command_refuses_contradicting_report_options(tmp_path: Path)
     targets.write_text("reports: {kind: s3, bucket: my-reports, aws_region: eu-west-1}\n")
     res = CliRunner().invoke(cli, ["worker", "--targets", str(targets), "--reports-port", "0"])
     assert res.exit_code == 2 and "stores reports in S3" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(cli, ["worker", "--no-reports", "--reports-port", "0"])
+    assert res.exit_code == 2 and "--no-reports draws no reports" in res.output and "Traceback" not in res.output
