@@ -201,7 +201,7 @@ async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outc
     with open(log, "wb") as out:
         workers = subprocess.Popen(
             [BIFROST, "worker", "--processes", str(args.processes), "--task-queue", QUEUE,
-             "--reports", str(workdir / "reports"), *args.worker_args],
+             *([] if "--no-reports" in args.worker_args else ["--reports", str(workdir / "reports")]), *args.worker_args],
             stdout=out, stderr=subprocess.STDOUT, env=environ)
     try:
         client = await connect(server.address, "default")
@@ -228,7 +228,7 @@ async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outc
             await asyncio.gather(*(one(r) for r in requests))
         wall = time.monotonic() - start
         procs = [ProcStats.read(f"worker {i + 1}", pid) for i, pid in enumerate(pids)]
-        procs += [ProcStats.read(f"worker {i + 1}'s helper {n + 1} (forkserver, render)", kid)
+        procs += [ProcStats.read(f"worker {i + 1}'s child process {n + 1}", kid)
                   for i, pid in enumerate(pids) for n, kid in enumerate(_descendants(pid))]
         procs.append(ProcStats.read("supervisor", workers.pid))
         procs.append(ProcStats.read("dev server", server.process.pid))
