@@ -31,6 +31,7 @@ from activities.adapters.registry import AdapterRegistry  # noqa: E402
 from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
 from bifrost_cli.ops import start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
+from workflows.models import STAGE_HISTORY_BUDGET  # noqa: E402
 from workflows.request import RolloutRequest, parse_request  # noqa: E402
 
 GOAL_EVENTS = 10_240
@@ -168,6 +169,9 @@ async def main(args: argparse.Namespace) -> None:
             target_looks = round(TARGET_HOURS * 60 / LOOK_MINUTES)
             if target_looks * look_wall > args.budget and hours >= TARGET_HOURS:
                 hours = max(args.look_hours, round(args.budget / (1.5 * look_wall) * LOOK_MINUTES / 60, 1))  # looks get slower as the window grows
+                # but long enough to cross the stage's history budget, so the run shows its continue-as-new
+                crossing = STAGE_HISTORY_BUDGET * 1.25 / max(per_look[n].events, 1) * LOOK_MINUTES / 60
+                hours = max(hours, round(crossing, 1))
                 print(f"a {TARGET_HOURS:g} h soak would take about {target_looks * look_wall:.0f} s here (> {args.budget:.0f} s budget): "
                       f"running {hours:g} h and extrapolating")
             long = await measure(env.client, request(n, hours), f"{n} metrics, {hours:g} h soak")
