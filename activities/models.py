@@ -98,21 +98,12 @@ class SoakCheckResult(BaseModel):
     report_url: str | None = Field(default=None, description="set when the look alarms: where its report will open")
 
 
-class ReportInput(BaseModel):
-    """Render and store the report of one analysis or soak look.
+class ReportInput(AnalysisInput):
+    """Render and store the report of one analysis or soak look: the analysis's own input plus what was acted on.
 
     Carries the window, never the samples: the activity fetches them again (fetching is idempotent), so
     sample arrays stay out of Temporal's history. Build it with `for_canary` or `for_soak_look`."""
 
-    stage: StageRef
-    rollout_id: str
-    analysis_id: str
-    metrics: list[MetricSpec]
-    judge: JudgeConfig
-    window: MetricWindow
-    baseline_version: str | None
-    canary_version: str
-    canary_role: Role = "canary"
     result: JudgeResult | None = Field(
         default=None, description="the canary verdict acted on; None: judge the re-fetched samples again")
     monitor: MonitorResult | None = Field(default=None, description="for a soak look: the look acted on")
