@@ -10,8 +10,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client
 
 from activities.adapters.registry import registry_from_targets
 from activities.adapters.reports import LocalReportStore
@@ -19,6 +18,7 @@ from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import load_targets
 from bifrost_cli.ops import outcome, start_rollout
 from bifrost_cli.render import state_table
+from bifrost_cli.traffic import traffic_moves
 from worker.build import build_worker
 from worker.connect import TASK_QUEUE, connect
 from worker.reports_http import ReportServer
@@ -26,7 +26,6 @@ from worker.server import port_in_use, start_dev_server
 from workflows.models import RolloutState
 from workflows.request import load_request
 from workflows.rollout import RolloutWorkflow
-from workflows.traffic_models import EvacuationState, evacuation_id
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
 FLEET_DB = Path(".bifrost/fleet.db")  # the default of `bifrost worker --fleet-db`, so a worker can join the demo
@@ -68,7 +67,7 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: L
             await asyncio.sleep(0.2)
         bad_handle = await start_rollout(client, bad, TASK_QUEUE)
         first, second = await _watch(client, [good_handle.id, bad_handle.id], console)
-        moves = await _traffic_moves(client, bad.service)
+        moves = [m for m in await traffic_moves(client, bad.service) if m is not None]
     ok_first = first.status == "succeeded" and all(s.version_now == good.version for s in first.stages)
     failing = next((s for s in second.stages if s.verdict == "fail"), None)
     every = all(v["primary"] == good.version for v in fleet.snapshot().values())
@@ -93,20 +92,6 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: L
     )
     console.print(Panel.fit(outcome, title="demo outcome"))
     return ok_first and ok_second and ok_traffic
-
-
-async def _traffic_moves(client: Client, service: str) -> list[EvacuationState]:
-    """The evacuations and restores the rollouts ran for `service`, oldest first."""
-    moves = []
-    async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'"):
-        handle = client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)
-        try:
-            moves.append((wf.start_time, await handle.result()))
-        except WorkflowFailureError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.details:
-                moves.append((wf.start_time, EvacuationState.model_validate(cause.details[0])))
-    return [m for _, m in sorted(moves, key=lambda p: p[0])]
 
 
 def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, console: Console | None = None) -> int:

@@ -151,7 +151,7 @@ async def start_traffic(client: Any, inp: EvacuationInput, task_queue: str) -> A
     )
 
 
-async def _outcome(handle: Any) -> tuple[EvacuationState | None, str]:
+async def traffic_outcome(handle: Any) -> tuple[EvacuationState | None, str]:
     """The final state (from the result, or the failure's details) and the failure message if it failed."""
     from temporalio.client import WorkflowFailureError
 
@@ -162,6 +162,14 @@ async def _outcome(handle: Any) -> tuple[EvacuationState | None, str]:
         details = getattr(cause, "details", None) or ()
         state = EvacuationState.model_validate(details[0]) if details else None
         return state, str(getattr(cause, "message", None) or cause or err)
+
+
+async def traffic_moves(client: Any, service: str) -> list[EvacuationState | None]:
+    """Every evacuation and restore of `service` (standalone or started by a rollout), oldest first; None for
+    a run that ended without a state to show (e.g. terminated)."""
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'")]
+    return [(await traffic_outcome(client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)))[0]
+            for wf in sorted(runs, key=lambda wf: wf.start_time)]
 
 
 async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> int:
@@ -183,7 +191,7 @@ async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> i
               EXIT_ABORTED)
     click.echo(f"started {handle.id} (run {handle.result_run_id}): {inp.direction} {inp.region} of {inp.service}")
     seen = 0
-    result_task = asyncio.ensure_future(_outcome(handle))
+    result_task = asyncio.ensure_future(traffic_outcome(handle))
     planned = False
     while not result_task.done():
         try:
@@ -219,7 +227,7 @@ async def last_change(client: Any, service: str, region: str, environment: str) 
     async for wf in client.list_workflows(query):
         if wf.status == WorkflowExecutionStatus.RUNNING:
             continue
-        state, _ = await _outcome(client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState))
+        state, _ = await traffic_outcome(client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState))
         if state is None or state.status == "refused" or (state.direction == "restore" and state.status != "restored"):
             continue  # changed nothing, or a restore that did not finish: the evacuation before it still applies
         return state

@@ -6,14 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
-from temporalio.exceptions import ApplicationError
 
 from bifrost_cli.ops import outcome
+from bifrost_cli.traffic import traffic_moves
 from tests.workflows.evacuation_helpers import running_worker, simulated_registry
 from tests.workflows.helpers import make_request, start
 from workflows.request import RequestError, parse_request
-from workflows.traffic_models import EvacuationState, evacuation_id
 
 EVEN = {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
 FAST = {"steps": [50, 0], "health_check_minutes": 0.02, "health_interval_seconds": 1, "min_samples": 3}
@@ -25,26 +23,14 @@ def _request(on_failure: str = "evacuate", **overrides: Any):
     return make_request(regions=regions, evacuation=FAST, **overrides)
 
 
-async def _moves(client: Client, service: str) -> list[EvacuationState]:
-    """The evacuations and restores run for `service`, oldest first."""
-    found = []
-    async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'"):
-        handle = client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)
-        try:
-            found.append((wf.start_time, await handle.result()))
-        except WorkflowFailureError as err:
-            assert isinstance(err.cause, ApplicationError) and err.cause.details, err
-            found.append((wf.start_time, EvacuationState.model_validate(err.cause.details[0])))
-    return [m for _, m in sorted(found, key=lambda p: p[0])]
-
-
 async def test_a_failing_prod_canary_evacuates_rolls_back_and_restores(env, task_queue, tmp_path):
     registry, fleet = simulated_registry()
     req = _request()
     fleet.scenario.effects.append(_regression(req.version, "eu-west-1"))
     async with running_worker(env.client, registry, task_queue, tmp_path):
         result = await outcome(await start(env.client, req, task_queue))
-        moves = await _moves(env.client, req.service)
+        moves = await traffic_moves(env.client, req.service)
+        assert None not in moves, moves  # every run ended with its state
     stage = {s.key: s for s in result.stages}["eu-west-1/prod"]
     assert result.status == "rolled_back"
     assert stage.status == "rolled_back" and stage.version_now == "1.0.0"
@@ -66,7 +52,8 @@ async def test_a_stage_without_the_policy_only_rolls_back(env, task_queue, tmp_p
     fleet.scenario.effects.append(_regression(req.version, "eu-west-1"))
     async with running_worker(env.client, registry, task_queue, tmp_path):
         result = await outcome(await start(env.client, req, task_queue))
-        moves = await _moves(env.client, req.service)
+        moves = await traffic_moves(env.client, req.service)
+        assert None not in moves, moves  # every run ended with its state
     assert result.status == "rolled_back" and moves == []
     assert not [c for c in fleet.calls if c[0] == "scale"]
 
