@@ -16,6 +16,7 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,19 +120,26 @@ async def console(ui_server: UiServer, tmp_path_factory: pytest.TempPathFactory)
             yield Console(ui_server.client, task_queue, reports.url, state)
 
 
-async def new_page(browser: Browser) -> Page:
+@asynccontextmanager
+async def console_page(browser: Browser, tmp_path: Path) -> AsyncIterator[Page]:
+    """A page for one test: on a failure it leaves `failure.png` in tmp_path; closed in the end either way."""
     page = await browser.new_page(viewport=VIEWPORT)
     page.set_default_timeout(UI_TIMEOUT_MS)
     expect.set_options(timeout=UI_TIMEOUT_MS)
-    return page
+    try:
+        yield page
+    except BaseException:
+        await snap(page, tmp_path, "failure")
+        raise
+    finally:
+        await page.close()
 
 
 async def test_a_rolled_back_rollout_is_listed_as_failed(browser: Browser, ui_server: UiServer, console: Console,
                                                          tmp_path: Path) -> None:
     rollout_id = console.rolled_back.rollout_id
     await wait_listed(console.client, 'ExecutionStatus = "Failed"', {rollout_id})
-    page = await new_page(browser)
-    try:
+    async with console_page(browser, tmp_path) as page:
         await open_list(page, ui_server.ui_url)
         # The header's count of failed executions is the UI's status filter: it lists ExecutionStatus = Failed.
         await page.locator("[data-testid=workflow-status-Failed]").click()
@@ -145,18 +153,12 @@ async def test_a_rolled_back_rollout_is_listed_as_failed(browser: Browser, ui_se
         # The quick filter named "Failures" is something else: running workflows whose workflow tasks fail.
         failures = page.locator("[data-testid=task-failures]")
         assert "TemporalReportedProblems" in unquote_plus(await failures.get_attribute("href") or "")
-    except BaseException:
-        await snap(page, tmp_path, "failure")
-        raise
-    finally:
-        await page.close()
 
 
 async def test_a_stage_page_shows_its_own_rollback(browser: Browser, ui_server: UiServer, console: Console,
                                                    tmp_path: Path) -> None:
     stage_id = f"{console.rolled_back.rollout_id}/{EARLY_STAGE}"
-    page = await new_page(browser)
-    try:
+    async with console_page(browser, tmp_path) as page:
         await open_workflow(page, ui_server.ui_url, stage_id)
         badge = page.locator("[data-testid=execution-status]").first
         await expect(badge).to_have_text("Failed")
@@ -169,18 +171,12 @@ async def test_a_stage_page_shows_its_own_rollback(browser: Browser, ui_server: 
         assert "us-east-1/prod" in text, text  # the failing stage, named as the reason
         assert f"1.0.0 → {REGRESSING}; now on 1.0.0" in " ".join(text.split()), text
         await snap(page, tmp_path, "ui-stage-rolled-back", badge, await details_fitted(page), docs=True)
-    except BaseException:
-        await snap(page, tmp_path, "failure")
-        raise
-    finally:
-        await page.close()
 
 
 async def test_rollout_details_show_the_stage_table(browser: Browser, ui_server: UiServer, console: Console,
                                                     tmp_path: Path) -> None:
     state = console.rolled_back
-    page = await new_page(browser)
-    try:
+    async with console_page(browser, tmp_path) as page:
         await open_workflow(page, ui_server.ui_url, state.rollout_id)
         details = await current_details(page)
         table = details.locator("table")
@@ -216,17 +212,11 @@ async def test_rollout_details_show_the_stage_table(browser: Browser, ui_server:
             await asyncio.sleep(0.2)
         assert "latency_p99" in await response.text()
         await snap(page, tmp_path, "ui-rollout-rolled-back", await details_fitted(page), docs=True)
-    except BaseException:
-        await snap(page, tmp_path, "failure")
-        raise
-    finally:
-        await page.close()
 
 
 async def test_the_queries_tab_offers_summary_and_status(browser: Browser, ui_server: UiServer, console: Console,
                                                          tmp_path: Path) -> None:
-    page = await new_page(browser)
-    try:
+    async with console_page(browser, tmp_path) as page:
         await open_workflow(page, ui_server.ui_url, console.rolled_back.rollout_id)
         selected, names = await query_options(page)
         ours = [n for n in names if not n.startswith("__")]
@@ -240,11 +230,6 @@ async def test_the_queries_tab_offers_summary_and_status(browser: Browser, ui_se
         assert result["stages"]["ap-south-1/test"] == "rolled back, 1.0.0"
         await snap(page, tmp_path, "ui-query-summary", page.locator("[data-testid=query-select-button]"),
                    page.locator("[data-testid=query-result]"), docs=True)
-    except BaseException:
-        await snap(page, tmp_path, "failure")
-        raise
-    finally:
-        await page.close()
 
 
 async def test_list_queries_and_the_saved_view(browser: Browser, ui_server: UiServer, console: Console,
@@ -253,8 +238,7 @@ async def test_list_queries_and_the_saved_view(browser: Browser, ui_server: UiSe
     gated = await start_rollout(client, make_request(service="checkout", approvals={"gates": [{"stage": EARLY_STAGE}]}),
                                 console.task_queue)
     soaking = await start_rollout(client, make_request(service="search", soak={"prod_hours": 1}), console.task_queue)
-    page = await new_page(browser)
-    try:
+    async with console_page(browser, tmp_path) as page:
         await wait_for_status(client, gated.id, "awaiting_approval")
         for _ in range(600):  # the soaking rollout reaches its first production stage within seconds
             state = await soaking.query("status", result_type=RolloutState)
@@ -292,11 +276,6 @@ async def test_list_queries_and_the_saved_view(browser: Browser, ui_server: UiSe
         await expect(workflow_row(page, gated.id)).to_be_visible()
         await expect(workflow_row(page, console.rolled_back.rollout_id)).to_have_count(0)
         assert (await column_headers(page))[:4] == BIFROST_COLUMNS
-    except BaseException:
-        await snap(page, tmp_path, "failure")
-        raise
-    finally:
-        await page.close()
         for handle in (gated, soaking):
             await handle.execute_update("abort", {"by": "test", "reason": "end of the UI test"})
         for handle in (gated, soaking):
