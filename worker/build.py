@@ -106,17 +106,13 @@ class BifrostWorker(Worker):
     """A Temporal worker that also runs the worker polling the reports' task queue (`drawing`) and owns its
     render pool: both start and stop with it, and a fatal error in either stops the other."""
 
-    def __init__(self, *args: Any, render_pool: Executor | None = None, drawing: Worker | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, drawing: Worker, render_pool: Executor | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.render_pool = render_pool
         self.drawing = drawing
 
     async def run(self) -> None:
         try:
-            if self.drawing is None:
-                await super().run()
-                return
             main, drawing = asyncio.create_task(super().run()), asyncio.create_task(self.drawing.run())
             await asyncio.wait([main, drawing], return_when=asyncio.FIRST_COMPLETED)
             await self.shutdown()  # a shutdown asked for, or a fatal error: the other one stops too
@@ -130,7 +126,7 @@ class BifrostWorker(Worker):
 
     async def shutdown(self) -> None:
         """Stop both workers at once, so their graceful periods for in-flight activities overlap."""
-        await asyncio.gather(super().shutdown(), *([self.drawing.shutdown()] if self.drawing else []))
+        await asyncio.gather(super().shutdown(), self.drawing.shutdown())
 
 
 def activities_for(
@@ -178,7 +174,7 @@ def build_worker(
     limits = limits or WorkerLimits()
     activities = activities_for(client, task_queue, registry, reports_dir, lock_holder_check,
                                 reports=reports, render_pool=pool)
-    render_report = next(a for a in activities if getattr(a, "__name__", "") == "render_report")
+    render_report = next(a for a in activities if getattr(a, "__func__", None) is AnalysisActivities.render_report)
     drawing = Worker(  # a report waits on the server, where any worker's free render process can take it
         client, task_queue=report_task_queue(task_queue), activities=[render_report],
         graceful_shutdown_timeout=graceful_shutdown, max_concurrent_activities=2 * render_processes,
