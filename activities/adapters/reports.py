@@ -42,19 +42,21 @@ def report_key(rollout_id: str, analysis_id: str) -> str:
 class ReportStore(Protocol):
     """Stores rendered reports and names the URL each one is (or will be) reachable at."""
 
-    def url_for(self, rollout_id: str, analysis_id: str) -> str:
-        """The URL of the report of this analysis; cheap, no I/O, known before the report exists."""
+    def url_for(self, rollout_id: str, analysis_id: str) -> str | None:
+        """The URL of the report of this analysis; cheap, no I/O, known before the report exists. None: this
+        store keeps no reports, so none is drawn."""
 
     async def put(self, key: str, html: str) -> str:
         """Store `html` under `key` (from `report_key`), replacing any earlier copy; return its URL."""
 
 
 class NoReports:
-    """A store that names no URL, so stages draw no reports (a verdict never depends on one): for benchmarks
-    of orchestration alone, and tests with many failing stages whose charts would take most of a core."""
+    """A store that names no URL, so stages draw no reports (a verdict never depends on one): for
+    `bifrost worker --no-reports` on hosts short of CPU, benchmarks of orchestration alone, and tests with
+    many failing stages whose charts would take most of a core."""
 
-    def url_for(self, rollout_id: str, analysis_id: str) -> str:
-        raise ReportError("reports are off for this worker")
+    def url_for(self, rollout_id: str, analysis_id: str) -> str | None:
+        return None
 
     async def put(self, key: str, html: str) -> str:
         raise ReportError("reports are off for this worker")

@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.adapters.registry import AdapterRegistry
-from activities.adapters.reports import LocalReportStore, report_key
+from activities.adapters.reports import LocalReportStore, NoReports, report_key
 from activities.adapters.simulated import FleetScenario, SimulatedFleet, VersionEffect
 from activities.analysis import AnalysisActivities
 from activities.models import AnalysisInput, ReportInput, SoakCheckInput
@@ -78,6 +78,12 @@ async def test_analyze_canary_names_the_report_and_draws_nothing(store: LocalRep
     assert out.report_url == "http://reports.example:8081/rollout_checkout_2.0.0/eu-west-1-prod-canary.html"
     assert out.report_url == store.url_for("rollout/checkout/2.0.0", "eu-west-1-prod-canary")
     assert not store.root.exists()  # nothing written, not even the folder
+
+
+async def test_a_worker_with_reports_off_judges_without_a_link():
+    acts = AnalysisActivities(AdapterRegistry.simulated(fleet()), NoReports())
+    out = await ActivityEnvironment().run(acts.analyze_canary, analysis_input(canary="2.1.0"))
+    assert out.result.verdict == "fail" and out.report_url is None  # no link, so the stage starts no drawing
 
 
 async def test_render_report_stores_the_page_in_the_pool_and_a_retry_changes_nothing(
