@@ -3,12 +3,17 @@ activity that reaches it (signal-with-start), which may not import each other.""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 from common.types import ConcurrencyPolicy
 
 LOCK_WORKFLOW = "ServiceLockWorkflow"
 ACQUIRE_SIGNAL = "acquire"
+LOCK_STATE_QUERY = "lock_state"  # the lock's own account: holder, queue, whom it refused or superseded
+LOCK_CLAIM_QUERY = "lock_claim"  # a rollout's own account of its lock request
+DROPPED_KEPT = 50  # how many refusals and supersessions the lock remembers (rollouts confirm theirs against it)
 HOLDER_CHECK_SECONDS = 600.0  # how often a held lock checks that its holder still runs
 
 
@@ -28,9 +33,19 @@ class LockState(BaseModel):
     holder: LockRequest | None = None
     queue: list[LockRequest] = Field(default_factory=list)
     log: list[str] = Field(default_factory=list)
+    refused: dict[str, str] = Field(default_factory=dict, description="rollout id -> why the lock refused it")
+    superseded: dict[str, str] = Field(default_factory=dict, description="rollout id -> the version that superseded it")
     holder_check_seconds: float = Field(default=HOLDER_CHECK_SECONDS, gt=0)
 
 
 def lock_id(service: str) -> str:
     """The lock workflow's id: one per service."""
     return f"service-lock/{service}"
+
+
+class LockClaim(BaseModel):
+    """A rollout's own account of its lock request (its `lock_claim` query): the lock confirms an `acquire` or
+    a `release` signal against it, since anyone may send those signals by hand."""
+
+    request: LockRequest
+    status: Literal["none", "waiting", "granted", "refused", "released"]

@@ -24,6 +24,7 @@ from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
+from activities.peers import PeerActivities
 from activities.traffic import TrafficActivities
 from worker.limits import WorkerLimits
 from workflows.evacuation import EvacuationWorkflow
@@ -142,10 +143,11 @@ def activities_for(
     lock = LockActivities(client, task_queue, lock_holder_check)
     notify = NotifyActivities(registry)
     traffic = TrafficActivities(registry)
+    peers = PeerActivities(client)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
-        lock.request_service_lock, lock.rollout_is_running, notify.notify,
+        lock.request_service_lock, lock.rollout_is_running, peers.query_workflow, notify.notify,
         traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
     ]
 

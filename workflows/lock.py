@@ -2,19 +2,38 @@
 
 Rollouts reach the lock with signal-with-start (an activity, atomic, so racing submissions are ordered by the
 server); the lock answers each rollout with a signal: granted, refused, or superseded.
+
+Anyone may send these signals by hand, so neither side acts on a signal's word: the lock admits an `acquire`
+and accepts a `release` only once the rollout named confirms it (its `lock_claim` query), and a rollout takes
+a grant, a refusal or a supersession only once the lock's own state (its `lock_state` query) says so. A
+signal that does not fit is ignored and leaves one line in the lock's log or the rollout's audit trail.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable
 from datetime import timedelta
 
+from pydantic import ValidationError
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
-    from common.lock import ACQUIRE_SIGNAL, LOCK_WORKFLOW, LockRequest, LockState, lock_id
+    from activities.peers import PeerActivities, PeerQuery
+    from common.lock import (
+        ACQUIRE_SIGNAL,
+        DROPPED_KEPT,
+        LOCK_CLAIM_QUERY,
+        LOCK_STATE_QUERY,
+        LOCK_WORKFLOW,
+        LockClaim,
+        LockRequest,
+        LockState,
+        lock_id,
+    )
     from common.types import ConcurrencyPolicy
     from workflows import options
 
@@ -25,6 +44,8 @@ GRANTED_SIGNAL = "lock_granted"
 REFUSED_SIGNAL = "lock_refused"
 SUPERSEDED_SIGNAL = "superseded"
 RELEASE_SIGNAL = "release"
+# The lock and the rollout confirm every lock signal against the other's own state before acting on it.
+LOCK_SIGNALS_PATCH = "lock-signals-confirmed"
 
 
 @workflow.defn(name=LOCK_WORKFLOW, failure_exception_types=options.FAIL_ON_BUGS)
@@ -36,6 +57,7 @@ class ServiceLockWorkflow:
         self.state = state
         self.outbox: list[tuple[str, str, str]] = []  # (workflow_id, signal, argument)
         self.check_holder_now = False  # someone is waiting: make sure the holder is still alive
+        self.confirming = asyncio.Lock()  # confirm one signal at a time, in arrival order
 
     @workflow.run
     async def run(self, state: LockState) -> None:
@@ -75,7 +97,7 @@ class ServiceLockWorkflow:
         )
         if not running and self.state.holder is holder:
             self.state.log.append(f"{holder.workflow_id} ended without releasing; lock freed")
-            self.release(holder.workflow_id)
+            self._free(holder.workflow_id)
 
     async def _flush(self) -> None:
         while self.outbox:
@@ -88,8 +110,26 @@ class ServiceLockWorkflow:
             self.state.log.append(f"granted {self.state.holder.workflow_id}")
             self.outbox.append((self.state.holder.workflow_id, GRANTED_SIGNAL, self.state.service))
 
-    @workflow.signal(name=ACQUIRE_SIGNAL, description="Internal: a rollout asks for the service lock.")
-    def acquire(self, req: LockRequest) -> None:
+    @workflow.signal(name=ACQUIRE_SIGNAL, description="Internal: a rollout asks for the service lock "
+                                                       "(admitted once that rollout confirms it waits for it).")
+    async def acquire(self, req: LockRequest) -> None:
+        if not workflow.patched(LOCK_SIGNALS_PATCH):
+            self._admit(req)
+            return
+        async with self.confirming:
+            claim, why = await self._claim(req.workflow_id)
+            if claim is not None and claim.status != "waiting":
+                why = f"{req.workflow_id} is not waiting for the lock (its request is {claim.status})"
+            elif claim is not None and claim.request != req:
+                why = f"{req.workflow_id} asked for {claim.request.service} {claim.request.version} " \
+                      f"({claim.request.policy}), not {req.service} {req.version} ({req.policy})"
+            if claim is None or why:
+                self.state.log.append(f"ignored acquire from {req.workflow_id}: {why}")
+                return
+            self._admit(req)
+
+    def _admit(self, req: LockRequest) -> None:
+        """Queue, refuse or supersede by the request's policy (the request is confirmed)."""
         known = [self.state.holder, *self.state.queue]
         if any(k is not None and k.workflow_id == req.workflow_id for k in known):
             return  # a retried request: already holding or waiting
@@ -101,13 +141,17 @@ class ServiceLockWorkflow:
         busy = holder.workflow_id if holder else self.state.queue[0].workflow_id
         if req.policy == "reject":
             self.state.log.append(f"refused {req.workflow_id}: {busy} is active")
-            self.outbox.append((req.workflow_id, REFUSED_SIGNAL, f"{busy} is already rolling out {self.state.service}"))
+            reason = f"{busy} is already rolling out {self.state.service}"
+            _remember(self.state.refused, req.workflow_id, reason)
+            self.outbox.append((req.workflow_id, REFUSED_SIGNAL, reason))
         elif req.policy == "supersede":
             for waiting in self.state.queue:
+                _remember(self.state.superseded, waiting.workflow_id, req.version)
                 self.outbox.append((waiting.workflow_id, SUPERSEDED_SIGNAL, req.version))
             self.state.queue = [req]
             if holder is not None:
                 self.state.log.append(f"{req.workflow_id} supersedes {holder.workflow_id}")
+                _remember(self.state.superseded, holder.workflow_id, req.version)
                 self.outbox.append((holder.workflow_id, SUPERSEDED_SIGNAL, req.version))
             self._grant_next()
         else:
@@ -115,8 +159,31 @@ class ServiceLockWorkflow:
             self.state.log.append(f"queued {req.workflow_id} behind {busy}")
             self.check_holder_now = True  # a holder that ended without releasing must not keep anyone waiting
 
-    @workflow.signal(name=RELEASE_SIGNAL, description="Internal: a rollout has finished and gives the lock back.")
-    def release(self, workflow_id: str) -> None:
+    @workflow.signal(name=RELEASE_SIGNAL, description="Internal: a rollout has finished and gives the lock back "
+                                                       "(accepted once that rollout confirms it).")
+    async def release(self, workflow_id: str) -> None:
+        if not workflow.patched(LOCK_SIGNALS_PATCH):
+            self._free(workflow_id)
+            return
+        async with self.confirming:
+            holds = self.state.holder is not None and self.state.holder.workflow_id == workflow_id
+            if not holds and all(q.workflow_id != workflow_id for q in self.state.queue):
+                self.state.log.append(f"release from {workflow_id}: it neither holds nor waits for the lock; nothing to do")
+                return
+            claim, why = await self._claim(workflow_id)
+            if claim is not None and claim.status in ("waiting", "granted"):
+                why = f"{workflow_id} still {'holds' if claim.status == 'granted' else 'waits for'} the lock"
+            elif claim is None and why and "no such workflow" not in why:
+                why = f"{why}; the holder check frees the lock once {workflow_id} has ended"
+            else:
+                why = ""
+            if why:
+                self.state.log.append(f"ignored release of {workflow_id}: {why}")
+                return
+            self._free(workflow_id)
+
+    def _free(self, workflow_id: str) -> None:
+        """The holder gave the lock back (or ended): grant the next; a waiting rollout leaves the queue."""
         if self.state.holder is not None and self.state.holder.workflow_id == workflow_id:
             self.state.log.append(f"released by {workflow_id}")
             self.state.holder = None
@@ -124,9 +191,37 @@ class ServiceLockWorkflow:
         else:
             self.state.queue = [q for q in self.state.queue if q.workflow_id != workflow_id]
 
-    @workflow.query(description="Who holds the service lock and who waits.")
+    async def _claim(self, workflow_id: str) -> tuple[LockClaim | None, str]:
+        """The rollout's own account of its lock request, or None and why there is none."""
+        try:
+            answer = await workflow.execute_activity_method(
+                PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query=LOCK_CLAIM_QUERY),
+                summary=f"confirm with {workflow_id}", **options.CONFIRM,
+            )
+        except ActivityError as err:
+            return None, f"could not ask it ({err.cause or err})"
+        if not answer.found:
+            return None, "no such workflow"  # ended and gone, or never existed
+        if answer.error is not None:
+            return None, f"it is not a rollout waiting for a lock ({answer.error})"
+        try:
+            claim = LockClaim.model_validate(answer.answer)
+        except ValidationError:
+            return None, "its answer is not a lock claim"
+        if claim.request.workflow_id != workflow_id or claim.request.service != self.state.service:
+            return None, f"it claims a lock for {claim.request.service}, not this one"
+        return claim, ""
+
+    @workflow.query(name=LOCK_STATE_QUERY, description="Who holds the service lock, who waits, whom it refused or superseded.")
     def lock_state(self) -> LockState:
         return self.state
+
+
+def _remember(record: dict[str, str], workflow_id: str, what: str) -> None:
+    """Note a refusal or supersession; only the latest DROPPED_KEPT are kept (the lock lives on through continue-as-new)."""
+    record[workflow_id] = what
+    while len(record) > DROPPED_KEPT:
+        del record[next(iter(record))]
 
 
 class LockStatus(enum.Enum):
@@ -142,13 +237,18 @@ class LockStatus(enum.Enum):
 class ServiceLock:
     """The rollout's side of the lock protocol: ask, wait for the answer, give it back.
 
-    The rollout's signal handlers for GRANTED_SIGNAL, REFUSED_SIGNAL and SUPERSEDED_SIGNAL call `granted`,
-    `refused` and `superseded` here."""
+    The rollout's signal handlers for GRANTED_SIGNAL, REFUSED_SIGNAL and SUPERSEDED_SIGNAL call `confirm_grant`,
+    `confirm_refusal` and `confirm_supersession` here (`granted` and `refused` on histories from before the
+    confirmation), which act only on what the lock's own state says."""
 
     def __init__(self, rollout_id: str, service: str, version: str, policy: ConcurrencyPolicy) -> None:
         self.request = LockRequest(workflow_id=rollout_id, service=service, version=version, policy=policy)
         self.status = LockStatus.NONE
         self.refusal: str | None = None
+
+    def claim(self) -> LockClaim:
+        """This rollout's own account of its request: what the lock confirms an acquire or a release against."""
+        return LockClaim(request=self.request, status=self.status.value)
 
     async def acquire(self, give_up: Callable[[], bool]) -> bool:
         """Ask for the lock and wait for the answer (or until `give_up()`); True when it is ours."""
@@ -178,3 +278,69 @@ class ServiceLock:
     def refused(self, reason: str) -> None:
         self.status = LockStatus.REFUSED
         self.refusal = reason
+
+    async def confirm_grant(self) -> str:
+        """Take the lock if the lock's own state names this rollout as its holder; else say why not ('' = taken)."""
+        if self.status is not LockStatus.WAITING:
+            return f"this rollout is not waiting for the lock (its request is {self.status.value})"
+        state, why = await self._lock_state()
+        if state is None:
+            return why
+        holder = state.holder.workflow_id if state.holder is not None else None
+        if holder != self.request.workflow_id:
+            return f"the lock's holder is {holder or 'nobody'}"
+        if self.status is not LockStatus.WAITING:
+            return f"this rollout is not waiting for the lock (its request is {self.status.value})"
+        self.status = LockStatus.GRANTED
+        return ""
+
+    async def confirm_refusal(self) -> tuple[str | None, str]:
+        """The lock's own reason if it refused this rollout (which then counts as refused), else None and why not."""
+        if self.status is not LockStatus.WAITING:
+            return None, f"this rollout is not waiting for the lock (its request is {self.status.value})"
+        state, why = await self._lock_state()
+        if state is None:
+            return None, why
+        reason = state.refused.get(self.request.workflow_id)
+        if reason is None:
+            return None, f"the lock has not refused this rollout ({_standing(state, self.request.workflow_id)})"
+        if self.status is LockStatus.WAITING:
+            self.refused(reason)
+        return reason, ""
+
+    async def confirm_supersession(self) -> tuple[str | None, str]:
+        """The version that superseded this rollout by the lock's own state, else None and why not."""
+        if self.status not in (LockStatus.WAITING, LockStatus.GRANTED):
+            return None, f"this rollout neither holds nor waits for the lock (its request is {self.status.value})"
+        state, why = await self._lock_state()
+        if state is None:
+            return None, why
+        version = state.superseded.get(self.request.workflow_id)
+        if version is None:
+            return None, f"the lock has not superseded this rollout ({_standing(state, self.request.workflow_id)})"
+        return version, ""
+
+    async def _lock_state(self) -> tuple[LockState | None, str]:
+        """The lock's own state (a local activity: a query, no history of its own), or None and why not."""
+        lock = lock_id(self.request.service)
+        try:
+            answer = await workflow.execute_local_activity_method(
+                PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY),
+                summary=f"confirm with {lock}", **options.CONFIRM_LOCAL,
+            )
+        except ActivityError as err:
+            return None, f"the lock could not be asked ({err.cause or err})"
+        if not answer.found or answer.error is not None:
+            return None, f"the lock {lock} is not running" if not answer.found else f"the lock did not answer ({answer.error})"
+        try:
+            return LockState.model_validate(answer.answer), ""
+        except ValidationError:
+            return None, f"the lock {lock} answered with something else than its state"
+
+
+def _standing(state: LockState, workflow_id: str) -> str:
+    holder = state.holder.workflow_id if state.holder is not None else "nobody"
+    queued = [q.workflow_id for q in state.queue]
+    where = "it holds the lock" if holder == workflow_id else (
+        f"it is number {queued.index(workflow_id) + 1} in the queue" if workflow_id in queued else "it is not queued")
+    return f"{where}; holder {holder}"

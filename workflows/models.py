@@ -61,6 +61,16 @@ class SoakProgress(BaseModel):
     looks_done: int = 0
 
 
+class AuditEntry(BaseModel):
+    """One action on a rollout (or on a stage): who, what, when (workflow time) and why."""
+
+    at: datetime
+    who: str
+    action: str
+    target: str | None = None
+    detail: str = ""
+
+
 class StageResume(BaseModel):
     """Everything a stage needs to go on in a new run (continue-as-new during its soak)."""
 
@@ -73,6 +83,7 @@ class StageResume(BaseModel):
     analysis: JudgeResult | None = None
     last_look: MonitorResult | None = None
     runs: int = 1
+    audit: list[AuditEntry] = Field(default_factory=list)
 
 
 class StageInput(BaseModel):
@@ -102,22 +113,24 @@ class StageConclusion(BaseModel):
 
 
 class StageDetail(BaseModel):
-    """A running stage's `progress` query: its state plus the judge's and the soak monitor's last findings."""
+    """A running stage's `progress` query: its state plus the judge's and the soak monitor's last findings, and
+    the internal signals it ignored (their audit lines)."""
 
     state: StageState
     analysis: JudgeResult | None = None
     last_look: MonitorResult | None = None
     runs: int = 1
+    audit: list[AuditEntry] = Field(default_factory=list)
 
 
-class AuditEntry(BaseModel):
-    """One action on a rollout: who, what, when (workflow time) and why."""
+class StageOrders(BaseModel):
+    """What the rollout has told its stages (its `stage_orders` query). A stage acts on the rollout's signals
+    only as far as this says, since anyone may send them by hand."""
 
-    at: datetime
-    who: str
-    action: str
-    target: str | None = None
-    detail: str = ""
+    hold: bool = False
+    stop: dict[str, str] = Field(default_factory=dict, description="stage key -> why the rollout stopped it")
+    skip_soak: dict[str, str] = Field(default_factory=dict, description="stage key -> who ended its soak, and why")
+    conclude: dict[str, StageConclusion] = Field(default_factory=dict, description="stage key -> the rollout's verdict")
 
 
 class PauseInfo(BaseModel):

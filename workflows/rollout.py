@@ -16,14 +16,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deploy import DeployActivities
     from activities.errors import error_text
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
+    from activities.peers import PeerActivities, PeerQuery
+    from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from common.types import (
         INVALID_REQUEST,
         OUTCOME_FAILURE_TYPES,
@@ -35,20 +38,22 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import options, search
     from workflows.details import rollout_details, rollout_summary
-    from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, ServiceLock
+    from workflows.lock import GRANTED_SIGNAL, LOCK_SIGNALS_PATCH, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, ServiceLock
     from workflows.models import (
         AuditEntry,
         PauseInfo,
         RolloutState,
         RolloutSummary,
         StageConclusion,
+        StageDetail,
         StageInput,
+        StageOrders,
         StageState,
     )
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
     from workflows.request import RolloutRequest
     from workflows.rollback import stages_to_roll_back
-    from workflows.stage import PROGRESS_SIGNAL, StageWorkflow
+    from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, STAGE_SIGNALS_PATCH, StageWorkflow
     from workflows.updates import (
         Abort,
         Ack,
@@ -100,6 +105,12 @@ class RolloutWorkflow:
         self.cancel_requested = False
         self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
         self._outbox: list[asyncio.Future[Any]] = []
+        # what the rollout told its stages (the `stage_orders` query): a stage obeys a signal only as far as this says
+        self.stop_orders: dict[str, str] = {}
+        self.skip_orders: dict[str, str] = {}
+        self.conclusions: dict[str, StageConclusion] = {}
+        self._progress_pokes: dict[str, list[StageState]] = {}
+        self._confirming: dict[str, asyncio.Lock] = {}
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -179,8 +190,38 @@ class RolloutWorkflow:
                 self._halt(Stop("aborted", "workflow cancellation requested"))
 
     # -- messages from stages and the lock ---------------------------------------------------------
-    @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage reports its status.")
-    def stage_progress(self, report: StageState) -> None:
+    @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage says its status changed; the rollout takes "
+                                                        "the stage's own answer to its progress query, not the report.")
+    async def stage_progress(self, report: StageState) -> None:
+        if not workflow.patched(STAGE_SIGNALS_PATCH):
+            self._take_report(report)
+            return
+        key = report.key
+        if self.state.stage(key) is None or key not in self.launched:
+            self._ignored(PROGRESS_SIGNAL, None, f"this rollout has started no stage {key[:80]!r}")
+            return
+        if key in self.collected:
+            self._ignored(PROGRESS_SIGNAL, key, f"{key} has ended; its result is what counts")
+            return
+        self._progress_pokes.setdefault(key, []).append(report)
+        async with self._confirming.setdefault(key, asyncio.Lock()):  # one question at a time per stage
+            pokes = self._progress_pokes.pop(key, [])
+            if not pokes:
+                return  # answered by the question before
+            detail, why = await self._stage_progress(key)
+            if key in self.collected:
+                return  # it ended meanwhile: its result is what counts
+            truth = detail.state if detail is not None else None
+            for report in pokes:
+                problem = why if truth is None else _does_not_fit(report, truth)
+                if problem:
+                    self._audit("bifrost", f"ignored {PROGRESS_SIGNAL}", key, problem)
+            if truth is not None:
+                _take(self._row(key), truth)
+            self._set_status(self.state.status, waiting_for=self.state.waiting_for)
+
+    def _take_report(self, report: StageState) -> None:
+        """Before STAGE_SIGNALS_PATCH: the report itself was taken."""
         st = self.state.stage(report.key)
         if st is None or report.key in self.collected:
             return
@@ -191,21 +232,67 @@ class RolloutWorkflow:
         _take(st, report)
         self._set_status(self.state.status, waiting_for=self.state.waiting_for)
 
-    @workflow.signal(name=GRANTED_SIGNAL, description="Internal: the service lock is ours.")
-    def lock_granted(self, service: str) -> None:
-        if self.lock.granted():
-            self._audit("bifrost", "lock-granted", None, f"{service} lock acquired")
+    async def _stage_progress(self, key: str) -> tuple[StageDetail | None, str]:
+        """The stage's own account (its `progress` query, by a local activity), or None and why not."""
+        stage = self._child_id(key)
+        try:
+            answer = await workflow.execute_local_activity_method(
+                PeerActivities.query_workflow, PeerQuery(workflow_id=stage, query="progress"),
+                summary=f"confirm with {stage}", **options.CONFIRM_LOCAL)
+        except ActivityError as err:
+            return None, f"the stage could not be asked ({error_text(err)})"
+        if not answer.found or answer.error is not None:
+            return None, "the stage does not exist" if not answer.found else f"the stage did not answer ({answer.error})"
+        try:
+            return StageDetail.model_validate(answer.answer), ""
+        except ValidationError:
+            return None, "the stage answered with something else than its progress"
 
-    @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (policy 'reject').")
-    def lock_refused(self, reason: str) -> None:
-        self.lock.refused(reason)
-        self._halt(Stop("rejected", f"not started: {reason} (on_conflict: reject)"))
+    @workflow.signal(name=GRANTED_SIGNAL, description="Internal: the service lock is ours (confirmed with the lock).")
+    async def lock_granted(self, service: str) -> None:
+        if not workflow.patched(LOCK_SIGNALS_PATCH):
+            if self.lock.granted():
+                self._audit("bifrost", "lock-granted", None, f"{service} lock acquired")
+            return
+        why = await self.lock.confirm_grant()
+        if why:
+            self._ignored(GRANTED_SIGNAL, None, why)
+        else:
+            self._audit("bifrost", "lock-granted", None, f"{self.req.service} lock acquired")
 
-    @workflow.signal(name=SUPERSEDED_SIGNAL, description="Internal: a newer version superseded this rollout (policy 'supersede').")
-    def superseded(self, version: str) -> None:
-        if self.stop is None and self.state.status not in TERMINAL:
-            self._audit("bifrost", "superseded", None, f"by version {version}")
-            self._halt(Stop("aborted", f"superseded by {self.req.service} {version}"))
+    @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (policy 'reject'; confirmed with the lock).")
+    async def lock_refused(self, reason: str) -> None:
+        if not workflow.patched(LOCK_SIGNALS_PATCH):
+            self.lock.refused(reason)
+            self._halt(Stop("rejected", f"not started: {reason} (on_conflict: reject)"))
+            return
+        confirmed, why = await self.lock.confirm_refusal()
+        if confirmed is None:
+            self._ignored(REFUSED_SIGNAL, None, why)
+        else:
+            self._halt(Stop("rejected", f"not started: {confirmed} (on_conflict: reject)"))
+
+    @workflow.signal(name=SUPERSEDED_SIGNAL, description="Internal: a newer version superseded this rollout (policy 'supersede'; confirmed with the lock).")
+    async def superseded(self, version: str) -> None:
+        if not workflow.patched(LOCK_SIGNALS_PATCH):
+            if self.stop is None and self.state.status not in TERMINAL:
+                self._audit("bifrost", "superseded", None, f"by version {version}")
+                self._halt(Stop("aborted", f"superseded by {self.req.service} {version}"))
+            return
+        if self.stop is not None or self.state.status in TERMINAL:
+            self._ignored(SUPERSEDED_SIGNAL, None, f"the rollout is already {self.stop.status if self.stop else self.state.status}")
+            return
+        confirmed, why = await self.lock.confirm_supersession()
+        if confirmed is None:
+            self._ignored(SUPERSEDED_SIGNAL, None, why)
+        elif self.stop is None:
+            self._audit("bifrost", "superseded", None, f"by version {confirmed}")
+            self._halt(Stop("aborted", f"superseded by {self.req.service} {confirmed}"))
+
+    def _ignored(self, signal: str, target: str | None, why: str) -> None:
+        """An internal signal that does not fit what its supposed sender says: ignored, one audit line."""
+        self._audit("bifrost", f"ignored {signal}", target, why)
+        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
 
     def _notify(self, event: str, text: str, stage: str | None = None) -> None:
         """Tell humans (chat webhooks) without waiting: a notification never delays or fails the rollout."""
@@ -220,6 +307,11 @@ class RolloutWorkflow:
         """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
         handle = workflow.get_external_workflow_handle(self._child_id(key))
         self._outbox.append(asyncio.ensure_future(handle.signal(signal, arg)))
+
+    def _order_conclusion(self, key: str, conclusion: StageConclusion) -> None:
+        """Record the verdict (what the stage confirms against), then tell the stage."""
+        self.conclusions.setdefault(key, conclusion)
+        self._signal_stage(key, StageWorkflow.conclude, conclusion)
 
     def _child_id(self, key: str) -> str:
         return f"{self.state.rollout_id}/{key}"
@@ -370,6 +462,7 @@ class RolloutWorkflow:
     def _stop_working(self, keys: list[str], why: str) -> None:
         for k in keys:
             if not self.children[k].done() and not self._row(k).awaiting_verdict:
+                self.stop_orders.setdefault(k, why)
                 self._signal_stage(k, StageWorkflow.stop, why)
 
     def _collect(self, keys: list[str]) -> None:
@@ -418,8 +511,8 @@ class RolloutWorkflow:
             self.state.current_stage = key
             self._set_status("rolling_back")
             self._audit("bifrost", "roll-back-stage", key, f"scope {scope}: {stop.reason}")
-            self._signal_stage(key, StageWorkflow.conclude,
-                               StageConclusion(action="roll_back", reason=f"rolled back by the rollout (scope {scope}): {stop.reason}"))
+            self._order_conclusion(key, StageConclusion(
+                action="roll_back", reason=f"rolled back by the rollout (scope {scope}): {stop.reason}"))
             await self._until(lambda k=key: self.children[k].done())  # type: ignore[misc]
             self._collect([key])
         status, reason = stop.status, stop.reason
@@ -432,7 +525,7 @@ class RolloutWorkflow:
         """Tell stages that finished their work to keep the new version, and record how they end."""
         waiting = [k for k in keys if not self.children[k].done()]
         for k in waiting:
-            self._signal_stage(k, StageWorkflow.conclude, StageConclusion(action="keep", reason=reason))
+            self._order_conclusion(k, StageConclusion(action="keep", reason=reason))
         await self._until(lambda: all(self.children[k].done() for k in waiting))
         self._collect(waiting)
 
@@ -490,6 +583,17 @@ class RolloutWorkflow:
     @workflow.query(description="Everything: per-stage state and versions, verdicts and report links, approvals, pause, audit trail.")
     def status(self) -> RolloutState:
         return self.state
+
+    @workflow.query(name=STAGE_ORDERS_QUERY, description="Internal: what the rollout told its stages (hold, stop, skip a "
+                                                         "soak, keep or roll back); a stage obeys a signal only as far as this says.")
+    def stage_orders(self) -> StageOrders:
+        return StageOrders(hold=self.state.pause is not None, stop=self.stop_orders, skip_soak=self.skip_orders,
+                           conclude=self.conclusions)
+
+    @workflow.query(name=LOCK_CLAIM_QUERY, description="Internal: this rollout's service-lock request and where it stands "
+                                                       "(the lock confirms acquire and release signals against it).")
+    def lock_claim(self) -> LockClaim:
+        return self.lock.claim()
 
     # -- updates -----------------------------------------------------------------------------------
     def _check_running(self) -> None:
@@ -603,6 +707,7 @@ class RolloutWorkflow:
     @workflow.update(description='End the soak of a soaking stage now. JSON: {"stage": "us-east-1/prod", "by": "alice", "reason": "why"}.')
     def skip_soak(self, req: SkipSoak) -> Ack:
         self._audit(req.by, "skip-soak", req.stage, req.reason)
+        self.skip_orders.setdefault(req.stage, f"{req.by}: {req.reason}")
         self._signal_stage(req.stage, StageWorkflow.skip_soak, f"{req.by}: {req.reason}")
         return Ack(message=f"soak of {req.stage} ends now")
 
@@ -639,6 +744,23 @@ def _take(row: StageState, report: StageState) -> None:
     """Take a stage's own account into the rollout's row; the wave and key stay the rollout's."""
     for name, value in report.model_dump(exclude={"key", "region", "environment", "wave"}).items():
         setattr(row, name, value)
+
+
+# The order a stage's statuses come in: a report behind the stage's own answer is merely older than it.
+_STAGE_RANK = {s: i for i, s in enumerate(["pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
+                                            "evacuating", "rolling_back", "restoring_traffic"])}
+
+
+def _does_not_fit(report: StageState, truth: StageState) -> str:
+    """Why a progress report cannot have come from the stage, given its own answer now ('' if it could have)."""
+    r, t = _STAGE_RANK.get(report.status, len(_STAGE_RANK)), _STAGE_RANK.get(truth.status, len(_STAGE_RANK))
+    if r < t:
+        return ""  # an older report: the stage has moved on
+    if r == t and report.verdict in (None, truth.verdict) and report.report_url in (None, truth.report_url) \
+            and report.soak_looks <= truth.soak_looks and (truth.awaiting_verdict or not report.awaiting_verdict):
+        return ""
+    return (f"the stage says it is {truth.status} (verdict {truth.verdict or 'none'}), not {report.status} "
+            f"(verdict {report.verdict or 'none'})")
 
 
 def _failure_state(err: BaseException) -> StageState | None:

@@ -9,6 +9,11 @@ its rollback, or has finished its work, is not interrupted. Activities run shiel
 cancellation; a cancellation request (the UI's, or the rollout being terminated) counts as a stop while
 the stage works, and as "keep" once it waits for the verdict. During long soaks the stage continues as
 new, carrying its soak progress, so no history grows past a few thousand events.
+
+Anyone may send the stage's signals by hand, so each is only a poke: the stage asks its rollout what it
+ordered (the rollout's `stage_orders` query, which only the rollout's validated updates and its own code
+change) and acts on that answer, never on the signal's payload. A signal the rollout did not order is
+ignored and leaves one line in the stage's audit (its `progress` query).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TypeVar
 
+from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
@@ -35,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SoakCheckInput,
         StageOnly,
     )
+    from activities.peers import PeerActivities, PeerQuery
     from activities.traffic import TrafficActivities
     from activities.traffic_models import HealthInput, RegionHealth
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
@@ -42,10 +49,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.details import stage_details
     from workflows.evacuation import EvacuationWorkflow
     from workflows.models import (
+        AuditEntry,
         SoakProgress,
         StageConclusion,
         StageDetail,
         StageInput,
+        StageOrders,
         StageResume,
         StageState,
     )
@@ -54,6 +63,10 @@ with workflow.unsafe.imports_passed_through():
 
 REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its own workflow, not a stage activity
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
+STAGE_ORDERS_QUERY = "stage_orders"  # the rollout's record of what it told its stages
+# A stage confirms the rollout's signals with the rollout's orders; the rollout takes a stage's progress from the
+# stage's own `progress` query, not from the report signal.
+STAGE_SIGNALS_PATCH = "stage-signals-confirmed"
 SOAK_REPORTS = 10  # the rollout hears about a soak's progress at most this many times
 MAX_WINDOW_SAMPLES = 10_000  # a soak look fetches at most this many intervals (Prometheus refuses > 11,000 points)
 
@@ -84,36 +97,109 @@ class StageWorkflow:
         self.skip_soak_reason: str | None = r.skip_soak_reason if r else None
         self.stop_reason: str | None = r.stop_reason if r else None
         self.detail = StageDetail(state=self.state, analysis=r.analysis if r else None,
-                                  last_look=r.last_look if r else None, runs=r.runs if r else 1)
+                                  last_look=r.last_look if r else None, runs=r.runs if r else 1,
+                                  audit=list(r.audit) if r else [])
         self.conclusion: StageConclusion | None = None
         self.cancelled = False
         self._reported: StageStatus | None = None
         self._outbox: list[asyncio.Task[None]] = []
         self._background: list[asyncio.Task[object]] = []
+        self._confirming = asyncio.Lock()
+        self._pokes: list[tuple[str, Callable[[StageOrders], str]]] = []
 
     # -- messages ----------------------------------------------------------------------------------
     @workflow.query(description="This stage: status, versions, verdict, soak progress, and the judge's findings.")
     def progress(self) -> StageDetail:
         return self.detail
 
-    @workflow.signal(description="Internal: the rollout is paused (true) or resumed; hold before promotion.")
-    def set_hold(self, hold: bool) -> None:
-        self.hold = hold
+    @workflow.signal(description="Internal: the rollout is paused (true) or resumed; hold before promotion. "
+                                 "Confirmed with the rollout.")
+    async def set_hold(self, hold: bool) -> None:
+        if not workflow.patched(STAGE_SIGNALS_PATCH):
+            self.hold = hold
+            return
+        await self._confirm("set_hold", lambda o: "" if o.hold == hold else
+                            f"the rollout is {'paused' if o.hold else 'not paused'}")
 
-    @workflow.signal(description="Internal: end the soak now (sent by the rollout's skip_soak update).")
-    def skip_soak(self, reason: str) -> None:
-        self.skip_soak_reason = reason or "skipped"
+    @workflow.signal(description="Internal: end the soak now (sent by the rollout's skip_soak update; confirmed with the rollout).")
+    async def skip_soak(self, reason: str) -> None:
+        if not workflow.patched(STAGE_SIGNALS_PATCH):
+            self.skip_soak_reason = reason or "skipped"
+            return
+        await self._confirm("skip_soak", lambda o: "" if self.ref.key in o.skip_soak else
+                            "the rollout has not ended this stage's soak (only its skip_soak update can)")
 
-    @workflow.signal(description="Internal: stop and roll back (the rollout was stopped or another stage failed). "
-                                 "Ignored once the stage rolls back or has finished its work.")
-    def stop(self, reason: str) -> None:
+    @workflow.signal(description="Internal: stop and roll back (the rollout was stopped or another stage failed; "
+                                 "confirmed with the rollout). Ignored once the stage rolls back or has finished its work.")
+    async def stop(self, reason: str) -> None:
+        if not workflow.patched(STAGE_SIGNALS_PATCH):
+            self._set_stop(reason)
+            return
+        await self._confirm("stop", lambda o: "" if self.ref.key in o.stop else "the rollout has not stopped this stage")
+
+    @workflow.signal(description="Internal: the rollout's verdict on a finished stage: keep it, or roll it back "
+                                 "(confirmed with the rollout).")
+    async def conclude(self, conclusion: StageConclusion) -> None:
+        if not workflow.patched(STAGE_SIGNALS_PATCH):
+            if self.conclusion is None:
+                self.conclusion = conclusion
+            return
+
+        def fits(o: StageOrders) -> str:
+            given = o.conclude.get(self.ref.key)
+            if given is None:
+                return "the rollout has given no verdict on this stage"
+            return "" if given.action == conclusion.action else f"the rollout's verdict on this stage is {given.action}"
+
+        await self._confirm("conclude", fits)
+
+    def _set_stop(self, reason: str) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason or "stopped by the rollout"
 
-    @workflow.signal(description="Internal: the rollout's verdict on a finished stage: keep it, or roll it back.")
-    def conclude(self, conclusion: StageConclusion) -> None:
-        if self.conclusion is None:
-            self.conclusion = conclusion
+    async def _confirm(self, signal: str, fits: Callable[[StageOrders], str]) -> None:
+        """Ask the rollout what it ordered, obey that (not the signal), and note each signal that did not fit."""
+        self._pokes.append((signal, fits))
+        async with self._confirming:  # one question at a time; it answers every poke that came meanwhile
+            pokes, self._pokes = self._pokes, []
+            if not pokes:
+                return
+            orders, why = await self._orders()
+            if orders is not None:
+                self._obey(orders)
+            for name, check in pokes:
+                problem = why if orders is None else check(orders)
+                if problem:
+                    self.detail.audit.append(AuditEntry(at=workflow.now(), who="bifrost", action=f"ignored {name}",
+                                                        target=self.ref.key, detail=problem))
+
+    def _obey(self, orders: StageOrders) -> None:
+        key = self.ref.key
+        self.hold = orders.hold
+        if key in orders.stop:
+            self._set_stop(orders.stop[key])
+        if key in orders.skip_soak and self.skip_soak_reason is None:
+            self.skip_soak_reason = orders.skip_soak[key] or "skipped"
+        if key in orders.conclude and self.conclusion is None:
+            self.conclusion = orders.conclude[key]
+
+    async def _orders(self) -> tuple[StageOrders | None, str]:
+        """The rollout's record of what it told its stages, or None and why it could not be had."""
+        parent = workflow.info().parent
+        rollout = parent.workflow_id if parent is not None else self.inp.rollout_id
+        try:
+            answer = await workflow.execute_activity_method(
+                PeerActivities.query_workflow, PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY),
+                summary=f"confirm with {rollout}", **options.CONFIRM)
+        except ActivityError as err:
+            return None, f"the rollout {rollout} could not be asked ({error_text(err)})"
+        if not answer.found or answer.error is not None:
+            return None, (f"the rollout {rollout} does not exist" if not answer.found
+                          else f"the rollout {rollout} did not answer ({answer.error})")
+        try:
+            return StageOrders.model_validate(answer.answer), ""
+        except ValidationError:
+            return None, f"the rollout {rollout} answered with something else than its orders"
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _report(self, status: StageStatus, detail: str = "", *, tell_rollout: bool = True) -> None:
@@ -133,7 +219,7 @@ class StageWorkflow:
         """A workflow cancellation request: a stop while the stage works; 'keep' once it waits for the verdict."""
         self.cancelled = True
         if not self.state.awaiting_verdict:
-            self.stop(f"cancellation requested on {self.ref.key}")
+            self._set_stop(f"cancellation requested on {self.ref.key}")
 
     async def _shielded(self, activity: Awaitable[T]) -> T:
         """Run an activity to its end even if the workflow is asked to cancel (which is then noted, not obeyed)."""
@@ -379,6 +465,7 @@ class StageWorkflow:
             state=self.state, previous=self.previous, soak=self.soak, hold=self.hold,
             skip_soak_reason=self.skip_soak_reason, stop_reason=self.stop_reason,
             analysis=self.detail.analysis, last_look=self.detail.last_look, runs=self.detail.runs + 1,
+            audit=self.detail.audit,
         )
         workflow.continue_as_new(self.inp.model_copy(update={"resume": resume}))
 
