@@ -321,12 +321,12 @@ class ServiceLock:
         return version, ""
 
     async def _lock_state(self) -> tuple[LockState | None, str]:
-        """The lock's own state (a local activity: a query, no history of its own), or None and why not."""
+        """The lock's own state (asked by an activity), or None and why not."""
         lock = lock_id(self.request.service)
         try:
-            answer = await workflow.execute_local_activity_method(
+            answer = await workflow.execute_activity_method(
                 PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY),
-                summary=f"confirm with {lock}", **options.CONFIRM_LOCAL,
+                summary=f"confirm with {lock}", **options.CONFIRM,
             )
         except ActivityError as err:
             return None, f"the lock could not be asked ({err.cause or err})"

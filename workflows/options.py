@@ -44,12 +44,9 @@ QUICK = ActivityOptions(
 HEARTBEAT = timedelta(seconds=15)
 
 # Confirming an internal signal with its sender's own state (a query; activities/peers.py). Retried for a
-# while: a real grant or release that cannot be confirmed would leave a rollout or the lock waiting.
-CONFIRM_LOCAL = LocalActivityOptions(
-    start_to_close_timeout=timedelta(seconds=15),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
-                             maximum_attempts=30, non_retryable_error_types=NON_RETRYABLE),
-)
+# while: a real grant or release that cannot be confirmed would leave a rollout or the lock waiting. Never a
+# local activity: one keeps its workflow's task open while it runs, a query to that workflow waits for the
+# open task, and two workflows confirming with each other at once stalled each other until their tasks timed out.
 CONFIRM = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=15),
     schedule_to_close_timeout=timedelta(minutes=15),

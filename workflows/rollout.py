@@ -233,12 +233,12 @@ class RolloutWorkflow:
         self._set_status(self.state.status, waiting_for=self.state.waiting_for)
 
     async def _stage_progress(self, key: str) -> tuple[StageDetail | None, str]:
-        """The stage's own account (its `progress` query, by a local activity), or None and why not."""
+        """The stage's own account (its `progress` query, asked by an activity), or None and why not."""
         stage = self._child_id(key)
         try:
-            answer = await workflow.execute_local_activity_method(
+            answer = await workflow.execute_activity_method(
                 PeerActivities.query_workflow, PeerQuery(workflow_id=stage, query="progress"),
-                summary=f"confirm with {stage}", **options.CONFIRM_LOCAL)
+                summary=f"confirm with {stage}", **options.CONFIRM)
         except ActivityError as err:
             return None, f"the stage could not be asked ({error_text(err)})"
         if not answer.found or answer.error is not None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,13 @@ HISTORIES = sorted((Path(__file__).resolve().parent.parent / "histories").glob("
 def test_histories_are_recorded():
     names = {p.name.rsplit("-", 1)[0] for p in HISTORIES}
     assert {"good", "regression", "report", "approval-pause", "abort", "soak-continued", "evacuation-approved",
-            "evacuation-restore", "evacuation-alarm"} <= names
+            "evacuation-restore", "evacuation-alarm", "signals-queue", "signals-regression", "signals-skip-soak"} <= names
     assert len([p for p in HISTORIES if p.name.startswith("soak-continued-")]) >= 2  # a chain that crossed continue-as-new
+    # the confirmed internal signals (record_signal_histories.py): each patch and its confirming query are in them
+    signals = "".join(p.read_text() for p in HISTORIES if p.name.startswith("signals-"))
+    patches = {base64.b64decode(m).decode() for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', signals)}
+    assert any("lock-signals-confirmed" in m for m in patches) and any("stage-signals-confirmed" in m for m in patches)
+    assert '"query_workflow"' in signals
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 
