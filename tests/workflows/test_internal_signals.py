@@ -51,22 +51,29 @@ def frozen(state: RolloutState) -> dict[str, Any]:
                                      "awaiting_wave", "reason"})
 
 
-async def test_lock_signals_to_a_queued_rollout_change_nothing(env, task_queue, tmp_path):
+async def holder_and_queued(client: Client, task_queue: str) -> tuple[WorkflowHandle, WorkflowHandle, LockState]:
+    """Rollout a holds its service's lock (waiting at an approval gate); rollout b waits in the lock's queue."""
     a = make_request(**ONE_REGION, **GATED)
     b = make_request(service=a.service, version="2.1.0", **ONE_REGION)
+    ha = await start_rollout(client, a, task_queue)
+    await poll(lambda: rollout_state(ha), lambda s: s.status == "awaiting_approval")
+    hb = await start_rollout(client, b, task_queue)
+    lock = await poll(lambda: lock_state(client, a.service), lambda s: [q.workflow_id for q in s.queue] == [hb.id])
+    return ha, hb, lock
+
+
+async def test_lock_signals_to_a_queued_rollout_change_nothing(env, task_queue, tmp_path):
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
-        ha = await start_rollout(env.client, a, task_queue)
-        await poll(lambda: rollout_state(ha), lambda s: s.status == "awaiting_approval")
-        hb = await start_rollout(env.client, b, task_queue)
-        await poll(lambda: lock_state(env.client, a.service), lambda s: [q.workflow_id for q in s.queue] == [hb.id])
+        ha, hb, _ = await holder_and_queued(env.client, task_queue)
+        service = (await rollout_state(ha)).service
         before = await rollout_state(hb)
         assert before.status == "queued"
-        await hb.signal("lock_granted", a.service)
+        await hb.signal("lock_granted", service)
         await hb.signal("lock_refused", "the change board said no")
         await hb.signal("superseded", "9.9.9")
         after = await poll(lambda: rollout_state(hb), lambda s: len(s.audit) >= len(before.audit) + 3
                            or frozen(s) != frozen(before))
-        lock = await lock_state(env.client, a.service)
+        lock = await lock_state(env.client, service)
         assert frozen(after) == frozen(before)
         assert after.audit[:len(before.audit)] == before.audit and len(after.audit) == len(before.audit) + 3
         assert ignored(after.audit, "lock_granted")[0].detail == f"the lock's holder is {ha.id}"
@@ -107,20 +114,16 @@ async def test_lock_signals_to_a_running_rollout_change_nothing(env, task_queue,
 
 
 async def test_forged_release_and_acquire_do_not_move_the_lock(env, task_queue, tmp_path):
-    a = make_request(**ONE_REGION, **GATED)
-    b = make_request(service=a.service, version="2.1.0", **ONE_REGION)
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
-        ha = await start_rollout(env.client, a, task_queue)
-        await poll(lambda: rollout_state(ha), lambda s: s.status == "awaiting_approval")
-        hb = await start_rollout(env.client, b, task_queue)
-        before = await poll(lambda: lock_state(env.client, a.service), lambda s: [q.workflow_id for q in s.queue] == [hb.id])
-        lock = env.client.get_workflow_handle(lock_id(a.service))
+        ha, hb, before = await holder_and_queued(env.client, task_queue)
+        service = before.service
+        lock = env.client.get_workflow_handle(lock_id(service))
         await lock.signal("release", ha.id)  # names the holder: would hand the lock to b
         await lock.signal("release", hb.id)  # would drop b from the queue
-        fake = {"workflow_id": f"rollout/{a.service}/9.9.9", "service": a.service, "version": "9.9.9", "policy": "supersede"}
+        fake = {"workflow_id": f"rollout/{service}/9.9.9", "service": service, "version": "9.9.9", "policy": "supersede"}
         await lock.signal("acquire", fake)  # would supersede a
-        await lock.signal("acquire", {"workflow_id": hb.id, "service": a.service, "version": "2.1.0", "policy": "supersede"})
-        after = await poll(lambda: lock_state(env.client, a.service), lambda s: len(s.log) >= len(before.log) + 4
+        await lock.signal("acquire", {"workflow_id": hb.id, "service": service, "version": "2.1.0", "policy": "supersede"})
+        after = await poll(lambda: lock_state(env.client, service), lambda s: len(s.log) >= len(before.log) + 4
                            or (s.holder, s.queue) != (before.holder, before.queue))
         assert after.holder == before.holder and after.queue == before.queue
         assert after.superseded == {} and after.refused == {}
