@@ -66,14 +66,19 @@ async def _save_runs(client: Client, name: str, workflow_id: str) -> None:
         print(f"wrote {path.relative_to(OUT.parent.parent)}")
 
 
-async def record() -> None:
+async def start_recording(groups: tuple[str, ...]) -> WorkflowEnvironment:
+    """Remove the old recordings of `groups` and start a local dev server to record them again."""
     OUT.mkdir(exist_ok=True)
-    for group in GROUPS:
+    for group in groups:
         for old in OUT.glob(f"{group}-*.json"):
             old.unlink()
     temporal = str(Path(sys.executable).parent / "temporal")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+    return await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
+                                                 data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+
+
+async def record() -> None:
+    env = await start_recording(GROUPS)
     client = env.client
     try:
         # 1. a good rollout, and 2. a regression in the second production region (scope all)

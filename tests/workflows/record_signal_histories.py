@@ -5,17 +5,10 @@ they were recorded, so the replay test keeps checking the shapes of rollouts beg
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
-
-from temporalio.testing import WorkflowEnvironment
 
 from bifrost_cli.ops import outcome, start_rollout
 from tests.workflows.helpers import fleet, make_request, running_worker
-from tests.workflows.record_histories import OUT, _children, _save, _wait
-from worker.converter import DATA_CONVERTER
-from worker.server import DEV_SERVER_FLAGS
-from workflows import search
+from tests.workflows.record_histories import _children, _save, _wait, start_recording
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Approve, Pause, Resume, SkipSoak
 
@@ -24,13 +17,7 @@ ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_r
 
 
 async def record() -> None:
-    OUT.mkdir(exist_ok=True)
-    for group in GROUPS:
-        for old in OUT.glob(f"{group}-*.json"):
-            old.unlink()
-    temporal = str(Path(sys.executable).parent / "temporal")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+    env = await start_recording(GROUPS)
     client = env.client
     try:
         async with running_worker(client, fleet(), "record"):
