@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
+    from common import metrics
     from common.types import (
         INVALID_REQUEST,
         OUTCOME_FAILURE_TYPES,
@@ -100,6 +101,7 @@ class RolloutWorkflow:
         self.cancel_requested = False
         self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
         self._outbox: list[asyncio.Future[Any]] = []
+        self._metered: tuple[RolloutStatus, datetime] | None = None  # the status last counted (metrics), and since when
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -441,8 +443,13 @@ class RolloutWorkflow:
         self.state.audit.append(AuditEntry(at=workflow.now(), who=who, action=action, target=target, detail=detail))
 
     def _set_status(self, status: RolloutStatus, *, reason: str | None = None, waiting_for: str | None = None) -> None:
-        """Every transition: the status, the search attributes and the UI's current details stay in step."""
+        """Every transition: the status, the search attributes, the UI's current details and the metrics stay in step."""
         self.state.status = status
+        before, since = self._metered or (None, None)
+        if status != before:
+            metrics.rollout_status_changed(workflow.metric_meter(), service=self.req.service, before=before, after=status,
+                                           since=since, now=workflow.now())
+            self._metered = (status, workflow.now())
         if reason is not None:
             self.state.reason = reason
         self.state.waiting_for = waiting_for
