@@ -262,13 +262,15 @@ def server(port: int, ui_port: int, db: str) -> None:
 @click.option("--otlp-endpoint", envvar="OTEL_EXPORTER_OTLP_ENDPOINT", default=None, metavar="URL",
               help="send OpenTelemetry traces over OTLP/HTTP to URL, e.g. http://otel-collector:4318  "
                    "[default: $OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing]")
+@click.option("--trace-sample-ratio", type=click.FloatRange(0, 1), default=None, metavar="RATIO",
+              help="share of rollouts traced, each whole or not at all  [default: $OTEL_TRACES_SAMPLER(_ARG), else all]")
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True,
               help="one line per event on stderr: a JSON object, or text for humans")
 def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str | None,
            reports_port: int | None, reports_host: str, reports_url: str | None, render_processes: int,
            no_reports: bool, fleet_db: str, processes: int, max_workflow_tasks: int, max_activities: int, max_local_activities: int,
            max_cached_workflows: int, metrics_port: int | None, metrics_host: str, otlp_endpoint: str | None,
-           log_format: str) -> None:
+           trace_sample_ratio: float | None, log_format: str) -> None:
     """Run a worker: executes rollouts and their activities. Stop with Ctrl-C or SIGTERM (graceful).
 
     With --processes N, N worker processes poll the same task queue and Temporal spreads the work over
@@ -294,6 +296,7 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
         child += ["--targets", targets_file] if targets_file else []
         child += ["--log-format", log_format]
         child += ["--otlp-endpoint", otlp_endpoint] if otlp_endpoint else []
+        child += ["--trace-sample-ratio", str(trace_sample_ratio)] if trace_sample_ratio is not None else []
         exec_supervisor(processes, child)  # does not return
 
     from activities.adapters.base import AdapterError
@@ -305,7 +308,7 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
                         reports_port=reports_port, reports_host=reports_host, reports_url=reports_url,
                         render_processes=render_processes, no_reports=no_reports, fleet_db=fleet_db,
                         metrics_port=metrics_port, metrics_host=metrics_host, otlp_endpoint=otlp_endpoint,
-                        log_format=log_format,
+                        log_format=log_format, trace_sample_ratio=trace_sample_ratio,
                         limits=WorkerLimits(workflow_tasks=max_workflow_tasks, activities=max_activities,
                                             local_activities=max_local_activities, cached_workflows=max_cached_workflows)))
     except (ReportsOptionError, TelemetryOptionError) as err:

@@ -116,6 +116,7 @@ async def run_worker(
     reports_url: str | None = None, render_processes: int = 1, fleet_db: str | Path = DEFAULT_FLEET_DB,
     limits: WorkerLimits | None = None, no_reports: bool = False, metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1", otlp_endpoint: str | None = None, log_format: str = "json",
+    trace_sample_ratio: float | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM, then shut down gracefully (in-flight activities get 30 s).
 
@@ -130,7 +131,8 @@ async def run_worker(
                           else report_store(targets, reports_dir=reports_dir, serve=serve, reports_url=reports_url))
     setup_logging(log_format=log_format)
     log = logging.getLogger("bifrost.worker")
-    telemetry = worker_telemetry(metrics_port=metrics_port, metrics_host=metrics_host, otlp_endpoint=otlp_endpoint)
+    telemetry = worker_telemetry(metrics_port=metrics_port, metrics_host=metrics_host, otlp_endpoint=otlp_endpoint,
+                                 trace_sample_ratio=trace_sample_ratio)
     fleet = build_fleet(fleet_file, fleet_db)
     registry = build_registry(fleet, targets)
     server = None

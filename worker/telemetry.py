@@ -80,20 +80,22 @@ def metrics_runtime(host: str, port: int) -> tuple[Runtime, str]:
     return runtime, address
 
 
-def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None) -> ClientInterceptor:
+def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None,
+                        sample_ratio: float | None = None) -> ClientInterceptor:
     """The SDK's TracingInterceptor, with spans sent over OTLP/HTTP to `otlp_endpoint` (or to `exporter`, in tests).
 
-    The global tracer provider is set once per process; a later call adds its exporter to that provider."""
-    from opentelemetry import trace
+    With `sample_ratio`, that share of rollouts is traced, each whole or not at all (the root's decision travels
+    with the trace); without, OTEL_TRACES_SAMPLER/OTEL_TRACES_SAMPLER_ARG decide, else every rollout is traced."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
     from temporalio.contrib.opentelemetry import TracingInterceptor
 
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}))
-        trace.set_tracer_provider(provider)
+    if sample_ratio is not None and not 0 <= sample_ratio <= 1:
+        raise TelemetryOptionError(f"--trace-sample-ratio must be between 0 and 1, got {sample_ratio}")
+    sampler = ParentBased(TraceIdRatioBased(sample_ratio)) if sample_ratio is not None else None
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}), sampler=sampler)
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     elif otlp_endpoint:
@@ -101,12 +103,12 @@ def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None) -> C
 
         endpoint = otlp_endpoint.rstrip("/")
         endpoint = endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))  # flushed at exit
     return TracingInterceptor(provider.get_tracer("bifrost"))
 
 
 def telemetry(*, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
-              otlp_endpoint: str | None = None) -> Telemetry:
+              otlp_endpoint: str | None = None, trace_sample_ratio: float | None = None) -> Telemetry:
     """The telemetry the options ask for; nothing at all (and no cost) without them."""
     if otlp_endpoint is not None and not otlp_endpoint.startswith(("http://", "https://")):
         raise TelemetryOptionError(f"--otlp-endpoint must start with http:// or https://, got {otlp_endpoint!r}")
@@ -114,7 +116,7 @@ def telemetry(*, metrics_port: int | None = None, metrics_host: str = "127.0.0.1
     if metrics_port is not None:
         out.runtime, out.metrics_address = metrics_runtime(metrics_host, metrics_port)
     if out.otlp_endpoint:
-        out.interceptors.append(tracing_interceptor(out.otlp_endpoint))
+        out.interceptors.append(tracing_interceptor(out.otlp_endpoint, sample_ratio=trace_sample_ratio))
     return out
 
 
