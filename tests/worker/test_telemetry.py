@@ -17,7 +17,7 @@ from temporalio.common import MetricMeter
 from bifrost_cli.main import cli
 from common import metrics
 from worker.logs import JsonFormatter, TextFormatter, rollout_context, setup_logging
-from worker.telemetry import TelemetryOptionError, metrics_runtime, telemetry
+from worker.telemetry import TelemetryOptionError, metrics_runtime, telemetry, tracing_interceptor
 
 BOUNDED = {"service", "region", "environment", "status", "gate", "outcome", "verdict", "kind", "activity"}
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -148,3 +148,19 @@ def test_a_taken_metrics_port_and_a_bad_otlp_endpoint_are_refused_clearly() -> N
 def test_metrics_port_with_several_processes_is_a_usage_error() -> None:
     res = CliRunner().invoke(cli, ["worker", "--processes", "2", "--metrics-port", "9464"])
     assert res.exit_code == 2 and "--metrics-port serves one process's metrics" in res.output
+
+
+@pytest.mark.parametrize("ratio, exported", [(None, 20), (1.0, 20), (0.0, 0)])
+def test_the_sample_ratio_decides_which_traces_are_exported(ratio: float | None, exported: int) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    interceptor = tracing_interceptor(None, exporter=exporter, sample_ratio=ratio)
+    for i in range(20):
+        interceptor.tracer.start_span(f"root {i}").end()  # type: ignore[attr-defined]
+    assert len(exporter.get_finished_spans()) == exported
+
+
+def test_a_sample_ratio_out_of_range_is_refused() -> None:
+    with pytest.raises(TelemetryOptionError, match="between 0 and 1"):
+        tracing_interceptor(None, sample_ratio=1.5)
