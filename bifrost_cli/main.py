@@ -328,9 +328,15 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
 def submit(file: str, wait: bool, follow: bool, task_queue: str) -> None:
     """Submit a request FILE. Re-submitting the same service and version attaches to the running rollout."""
     from bifrost_cli import ops
+    from worker.telemetry import TelemetryOptionError, client_telemetry
 
     req, _ = _load(file)
-    code = _run(ops.submit(req, wait=wait or follow, follow=follow, task_queue=task_queue, console=console))
+    try:
+        telemetry = client_telemetry()  # the rollout's trace starts here when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    except TelemetryOptionError as err:
+        _fail(str(err), "Unset it, or set it to your OTLP/HTTP collector, e.g. http://otel-collector:4318.")
+    code = _run(ops.submit(req, wait=wait or follow, follow=follow, task_queue=task_queue, console=console,
+                           connect_kwargs=telemetry.connect_kwargs()))
     sys.exit(code)
 
 

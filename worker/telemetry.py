@@ -120,8 +120,14 @@ def telemetry(*, metrics_port: int | None = None, metrics_host: str = "127.0.0.1
     return out
 
 
-def otlp_from_env() -> str | None:
-    return os.environ.get(OTLP_ENV) or None
+def client_telemetry() -> Telemetry:
+    """A short-lived client's telemetry (`bifrost submit`): traced when OTEL_EXPORTER_OTLP_ENDPOINT is set, so the
+    rollout's trace starts at the client; its spans are flushed when the process exits."""
+    endpoint = os.environ.get(OTLP_ENV) or None
+    try:
+        return telemetry(otlp_endpoint=endpoint)
+    except TelemetryOptionError:
+        raise TelemetryOptionError(f"{OTLP_ENV} must start with http:// or https://, got {endpoint!r}") from None
 
 
 # -- adapter errors by kind ----------------------------------------------------------------------------------------

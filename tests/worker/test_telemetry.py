@@ -164,3 +164,10 @@ def test_the_sample_ratio_decides_which_traces_are_exported(ratio: float | None,
 def test_a_sample_ratio_out_of_range_is_refused() -> None:
     with pytest.raises(TelemetryOptionError, match="between 0 and 1"):
         tracing_interceptor(None, sample_ratio=1.5)
+
+
+def test_submit_refuses_a_bad_otlp_endpoint_in_the_environment_before_it_connects() -> None:
+    res = CliRunner().invoke(cli, ["submit", "deploy/examples/request.yaml"],
+                             env={"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"})
+    assert res.exit_code == 2, res.output
+    assert "OTEL_EXPORTER_OTLP_ENDPOINT must start with http:// or https://, got 'collector:4318'" in res.output
