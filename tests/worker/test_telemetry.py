@@ -49,6 +49,9 @@ class Recorder:
     def create_gauge(self, name: str, description: str | None = None, unit: str | None = None) -> Any:
         return self._instrument("gauge", name)
 
+    def with_additional_attributes(self, attrs: dict[str, str]) -> Recorder:
+        return self  # the SDK's own attributes (namespace, task queue, type) are not Bifrost's labels
+
 
 def _emit_everything(meter: MetricMeter) -> None:
     metrics.rollout_status_changed(meter, service="payments", before="awaiting_approval", after="running",
@@ -171,3 +174,26 @@ def test_submit_refuses_a_bad_otlp_endpoint_in_the_environment_before_it_connect
                              env={"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"})
     assert res.exit_code == 2, res.output
     assert "OTEL_EXPORTER_OTLP_ENDPOINT must start with http:// or https://, got 'collector:4318'" in res.output
+
+
+@pytest.mark.parametrize("kind, counted", [("DeployError", True), ("TrafficError", True), ("Refused", False), (None, False)])
+async def test_activities_failing_on_an_adapter_error_are_counted_by_kind(kind: str | None, counted: bool) -> None:
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from worker.telemetry import _CountAdapterErrors
+
+    class Failing:
+        async def execute_activity(self, input: Any) -> Any:
+            raise ApplicationError("deploy canary: 403 Forbidden on deployments/shop", type=kind)
+
+    env, rec = ActivityEnvironment(), Recorder()
+    env.metric_meter = cast(MetricMeter, rec)
+
+    async def activity() -> None:
+        with pytest.raises(ApplicationError):
+            await _CountAdapterErrors(cast(Any, Failing())).execute_activity(cast(Any, None))
+
+    await env.run(activity)
+    expected = [("counter", metrics.ADAPTER_ERRORS, 1, {"activity": env.info.activity_type, "kind": kind})]
+    assert rec.seen == (expected if counted else [])
