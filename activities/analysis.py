@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from concurrent.futures import Executor
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from activities.adapters.registry import AdapterRegistry
 from activities.adapters.reports import LocalReportStore, ReportError, ReportStore, report_key
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
+from activities.metering import meter
 from activities.models import AnalysisInput, AnalysisResult, ReportInput, ReportRef, SoakCheckInput, SoakCheckResult
 from canary.config import MetricSamples, MetricSpec
+from common import metrics
 from common.types import MetricWindow, Role, StageRef
 
 HEARTBEAT_SECONDS = 2.0  # while a render runs; the SDK throttles heartbeats to the activity's heartbeat timeout
@@ -62,6 +65,7 @@ class AnalysisActivities:
             from canary import judge  # scipy: loaded by the worker, not by every importer of the workflows
 
             result = await asyncio.to_thread(judge.judge, inp.judge, inp.metrics, data)
+        metrics.canary_analysed(meter(), region=inp.stage.region, environment=inp.stage.environment, verdict=result.verdict)
         url = self._url_for(inp.rollout_id, inp.analysis_id)
         return AnalysisResult(result=result, report_url=url)
 
@@ -78,6 +82,7 @@ class AnalysisActivities:
             from canary import judge
 
             look = await asyncio.to_thread(judge.soak_look, inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks)
+        metrics.soak_looked(meter(), region=inp.stage.region, environment=inp.stage.environment, alarm=bool(look.alarm))
         url = self._url_for(inp.rollout_id, inp.report_id()) if look.alarm else None
         return SoakCheckResult(monitor=look, report_url=url)
 
@@ -111,7 +116,9 @@ class AnalysisActivities:
             title = f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}"
             draw = functools.partial(report.render_html, result, inp.metrics, data, title=title,
                                      interval_seconds=inp.window.interval_seconds)
+        began = time.monotonic()
         html = await self._render(draw)
+        metrics.report_drawn(meter(), kind="soak" if inp.monitor is not None else "canary", seconds=time.monotonic() - began)
         key = report_key(inp.rollout_id, inp.analysis_id)
         activity.heartbeat("storing")
         url = await self.reports.put(key, html)

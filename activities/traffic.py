@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from activities.adapters.base import AdapterError, TrafficError, TrafficRouter
 from activities.adapters.registry import AdapterRegistry, TrafficTarget
 from activities.errors import reports_adapter_errors
+from activities.metering import meter
 from activities.traffic_models import (
     HealthInput,
     HealthResult,
@@ -29,6 +30,7 @@ from activities.traffic_models import (
 )
 from activities.traffic_plan import Member, PlanRefused, capacity_plan, plan_shift
 from canary.config import MetricSamples, MetricSpec
+from common import metrics
 from common.types import INVALID_REQUEST, EnvKind, StageRef
 
 REFUSED = INVALID_REQUEST  # non-retryable (workflows/options.NON_RETRYABLE): the request cannot be done as asked
@@ -69,6 +71,8 @@ class TrafficActivities:
         """Tell the simulated fleet's traffic model the new weights (harmless when nothing is simulated)."""
         if self.registry.load is not None and regions:
             self.registry.load.observe_weights(service, environment, {r: weights.get(sid, 0) for r, sid in regions.items()})
+        by_region = {r: weights.get(sid, 0) for r, sid in regions.items()} if regions else weights
+        metrics.traffic_weights(meter(), service=service, environment=environment, weights=by_region)
 
     def _observe_replicas(self, stage: StageRef, replicas: int) -> None:
         """Tell the simulated fleet's traffic model a primary's replicas (a no-op for the simulated deployer itself)."""

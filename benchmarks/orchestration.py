@@ -8,7 +8,13 @@ tasks, each woken by an activity, a child, a timer or a signal), and prints wher
 the overhead compares with hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage. Then one rollout
 whose first canary fails shows how many workflow tasks pass between the verdict and the rollback (goal: 1).
 
+With `--telemetry`, it instead measures what metrics and tracing cost the worker: batches of rollouts,
+alternately on a worker without telemetry and on one serving Prometheus metrics (scraped every second) and
+sending every span over OTLP/HTTP to a local sink; it prints the worker process's CPU per stage for both and
+their ratio (goal: <= 1.05).
+
     .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
+    .venv/bin/python benchmarks/orchestration.py --telemetry [--batches 4] [--runs 5]
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from workflows.request import RolloutRequest, parse_request  # noqa: E402
 
 GOAL_ROLLOUT = 0.8  # s
 GOAL_STAGE = 0.135  # s
+GOAL_TELEMETRY = 1.05  # worker CPU per stage with metrics and tracing on / off
 
 
 @activity.defn(name="bench_noop")
@@ -96,10 +103,124 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hop-only", action="store_true", help="measure only the server's own hop (a few seconds)")
     p.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                    help="more dev-server dynamic config (repeatable)")
+    p.add_argument("--telemetry", action="store_true",
+                   help="measure the worker CPU that metrics (--metrics-port) and tracing (OTLP) add per stage")
+    p.add_argument("--batches", type=int, default=4, help="with --telemetry: batches of --runs rollouts per setting")
     return p.parse_args(argv)
 
 
+_SINK = """
+import sys, threading, time, urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(200); self.send_header("Content-Length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(srv.server_address[1], flush=True)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+scrapes = 0
+while sys.stdin.readline():  # one line per scrape asked for; EOF ends it
+    urllib.request.urlopen(sys.argv[1]).read(); scrapes += 1
+print(scrapes, flush=True)
+"""
+
+
+class _Sink:
+    """Another process (its CPU is not the worker's): an OTLP/HTTP endpoint accepting every export, and
+    Prometheus's scrape of the worker's /metrics, once per `scrape()`."""
+
+    def __init__(self, metrics_url: str) -> None:
+        import subprocess
+
+        self.proc = subprocess.Popen([sys.executable, "-c", _SINK, metrics_url], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = f"http://127.0.0.1:{self.proc.stdout.readline().strip()}"
+
+    def scrape(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> int:
+        """Stop it; the number of scrapes it made."""
+        out, _ = self.proc.communicate(timeout=30)
+        return int(out.strip() or 0)
+
+
+async def telemetry_cost(args: argparse.Namespace) -> None:
+    """Worker CPU per stage without and with metrics + tracing, alternating batches on one dev server."""
+    import asyncio
+    import os
+
+    from worker.connect import connect
+    from worker.telemetry import Telemetry, metrics_runtime, tracing_interceptor
+
+    env = await dev_server()
+    runtime, address = metrics_runtime("127.0.0.1", 0)
+    sink = _Sink(f"http://{address}/metrics")
+    on = Telemetry(metrics_address=address, otlp_endpoint=sink.url, runtime=runtime,
+                   interceptors=[tracing_interceptor(sink.url)])
+    target = env.client.service_client.config.target_host
+    runtime_only = Telemetry(metrics_address=address, runtime=runtime)
+    tracing_only = Telemetry(otlp_endpoint=sink.url, interceptors=on.interceptors)
+    sampled = Telemetry(metrics_address=address, otlp_endpoint=sink.url, runtime=runtime,
+                        interceptors=[tracing_interceptor(sink.url, sample_ratio=0.1)])
+    settings = {"off": Telemetry(), "metrics": runtime_only, "tracing": tracing_only, "both": on, "both-10%": sampled}
+    clients = {name: await connect(target, "default", **t.connect_kwargs()) for name, t in settings.items()}
+    fleet = SimulatedFleet(FleetScenario(min_samples=60))
+    cpu = dict.fromkeys(settings, 0.0)
+    stages = dict.fromkeys(settings, 0)
+    stop = asyncio.Event()
+
+    async def scrape() -> None:  # Prometheus's 1 s scrape of the worker's endpoint
+        while not stop.is_set():
+            sink.scrape()
+            await asyncio.sleep(1)
+
+    scraper = asyncio.create_task(scrape())
+    n = 0
+    order = ["both"] + [name for _ in range(args.batches) for name in settings]  # a warm-up batch first, not counted
+    try:
+        for batch, setting in enumerate(order):
+            client = clients[setting]
+            queue = f"bench-{uuid.uuid4().hex[:6]}"
+            async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=queue,
+                                    reports_dir="/tmp/bifrost-bench-reports", reports=NoReports()):
+                t0 = os.times()
+                for _ in range(args.runs):
+                    result = await outcome(await start_rollout(client, request(n), queue))
+                    assert result.status == "succeeded", result.reason
+                    n += 1
+                    if batch:
+                        stages[setting] += len(result.stages)
+                t1 = os.times()
+            if batch:
+                cpu[setting] += (t1.user - t0.user) + (t1.system - t0.system)
+    finally:
+        stop.set()
+        await scraper
+        scrapes = sink.close()
+        await env.shutdown()
+    per_stage = {name: cpu[name] / stages[name] for name in settings}
+    off = per_stage["off"]
+    print(f"telemetry cost: {args.batches} batches x {args.runs} rollouts per setting, settings in turn, 6 stages each, "
+          f"zero soak, instant fleet, no reports; Prometheus endpoint scraped {scrapes} times, every span sent over "
+          f"OTLP/HTTP to a local sink; load average {os.getloadavg()[0]:.1f} at the end")
+    for name in settings:
+        print(f"  worker process CPU per stage, {name:<9} {per_stage[name] * 1000:6.1f} ms = {per_stage[name] / off:.3f} of off")
+    for name, what in (("metrics", "metrics alone"), ("both", "metrics and every rollout traced"),
+                       ("both-10%", "metrics and 1 rollout in 10 traced")):
+        ratio = per_stage[name] / off
+        print(f"  goal worker CPU with {what} / without: {ratio:.3f} / {GOAL_TELEMETRY:.2f} -> "
+              f"{'met' if ratio <= GOAL_TELEMETRY else 'NOT met'}")
+
+
 async def main(args: argparse.Namespace) -> None:
+    if args.telemetry:
+        return await telemetry_cost(args)
     extra = [arg for kv in args.dynamic_config for arg in ("--dynamic-config-value", kv)]
     env = await dev_server(*extra, with_fix=not args.without_fix)
     queue = f"bench-{uuid.uuid4().hex[:6]}"

@@ -23,6 +23,7 @@ from worker.build import build_worker
 from worker.connect import TASK_QUEUE, connect
 from worker.reports_http import ReportServer
 from worker.server import port_in_use, start_dev_server
+from worker.telemetry import Telemetry, telemetry
 from workflows.models import RolloutState
 from workflows.request import load_request
 from workflows.rollout import RolloutWorkflow
@@ -55,9 +56,10 @@ async def _watch(client: Client, ids: list[str], console: Console) -> list[Rollo
     return [r.result() for r in results]
 
 
-async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: LocalReportStore) -> bool:
+async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: LocalReportStore,
+               telemetry: Telemetry | None = None) -> bool:
     good, bad = load_request(EXAMPLES / "demo-good.yaml"), load_request(EXAMPLES / "demo-bad.yaml")
-    client = await connect(address, "default")
+    client = await connect(address, "default", **(telemetry.connect_kwargs() if telemetry else {}))
     registry = registry_from_targets(load_targets(EXAMPLES / "simulated-traffic.yaml"), fleet=fleet)
     async with build_worker(client, registry, task_queue=TASK_QUEUE, reports=reports):
         console.print(Text(f"submitting {good.service} {good.version} (healthy) and {bad.version} (regresses latency in "
@@ -89,6 +91,7 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: L
         (traffic, "green" if ok_traffic else "red"), "\n",
         f"canary report: {failing.report_url}\n" if failing and failing.report_url else "",
         f"every region now runs {good.version}: " + ("yes" if every else "NO"),
+        f"\nthe worker's metrics (bifrost_* and temporal_*): {telemetry.metrics_url}" if telemetry else "",
     )
     console.print(Panel.fit(outcome, title="demo outcome"))
     return ok_first and ok_second and ok_traffic
@@ -109,9 +112,13 @@ def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, conso
     console.print(Text.assemble("Temporal Web UI: ", (str(server.ui_url), "bold"), " (namespace default) — watch the rollouts there"))
     reports_http = ReportServer(Path(".bifrost/reports"), port=0).start()  # a free port: report links open in a browser
     console.print(Text.assemble("canary reports are served at ", (reports_http.url, "bold"), " (the report links in the Web UI)"))
+    metrics = telemetry(metrics_port=0)  # a free port; `bifrost worker --metrics-port` does the same for a real worker
+    console.print(Text.assemble("the worker's Prometheus metrics are at ", (str(metrics.metrics_url), "bold"),
+                                " (bifrost_* and temporal_*; see docs/operating.md)"))
     try:
         console.print(Text(f"simulated fleet state: {FLEET_DB} (recreated on every run)"))
-        ok = asyncio.run(_run(server.address, console, fleet, LocalReportStore(reports_http.root, reports_http.url)))
+        ok = asyncio.run(_run(server.address, console, fleet, LocalReportStore(reports_http.root, reports_http.url),
+                              metrics))
         if keep:
             console.print(Text("server and reports kept running; Ctrl-C to stop"))
             try:

@@ -255,10 +255,22 @@ def server(port: int, ui_port: int, db: str) -> None:
               help="local activities (version reads) one process runs at once")
 @click.option("--max-cached-workflows", type=click.IntRange(min=1), default=_LIMITS.cached_workflows, show_default=True,
               help="workflows one process keeps in memory between tasks (sticky cache)")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None, metavar="PORT",
+              help="serve Prometheus metrics (Temporal's temporal_* and Bifrost's bifrost_*) at http://HOST:PORT/metrics")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True,
+              help="address the metrics port listens on (0.0.0.0 in a pod, for Prometheus to scrape)")
+@click.option("--otlp-endpoint", envvar="OTEL_EXPORTER_OTLP_ENDPOINT", default=None, metavar="URL",
+              help="send OpenTelemetry traces over OTLP/HTTP to URL, e.g. http://otel-collector:4318  "
+                   "[default: $OTEL_EXPORTER_OTLP_ENDPOINT; none: no tracing]")
+@click.option("--trace-sample-ratio", type=click.FloatRange(0, 1), default=None, metavar="RATIO",
+              help="share of rollouts traced, each whole or not at all  [default: $OTEL_TRACES_SAMPLER(_ARG), else all]")
+@click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True,
+              help="one line per event on stderr: a JSON object, or text for humans")
 def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str | None,
            reports_port: int | None, reports_host: str, reports_url: str | None, render_processes: int,
            no_reports: bool, fleet_db: str, processes: int, max_workflow_tasks: int, max_activities: int, max_local_activities: int,
-           max_cached_workflows: int) -> None:
+           max_cached_workflows: int, metrics_port: int | None, metrics_host: str, otlp_endpoint: str | None,
+           trace_sample_ratio: float | None, log_format: str) -> None:
     """Run a worker: executes rollouts and their activities. Stop with Ctrl-C or SIGTERM (graceful).
 
     With --processes N, N worker processes poll the same task queue and Temporal spreads the work over
@@ -270,6 +282,9 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
         if reports_port is not None:
             raise click.UsageError("--reports-port serves one process's reports; with --processes, store reports in "
                                    "S3 (reports: {kind: s3} in the targets file) or run one process per port")
+        if metrics_port is not None:
+            raise click.UsageError("--metrics-port serves one process's metrics; with --processes, run one process per "
+                                   "pod (raise the replicas instead) so that each is scraped on its own port")
         from worker.processes import exec_supervisor
 
         child = [sys.executable, "-m", "bifrost_cli.main", "worker", "--task-queue", task_queue, "--fleet-db", fleet_db,
@@ -279,18 +294,24 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
         child += ["--no-reports"] if no_reports else []
         child += ["--fleet", fleet_file] if fleet_file else []
         child += ["--targets", targets_file] if targets_file else []
+        child += ["--log-format", log_format]
+        child += ["--otlp-endpoint", otlp_endpoint] if otlp_endpoint else []
+        child += ["--trace-sample-ratio", str(trace_sample_ratio)] if trace_sample_ratio is not None else []
         exec_supervisor(processes, child)  # does not return
 
     from activities.adapters.base import AdapterError
     from worker.main import ReportsOptionError, run_worker
+    from worker.telemetry import TelemetryOptionError
 
     try:
         _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
                         reports_port=reports_port, reports_host=reports_host, reports_url=reports_url,
                         render_processes=render_processes, no_reports=no_reports, fleet_db=fleet_db,
+                        metrics_port=metrics_port, metrics_host=metrics_host, otlp_endpoint=otlp_endpoint,
+                        log_format=log_format, trace_sample_ratio=trace_sample_ratio,
                         limits=WorkerLimits(workflow_tasks=max_workflow_tasks, activities=max_activities,
                                             local_activities=max_local_activities, cached_workflows=max_cached_workflows)))
-    except ReportsOptionError as err:
+    except (ReportsOptionError, TelemetryOptionError) as err:
         raise click.UsageError(str(err)) from None
     except AdapterError as err:  # e.g. the fleet state file cannot be opened: say so, without a traceback
         _fail(f"worker not started: {err}", "Fix the file named above, or point --fleet-db at another one.")
@@ -307,9 +328,15 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
 def submit(file: str, wait: bool, follow: bool, task_queue: str) -> None:
     """Submit a request FILE. Re-submitting the same service and version attaches to the running rollout."""
     from bifrost_cli import ops
+    from worker.telemetry import TelemetryOptionError, client_telemetry
 
     req, _ = _load(file)
-    code = _run(ops.submit(req, wait=wait or follow, follow=follow, task_queue=task_queue, console=console))
+    try:
+        telemetry = client_telemetry()  # the rollout's trace starts here when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    except TelemetryOptionError as err:
+        _fail(str(err), "Unset it, or set it to your OTLP/HTTP collector, e.g. http://otel-collector:4318.")
+    code = _run(ops.submit(req, wait=wait or follow, follow=follow, task_queue=task_queue, console=console,
+                           connect_kwargs=telemetry.connect_kwargs()))
     sys.exit(code)
 
 

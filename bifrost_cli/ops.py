@@ -114,8 +114,9 @@ async def follow_rollout(handle: WorkflowHandle[Any, RolloutState], console: Con
     return result
 
 
-async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: str, console: Console) -> int:
-    client = await connect()
+async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: str, console: Console,
+                 connect_kwargs: dict[str, Any] | None = None) -> int:
+    client = await connect(**(connect_kwargs or {}))  # tracing interceptors, when OTEL_EXPORTER_OTLP_ENDPOINT is set
     handle = await start_rollout(client, req, task_queue)
     console.print(Text.assemble("rollout ", (handle.id, "bold"), f" (run {handle.result_run_id})"))
     if not wait:

@@ -27,6 +27,7 @@ from activities.notify import NotifyActivities
 from activities.peers import PeerActivities
 from activities.traffic import TrafficActivities
 from worker.limits import WorkerLimits
+from worker.telemetry import worker_interceptors
 from workflows.evacuation import EvacuationWorkflow
 from workflows.lock import ServiceLockWorkflow
 from workflows.report import ReportWorkflow, report_task_queue
@@ -180,6 +181,7 @@ def build_worker(
     drawing = Worker(  # a report waits on the server, where any worker's free render process can take it
         client, task_queue=report_task_queue(task_queue), activities=[render_report],
         graceful_shutdown_timeout=graceful_shutdown, max_concurrent_activities=2 * render_processes,
+        interceptors=worker_interceptors(),
     )
     return BifrostWorker(
         client,
@@ -193,4 +195,5 @@ def build_worker(
         max_concurrent_activities=limits.activities,
         max_concurrent_local_activities=limits.local_activities,
         max_cached_workflows=limits.cached_workflows,
+        interceptors=worker_interceptors(),  # adapter errors by kind; tracing comes with the client's interceptors
     )

@@ -29,6 +29,8 @@ def connect_config(address: str | None = None, namespace: str | None = None) -> 
     return config
 
 
-async def connect(address: str | None = None, namespace: str | None = None) -> Client:
-    """Connect with the pydantic data converter every Bifrost client and worker must share."""
-    return await Client.connect(**connect_config(address, namespace), data_converter=DATA_CONVERTER)
+async def connect(address: str | None = None, namespace: str | None = None, **extra: Any) -> Client:
+    """Connect with the pydantic data converter every Bifrost client and worker must share.
+
+    `extra` goes to `Client.connect` too: a `runtime` serving metrics, tracing `interceptors` (worker/telemetry.py)."""
+    return await Client.connect(**connect_config(address, namespace), data_converter=DATA_CONVERTER, **extra)

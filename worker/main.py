@@ -22,6 +22,7 @@ from worker.connect import connect
 from worker.limits import WorkerLimits
 from worker.logs import JsonFormatter, setup_logging
 from worker.reports_http import ReportServer
+from worker.telemetry import telemetry as worker_telemetry
 
 __all__ = ["JsonFormatter", "LoopWatch", "build_fleet", "build_registry", "run_worker", "setup_logging"]
 
@@ -113,20 +114,25 @@ async def run_worker(
     *, task_queue: str = "bifrost", fleet_file: str | None = None, targets_file: str | None = None,
     reports_dir: str | Path | None = None, reports_port: int | None = None, reports_host: str = "127.0.0.1",
     reports_url: str | None = None, render_processes: int = 1, fleet_db: str | Path = DEFAULT_FLEET_DB,
-    limits: WorkerLimits | None = None, no_reports: bool = False,
+    limits: WorkerLimits | None = None, no_reports: bool = False, metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1", otlp_endpoint: str | None = None, log_format: str = "json",
+    trace_sample_ratio: float | None = None,
 ) -> None:
     """Run until SIGINT/SIGTERM, then shut down gracefully (in-flight activities get 30 s).
 
     With `reports_port` (0: any free port), the local reports folder is also served read-only over HTTP;
-    with `no_reports`, no report is drawn and verdicts carry no link."""
+    with `no_reports`, no report is drawn and verdicts carry no link. With `metrics_port` (0: any free port),
+    Prometheus metrics are served on it; with `otlp_endpoint`, traces are sent there (worker/telemetry.py)."""
     targets = load_targets(targets_file) if targets_file else None
     serve = reports_port is not None
     if no_reports and (serve or reports_dir or reports_url):
         raise ReportsOptionError("--no-reports draws no reports: leave out --reports, --reports-port and --reports-url")
     store: ReportStore = (NoReports() if no_reports
                           else report_store(targets, reports_dir=reports_dir, serve=serve, reports_url=reports_url))
-    setup_logging()
+    setup_logging(log_format=log_format)
     log = logging.getLogger("bifrost.worker")
+    telemetry = worker_telemetry(metrics_port=metrics_port, metrics_host=metrics_host, otlp_endpoint=otlp_endpoint,
+                                 trace_sample_ratio=trace_sample_ratio)
     fleet = build_fleet(fleet_file, fleet_db)
     registry = build_registry(fleet, targets)
     server = None
@@ -141,7 +147,7 @@ async def run_worker(
     watch = LoopWatch(log)
     watching: asyncio.Task[None] | None = None
     try:
-        client = await connect()
+        client = await connect(**telemetry.connect_kwargs())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -153,6 +159,10 @@ async def run_worker(
                      f"(pid {os.getpid()}; at most {limits.workflow_tasks} workflow tasks, {limits.activities} activities, "
                      f"{limits.local_activities} local activities at once; {limits.cached_workflows} cached workflows; "
                      f"simulated fleet state in {fleet.where})")
+            if telemetry.metrics_url:
+                log.info("serving Prometheus metrics (temporal_* and bifrost_*) on %s", telemetry.metrics_url)
+            if telemetry.otlp_endpoint:
+                log.info("sending traces over OTLP/HTTP to %s", telemetry.otlp_endpoint)
             if server is not None and isinstance(store, LocalReportStore):
                 log.info("serving reports from %s on %s:%d; report links start with %s", server.root, reports_host,
                          server.port, store.base_url)

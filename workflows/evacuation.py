@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         SetWeightsResult,
         TrafficPlan,
     )
+    from common import metrics
     from common.types import EVACUATION_FAILED, MetricWindow, StageRef
     from workflows import options, search
     from workflows.traffic_details import evacuation_details
@@ -215,6 +216,7 @@ class EvacuationWorkflow:
             await self._wait_unpaused(f"step {i}/{n}")
             rec = StepRecord(index=i, level=plan.levels[i - 1], weights=weights, started_at=workflow.now())
             self.state.steps.append(rec)
+            metrics.evacuation_step(workflow.metric_meter(), service=inp.service, region=inp.region)
             self._set_status("shifting", waiting_for=f"step {i}/{n}: weights {weights}")
             res = await self._set_weights(weights, f"step {i}/{n} ({rec.level}%)")
             rec.changed, rec.applied_at = res.changed, workflow.now()
@@ -368,6 +370,8 @@ class EvacuationWorkflow:
         self.state.audit.append(TrafficAudit(at=workflow.now(), who=who, action=action, detail=detail))
 
     def _set_status(self, status: EvacuationStatus, *, reason: str | None = None, waiting_for: str | None = None) -> None:
+        metrics.evacuation_status_changed(workflow.metric_meter(), service=self.inp.service, region=self.inp.region,
+                                          before=self.state.status, after=status)
         self.state.status = status
         if reason is not None:
             self.state.reason = reason

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
+    from common import metrics
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from common.types import (
         INVALID_REQUEST,
@@ -111,6 +112,7 @@ class RolloutWorkflow:
         self.conclusions: dict[str, StageConclusion] = {}
         self._progress_pokes: dict[str, list[StageState]] = {}
         self._confirming: dict[str, asyncio.Lock] = {}
+        self._metered: tuple[RolloutStatus, datetime] | None = None  # the status last counted (metrics), and since when
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -534,8 +536,13 @@ class RolloutWorkflow:
         self.state.audit.append(AuditEntry(at=workflow.now(), who=who, action=action, target=target, detail=detail))
 
     def _set_status(self, status: RolloutStatus, *, reason: str | None = None, waiting_for: str | None = None) -> None:
-        """Every transition: the status, the search attributes and the UI's current details stay in step."""
+        """Every transition: the status, the search attributes, the UI's current details and the metrics stay in step."""
         self.state.status = status
+        before, since = self._metered or (None, None)
+        if status != before:
+            metrics.rollout_status_changed(workflow.metric_meter(), service=self.req.service, before=before, after=status,
+                                           since=since, now=workflow.now())
+            self._metered = (status, workflow.now())
         if reason is not None:
             self.state.reason = reason
         self.state.waiting_for = waiting_for

@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.peers import PeerActivities, PeerQuery
     from activities.traffic import TrafficActivities
     from activities.traffic_models import HealthInput, RegionHealth
+    from common import metrics
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
     from workflows.details import stage_details
@@ -305,6 +306,8 @@ class StageWorkflow:
         st.status = status
         st.ended_at = workflow.now()
         workflow.set_current_details(stage_details(st, service=self.inp.service, version=self.inp.version))
+        metrics.stage_ended(workflow.metric_meter(), region=st.region, environment=st.environment, outcome=status,
+                            started=st.started_at, ended=st.ended_at)
         await asyncio.gather(*self._outbox, *self._background, return_exceptions=True)
         if status in OUTCOME_FAILURE_TYPES:
             raise ApplicationError(f"{self.ref.key} {status.replace('_', ' ')}: {st.reason}", st,

@@ -6,6 +6,7 @@ per-step noise is seeded, so every run sees the same data. Counters are cumulati
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import shutil
@@ -107,24 +108,34 @@ def free_port() -> int:
 
 
 class PrometheusProcess:
-    """Backfill `sets` into a fresh TSDB under `workdir` and run Prometheus on a free loopback port."""
+    """Backfill `sets` into a fresh TSDB under `workdir` and run Prometheus on a free loopback port.
 
-    def __init__(self, workdir: Path, sets: list[SeriesSet]) -> None:
+    With `scrape` (host:port targets), it also scrapes their /metrics every `scrape_interval` (live data)."""
+
+    def __init__(self, workdir: Path, sets: list[SeriesSet], *, scrape: list[str] | None = None,
+                 scrape_interval: str = "15s") -> None:
         self.workdir = workdir
         self.sets = sets
+        self.scrape = scrape or []
+        self.scrape_interval = scrape_interval
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
 
     def start(self, ready_timeout: float = 20.0) -> "PrometheusProcess":
         data = self.workdir / "data"
-        om = self.workdir / "synthetic.om"
-        om.write_text(openmetrics(self.sets))
-        out = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
-                             capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
-            raise RuntimeError(f"promtool backfill failed: {out.stderr[-2000:]}")
+        data.mkdir(parents=True, exist_ok=True)
+        if self.sets:
+            om = self.workdir / "synthetic.om"
+            om.write_text(openmetrics(self.sets))
+            out = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(om), str(data)],
+                                 capture_output=True, text=True, timeout=120)
+            if out.returncode != 0:
+                raise RuntimeError(f"promtool backfill failed: {out.stderr[-2000:]}")
         config = self.workdir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+        scrape = (f"  - job_name: bifrost\n    static_configs:\n      - targets: {json.dumps(self.scrape)}\n"
+                  if self.scrape else "")
+        config.write_text(f"global:\n  scrape_interval: {self.scrape_interval}\n  evaluation_interval: {self.scrape_interval}\n"
+                          f"scrape_configs:{' []' if not scrape else ''}\n{scrape}")
         log = open(self.workdir / "prometheus.log", "wb")  # noqa: SIM115 - owned by the child
         for _ in range(3):  # a free port can be taken between probing and binding by a concurrent test run
             port = free_port()

@@ -1,0 +1,155 @@
+"""Telemetry of a Bifrost process: Temporal's Prometheus endpoint, OpenTelemetry traces over OTLP, adapter error counts.
+
+One `Runtime` per process serves `/metrics` on `--metrics-port`: the SDK's own `temporal_*` worker metrics
+(task latencies, slots, sticky cache) and Bifrost's `bifrost_*` metrics (common/metrics.py), which workflows
+and activities record through the same runtime's meter. Tracing uses the SDK's `TracingInterceptor`, so a
+rollout is one trace from the client that starts it through its child workflows and activities.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Interceptor as ClientInterceptor
+from temporalio.exceptions import ApplicationError
+from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+
+from activities.errors import OWN_TYPES
+from common import metrics
+
+OTLP_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"  # the standard variable: `bifrost worker --otlp-endpoint` defaults to it
+SERVICE_NAME = "bifrost"
+
+
+class TelemetryOptionError(ValueError):
+    """A metrics address that cannot be bound, or a tracing option that cannot be honoured."""
+
+
+@dataclass
+class Telemetry:
+    """What one process exports: `metrics_address` (host:port of /metrics) and/or traces to `otlp_endpoint`."""
+
+    metrics_address: str | None = None
+    otlp_endpoint: str | None = None
+    runtime: Runtime | None = None
+    interceptors: list[Any] = field(default_factory=list)
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://{self.metrics_address}/metrics" if self.metrics_address else None
+
+    def connect_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `Client.connect`: the runtime that serves metrics, the tracing interceptor."""
+        out: dict[str, Any] = {}
+        if self.runtime is not None:
+            out["runtime"] = self.runtime
+        if self.interceptors:
+            out["interceptors"] = list(self.interceptors)
+        return out
+
+
+_RUNTIMES: dict[str, Runtime] = {}  # one Runtime per process and address: Core binds the port once
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now (the OS's choice), for `--metrics-port 0`."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def metrics_runtime(host: str, port: int) -> tuple[Runtime, str]:
+    """The process's Runtime serving Prometheus metrics on host:port (0: a free port), and the address it serves."""
+    address = f"{host}:{port or free_port(host)}"
+    if address in _RUNTIMES:
+        return _RUNTIMES[address], address
+    try:
+        runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(
+            bind_address=address, durations_as_seconds=True,
+            histogram_bucket_overrides={name: list(b) for name, b in metrics.BUCKETS.items()},
+        )))
+    except Exception as err:  # Core reports a taken port as a plain RuntimeError
+        raise TelemetryOptionError(f"cannot serve metrics on {address}: {err}; choose another --metrics-port") from err
+    _RUNTIMES[address] = runtime
+    return runtime, address
+
+
+def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None,
+                        sample_ratio: float | None = None) -> ClientInterceptor:
+    """The SDK's TracingInterceptor, with spans sent over OTLP/HTTP to `otlp_endpoint` (or to `exporter`, in tests).
+
+    With `sample_ratio`, that share of rollouts is traced, each whole or not at all (the root's decision travels
+    with the trace); without, OTEL_TRACES_SAMPLER/OTEL_TRACES_SAMPLER_ARG decide, else every rollout is traced."""
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
+    if sample_ratio is not None and not 0 <= sample_ratio <= 1:
+        raise TelemetryOptionError(f"--trace-sample-ratio must be between 0 and 1, got {sample_ratio}")
+    sampler = ParentBased(TraceIdRatioBased(sample_ratio)) if sample_ratio is not None else None
+    provider = TracerProvider(resource=Resource.create({"service.name": SERVICE_NAME}), sampler=sampler)
+    if exporter is not None:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    elif otlp_endpoint:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        endpoint = otlp_endpoint.rstrip("/")
+        endpoint = endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))  # flushed at exit
+    return TracingInterceptor(provider.get_tracer("bifrost"))
+
+
+def telemetry(*, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
+              otlp_endpoint: str | None = None, trace_sample_ratio: float | None = None) -> Telemetry:
+    """The telemetry the options ask for; nothing at all (and no cost) without them."""
+    if otlp_endpoint is not None and not otlp_endpoint.startswith(("http://", "https://")):
+        raise TelemetryOptionError(f"--otlp-endpoint must start with http:// or https://, got {otlp_endpoint!r}")
+    out = Telemetry(otlp_endpoint=otlp_endpoint or None)
+    if metrics_port is not None:
+        out.runtime, out.metrics_address = metrics_runtime(metrics_host, metrics_port)
+    if out.otlp_endpoint:
+        out.interceptors.append(tracing_interceptor(out.otlp_endpoint, sample_ratio=trace_sample_ratio))
+    return out
+
+
+def client_telemetry() -> Telemetry:
+    """A short-lived client's telemetry (`bifrost submit`): traced when OTEL_EXPORTER_OTLP_ENDPOINT is set, so the
+    rollout's trace starts at the client; its spans are flushed when the process exits."""
+    endpoint = os.environ.get(OTLP_ENV) or None
+    try:
+        return telemetry(otlp_endpoint=endpoint)
+    except TelemetryOptionError:
+        raise TelemetryOptionError(f"{OTLP_ENV} must start with http:// or https://, got {endpoint!r}") from None
+
+
+# -- adapter errors by kind ----------------------------------------------------------------------------------------
+class _CountAdapterErrors(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        try:
+            return await self.next.execute_activity(input)
+        except ApplicationError as err:
+            if err.type in ADAPTER_ERROR_KINDS:
+                metrics.adapter_error(activity.metric_meter(), activity=activity.info().activity_type, kind=err.type)
+            raise
+
+
+ADAPTER_ERROR_KINDS: frozenset[str] = frozenset(t for t in OWN_TYPES if t.endswith("Error"))
+
+
+class MetricsInterceptor(Interceptor):
+    """Counts activities that fail on an adapter error (`bifrost_adapter_errors_total{activity, kind}`)."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _CountAdapterErrors(next)
+
+
+def worker_interceptors() -> Sequence[Interceptor]:
+    return [MetricsInterceptor()]
