@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from temporalio.common import MetricMeter
+if TYPE_CHECKING:  # only the meter's interface: this module does no I/O and needs no SDK to import
+    from temporalio.common import MetricMeter
 
 # -- names (the dashboard and the alerting rules in deploy/ use these) ------------------------------------------
 ROLLOUT_STATUS_ENTERED = "bifrost_rollout_status_entered_total"  # {service, status}
@@ -109,8 +111,12 @@ def evacuation_step(meter: MetricMeter, *, service: str, region: str) -> None:
 
 
 def traffic_weights(meter: MetricMeter, *, service: str, environment: str, weights: Mapping[str, int]) -> None:
-    """The weight of each region of a service's record set, as just read or set."""
-    gauge = meter.create_gauge(TRAFFIC_WEIGHT, DESCRIPTIONS[TRAFFIC_WEIGHT])
+    """The weight of each region of a service's record set, as just read or set.
+
+    One series per region whichever activity read it: the activity meter's `activity_type` is overridden, else
+    plan_traffic's reading from before a shift would stand beside set_weights' after it."""
+    gauge = meter.with_additional_attributes({"activity_type": "traffic"}).create_gauge(
+        TRAFFIC_WEIGHT, DESCRIPTIONS[TRAFFIC_WEIGHT])
     for region, weight in weights.items():
         gauge.set(int(weight), {"service": service, "environment": environment, "region": region})
 

@@ -94,6 +94,7 @@ async def test_prometheus_scrapes_bifrost_metrics_during_a_rollout(env, task_que
         assert {v["metric"]["environment"] for v in passed} >= {"test", "prod"}, passed
 
         weights = await _until_present(prom.url, f'bifrost_traffic_weight{{{svc},environment="prod"}}')
+        assert len(weights) == 3, weights  # one series per region, whichever activity read or set it
         by_region = {w["metric"]["region"]: float(w["value"][1]) for w in weights}
         assert by_region == {"us-east-1": 100.0, "eu-west-1": 100.0, "ap-south-1": 100.0}, by_region  # restored
         steps = await _until_present(prom.url, f'sum(bifrost_evacuation_steps_total{{{svc},region="eu-west-1"}})')

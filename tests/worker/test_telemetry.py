@@ -50,7 +50,8 @@ class Recorder:
         return self._instrument("gauge", name)
 
     def with_additional_attributes(self, attrs: dict[str, str]) -> Recorder:
-        return self  # the SDK's own attributes (namespace, task queue, type) are not Bifrost's labels
+        self.base = {**getattr(self, "base", {}), **attrs}  # the SDK's attributes (namespace, task queue, type)
+        return self
 
 
 def _emit_everything(meter: MetricMeter) -> None:
@@ -76,6 +77,14 @@ def test_every_metric_has_only_bounded_labels_and_a_known_name() -> None:
     for _, name, _, labels in rec.seen:
         assert set(labels) <= BOUNDED, (name, labels)
         assert "version" not in labels and all("2.0.0" not in v for v in labels.values())
+
+
+def test_traffic_weights_are_one_series_per_region_whichever_activity_read_them() -> None:
+    rec = Recorder()
+    rec.with_additional_attributes({"activity_type": "plan_traffic"})
+    metrics.traffic_weights(cast(MetricMeter, rec), service="payments", environment="prod", weights={"eu-west-1": 0})
+    assert rec.base["activity_type"] == "traffic"
+    assert rec.seen == [("gauge", metrics.TRAFFIC_WEIGHT, 0, {"service": "payments", "environment": "prod", "region": "eu-west-1"})]
 
 
 def test_a_gate_wait_is_timed_when_the_rollout_leaves_the_gate() -> None:
