@@ -15,7 +15,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-QUERY_RPC_TIMEOUT = timedelta(seconds=10)
+QUERY_RPC_TIMEOUT = timedelta(seconds=30)  # under the activity's start-to-close (options.CONFIRM); a busy server is slow, not gone
 
 
 class PeerQuery(BaseModel):

@@ -48,7 +48,7 @@ HEARTBEAT = timedelta(seconds=15)
 # local activity: one keeps its workflow's task open while it runs, a query to that workflow waits for the
 # open task, and two workflows confirming with each other at once stalled each other until their tasks timed out.
 CONFIRM = ActivityOptions(
-    start_to_close_timeout=timedelta(seconds=15),
+    start_to_close_timeout=timedelta(seconds=45),
     schedule_to_close_timeout=timedelta(minutes=15),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              non_retryable_error_types=NON_RETRYABLE),
