@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
@@ -209,3 +210,18 @@ async def test_a_rollout_waits_through_a_fold_and_starts_inside_its_window(ts_en
     assert started is not None and resumed >= after_fold and started >= resumed
     local = started.astimezone(ZoneInfo(NY))
     assert time(1, 30) <= local.time() < time(1, 45) and local.utcoffset() == timedelta(hours=-5)  # 01:3x EST
+
+
+async def test_a_rollout_started_by_hand_with_a_window_that_never_opens_fails_at_once(env, task_queue, tmp_path):
+    """The workflow checks its own input (a start from the UI skips `bifrost plan`): nothing deployed, no lock held."""
+    from bifrost_cli.ops import outcome
+    from tests.workflows.helpers import fleet, running_worker, start
+
+    today = datetime.now(UTC).date()
+    req = _request(freeze_dates=[today + timedelta(days=d) for d in range(-1, 401)])
+    f = fleet()
+    async with running_worker(env.client, f, task_queue, tmp_path), asyncio.timeout(60):  # the old code waited forever
+        result = await outcome(await start(env.client, req, task_queue))
+    assert result.status == "failed"
+    assert "invalid plan: regions.us-east-1.freeze_dates: " in result.reason and "within 400 days" in result.reason
+    assert f.calls == [] and not [a for a in result.audit if a.action == "lock-granted"]
