@@ -69,6 +69,13 @@ def test_an_update_with_a_bad_identity_is_refused_naming_the_field(model, payloa
     assert [e["loc"] for e in err.value.errors()] == [(field,)]
 
 
+def test_the_how_to_act_placeholder_is_refused_if_sent_unedited():
+    from workflows.details import WHO
+
+    with pytest.raises(ValidationError, match="approver"):
+        Approve.model_validate({"wave": 1, "approver": WHO})
+
+
 def test_a_request_or_evacuation_with_a_bad_identity_is_refused_naming_the_field():
     with pytest.raises(RequestError, match=r"requested_by: must be printable text on one line"):
         make_request(requested_by=FORGED)
