@@ -16,6 +16,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Coroutine
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args
 
 import click
@@ -24,6 +25,7 @@ from rich.console import Console
 
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from common.problems import FileProblems, shorten
+from common.text import identity_problem
 from common.types import RolloutStatus
 from worker.limits import WorkerLimits
 from workflows.plan import Plan, PlanError, build_plan
@@ -67,12 +69,12 @@ def _identity() -> str:
 def _load(path: str) -> tuple[RolloutRequest, Plan]:
     try:
         req = load_request(path)
-        return req, build_plan(req)
+        return req, build_plan(req, now=datetime.now(UTC))
     except RequestError as err:
         _fail(str(err), "Nothing was deployed. Fix the fields above and try again.")
     except PlanError as err:
-        _fail(f"invalid request {shorten(path, 300)}: the blast-radius rules cannot all be met:\n  - {err}",
-              "Nothing was deployed.")
+        what = "the deployment windows" if err.rule.startswith("regions.") else "the blast-radius rules cannot all be met"
+        _fail(f"invalid request {shorten(path, 300)}: {what}:\n  - {err}", "Nothing was deployed.")
 
 
 def _refusal(message: str) -> tuple[str, int]:
@@ -415,8 +417,8 @@ def _local_problems(name: str, fields: dict[str, Any]) -> list[str]:
                 out.append(f"{option}: must not be empty; say why")
             elif len(value) > limit:
                 out.append(f"{option}: {len(value)} characters; at most {limit} are allowed")
-            elif field in ("by", "approver") and not value.isprintable():
-                out.append(f"{option}: must be printable text on one line")
+            elif field in ("by", "approver") and (who := identity_problem(value)):
+                out.append(f"{option}: {who}")
             elif field == "stage" and not _STAGE.fullmatch(value):
                 out.append(f"{option}: {shorten(repr(value), 60)} is not a stage; write region/env, e.g. eu-west-1/prod")
         elif field == "wave" and value is not None and not 1 <= value <= MAX_WAVE:

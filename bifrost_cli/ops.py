@@ -21,8 +21,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from bifrost_cli.exits import EXIT_ROLLED_BACK, exit_code_for
-from bifrost_cli.render import state_table
+from bifrost_cli.render import print_status, shown, state_table
 from common.problems import shorten
+from common.text import markdown as md
 from worker.connect import connect
 from workflows import search
 from workflows.models import RolloutState
@@ -80,16 +81,16 @@ async def start_rollout(client: Client, req: RolloutRequest, task_queue: str = "
             SearchAttributePair(search.ENVIRONMENT, "-"),
             SearchAttributePair(search.REQUESTED_BY, req.requested_by),
         ]),
-        static_summary=f"{req.service} {req.version} by {req.requested_by}",
+        static_summary=f"{req.service} {req.version} by {md(req.requested_by)}",
         static_details=_static_details(req),
     )
 
 
 def _static_details(req: RolloutRequest) -> str:
     change = req.change
-    lines = [f"**{req.service}** `{req.version}` ({req.image}), requested by {req.requested_by}"]
+    lines = [f"**{req.service}** `{req.version}` ({md(req.image)}), requested by {md(req.requested_by)}"]
     if change.commit or change.pr:
-        lines.append(f"Change: commit {change.commit or '-'}, PR {change.pr or '-'} {change.url or ''}")
+        lines.append(md(f"Change: commit {change.commit or '-'}, PR {change.pr or '-'} {change.url or ''}"))
     lines.append("Regions: " + ", ".join(f"{r.name} ({'+'.join(r.environments)})" for r in req.regions))
     return "\n\n".join(lines)
 
@@ -129,7 +130,7 @@ async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: s
         console.print(Text(f"failed: the rollout ended without a result: {shorten(str(getattr(cause, 'message', None) or cause or err), 400)}",
                            style="bold red"), soft_wrap=True)
         return EXIT_ROLLED_BACK
-    console.print(Text.assemble((result.status, "bold"), f": {result.reason}"), soft_wrap=True)
+    console.print(Text.assemble((result.status, "bold"), shown(f": {result.reason}")), soft_wrap=True)
     return exit_code_for(result.status)
 
 
@@ -139,14 +140,7 @@ async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> No
     if as_json:
         console.print_json(state.model_dump_json())
         return
-    console.print(state_table(state))
-    if state.pending_approvals:
-        console.print(Text(f"pending approvals: {', '.join(state.pending_approvals)} — "
-                           f"bifrost approve {rollout_id} --stage <stage> | --wave <n>"))
-    if state.audit:
-        console.print(Text("audit trail:"))
-        for a in state.audit:
-            console.print(Text(f"  {a.at:%Y-%m-%d %H:%M:%S} {a.who}: {a.action} {a.target or ''} {a.detail}"))
+    print_status(state, rollout_id, console)
 
 
 async def list_rollouts(*, service: str | None, status: str | None, limit: int, console: Console) -> None:
@@ -162,7 +156,7 @@ async def list_rollouts(*, service: str | None, status: str | None, limit: int, 
     async for wf in client.list_workflows(" AND ".join(clauses)):
         sa = wf.typed_search_attributes
         t.add_row(Text(wf.id), Text(sa.get(search.STATUS) or "?"), Text(sa.get(search.STAGE) or "-"),
-                  Text(sa.get(search.REQUESTED_BY) or "?"), Text(f"{wf.start_time:%Y-%m-%d %H:%M}"))
+                  shown(sa.get(search.REQUESTED_BY) or "?"), Text(f"{wf.start_time:%Y-%m-%d %H:%M}"))
         n += 1
         if n >= limit:
             break
@@ -185,5 +179,5 @@ async def send_update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWo
         reason = shorten(str(getattr(cause, "message", None) or cause or err), 400)
         err_console.print(Text(f"{name} refused: {reason}", style="red"), soft_wrap=True)
         return False
-    console.print(Text(ack.message), soft_wrap=True)
+    console.print(shown(ack.message), soft_wrap=True)
     return True

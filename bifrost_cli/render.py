@@ -1,14 +1,20 @@
 """Rich tables for plans and rollout state, shared by `plan`, `status`, `submit --follow` and the demo.
 
 Every cell and title is a `Text`, so a service, reason or audit entry is shown as written and never read as
-rich markup (a reason containing "[/red]" would otherwise raise MarkupError).
+rich markup (a reason containing "[/red]" would otherwise raise MarkupError). Text that people or the outside
+world wrote goes through `shown` (rich) or `echo` (plain lines): control characters and escape sequences are
+printed as escapes (\\x1b, \\n), so no name or reason can move the cursor, recolour the terminal or print a
+line of its own.
 """
 
 from __future__ import annotations
 
+import click
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from common.text import terminal
 from workflows.models import RolloutState
 from workflows.plan import Plan
 from workflows.request import RolloutRequest
@@ -20,6 +26,16 @@ STYLE = {
     "paused": "magenta", "queued": "dim",
     "awaiting_approval": "magenta", "waiting_window": "magenta", "running": "cyan",
 }
+
+
+def shown(text: str, style: str = "") -> Text:
+    """User-supplied text for a rich console: one line, control characters escaped, never markup."""
+    return Text(terminal(text), style=style)
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """Print one line that may hold user-supplied text, control characters escaped."""
+    click.echo(terminal(text), err=err)
 
 
 def styled(status: str) -> Text:
@@ -75,7 +91,7 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
 def state_table(state: RolloutState) -> Table:
     """Per-stage status, versions and verdicts of a rollout."""
     title = Text.assemble(f"{state.service} {state.version}: ", styled(state.status))
-    caption = Text(f"waiting for {state.waiting_for}") if state.waiting_for else None
+    caption = shown(f"waiting for {state.waiting_for}") if state.waiting_for else None
     t = Table(title=title, title_justify="left", caption=caption)
     for col in ("wave", "stage", "status", "before", "now", "verdict"):
         t.add_column(col, no_wrap=col != "stage")
@@ -83,5 +99,17 @@ def state_table(state: RolloutState) -> Table:
     for s in state.stages:
         verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")
         t.add_row(Text(str(s.wave)), Text(s.key), styled(s.status), Text(s.version_before or "?"), Text(s.version_now or "?"),
-                  Text(verdict), Text(s.reason[:90]))
+                  Text(verdict), shown(s.reason[:90]))
     return t
+
+
+def print_status(state: RolloutState, rollout_id: str, console: Console) -> None:
+    """`bifrost status`: the stage table, pending approvals and the audit trail, one escaped line per entry."""
+    console.print(state_table(state))
+    if state.pending_approvals:
+        console.print(shown(f"pending approvals: {', '.join(state.pending_approvals)} — "
+                            f"bifrost approve {rollout_id} --stage <stage> | --wave <n>"))
+    if state.audit:
+        console.print(Text("audit trail:"))
+        for a in state.audit:
+            console.print(shown(f"  {a.at:%Y-%m-%d %H:%M:%S} {a.who}: {a.action} {a.target or ''} {a.detail}"))

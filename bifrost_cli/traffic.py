@@ -17,6 +17,8 @@ import click
 from pydantic import BaseModel, ValidationError
 
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
+from bifrost_cli.render import echo
+from common.text import markdown as md
 from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
 TRAFFIC_EXIT_CODES = """\b
@@ -106,25 +108,26 @@ def weights_lines(state: EvacuationState) -> list[str]:
 
 
 def print_state(state: EvacuationState) -> None:
-    click.echo(f"{state.workflow_id}: {state.direction} {state.region} ({state.service}) — {state.status}")
-    click.echo(f"requested by {state.requested_by}: {state.request_reason or '(no reason given)'}")
+    echo(f"{state.workflow_id}: {state.direction} {state.region} ({state.service}) — {state.status}")
+    echo(f"requested by {state.requested_by}: {state.request_reason or '(no reason given)'}")
     if state.record_set:
-        click.echo(f"record set: {state.record_set}; step {state.step}/{len(state.planned)}; "
-                   f"wait {state.wait_seconds} s after each step")
+        echo(f"record set: {state.record_set}; step {state.step}/{len(state.planned)}; "
+             f"wait {state.wait_seconds} s after each step")
     if state.reason:
-        click.echo(f"reason: {state.reason}")
+        echo(f"reason: {state.reason}")
     if state.waiting_for:
-        click.echo(f"waiting for: {state.waiting_for}")
+        echo(f"waiting for: {state.waiting_for}")
     if state.weights_before:
-        click.echo("\n".join(weights_lines(state)))
+        for line in weights_lines(state):
+            echo(line)
     for st in state.steps:
         mark = "" if st.changed else " (already in place)"
-        click.echo(f"  step {st.index}: {st.level}% {st.weights}{mark}; health: {st.health or 'pending'}")
+        echo(f"  step {st.index}: {st.level}% {st.weights}{mark}; health: {st.health or 'pending'}")
 
 
 def print_audit(state: EvacuationState, since: int = 0) -> int:
     for a in state.audit[since:]:
-        click.echo(f"{a.at:%H:%M:%S} {a.who}: {a.action} {a.detail}".rstrip())
+        echo(f"{a.at:%H:%M:%S} {a.who}: {a.action} {a.detail}".rstrip())
     return len(state.audit)
 
 
@@ -145,9 +148,9 @@ async def start_traffic(client: Any, inp: EvacuationInput, task_queue: str) -> A
             SearchAttributePair(search.STAGE, f"{inp.region}/{inp.environment}"),
             SearchAttributePair(search.REQUESTED_BY, inp.requested_by),
         ]),
-        static_summary=f"{inp.direction} {inp.region} ({inp.service}) by {inp.requested_by}",
-        static_details=f"**{inp.direction}** {inp.region} of {inp.service}, requested by {inp.requested_by}: "
-                       f"{inp.reason or '(no reason given)'}",
+        static_summary=md(f"{inp.direction} {inp.region} ({inp.service}) by {inp.requested_by}"),
+        static_details=f"**{inp.direction}** {md(inp.region)} of {inp.service}, requested by {md(inp.requested_by)}: "
+                       f"{md(inp.reason or '(no reason given)')}",
     )
 
 

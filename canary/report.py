@@ -6,7 +6,6 @@ picklable by reference, so a worker renders it in a process pool (matplotlib hol
 from __future__ import annotations
 
 import base64
-import html
 import io
 import math
 
@@ -16,6 +15,7 @@ from matplotlib.figure import Figure
 
 from canary.config import JudgeResult, MetricResult, MetricSamples, MetricSpec, MonitorResult
 from canary.findings import prepare
+from common.text import html as esc
 
 BASELINE_COLOR, CANARY_COLOR = "#4c72b0", "#dd8452"
 _CLASS_COLOR = {"Pass": "#2e7d32", "High": "#c62828", "Low": "#c62828", "NodataFailMetric": "#c62828", "Nodata": "#8d6e00", "Error": "#8d6e00"}
@@ -99,12 +99,12 @@ def _metric_row(m: MetricResult) -> str:
     muted = " <span class='muted'>(muted)</span>" if m.muted else ""
     effect = f"{_num(m.effect_size, 3)} {m.effect_measure or ''}".strip() if m.effect_size is not None else "–"
     return (
-        f"<tr><td><a href='#m-{html.escape(m.name)}'>{html.escape(m.name)}</a>{muted}</td>"
+        f"<tr><td><a href='#m-{esc(m.name)}'>{esc(m.name)}</a>{muted}</td>"
         f"<td style='color:{_CLASS_COLOR.get(m.classification, '#222')}'><b>{m.classification}</b>{crit}</td>"
         f"<td class='num'>{_num(m.p_value, 3)}</td><td class='num'>{_num(m.threshold, 3)}</td>"
         f"<td class='num'>{_num(m.estimate)}</td><td class='num'>{_interval(m)}</td><td class='num'>{effect}</td>"
         f"<td class='num'>{m.baseline_n} / {m.canary_n}</td><td class='num'>{_num(m.baseline_mean)} / {_num(m.canary_mean)}</td>"
-        f"<td>{html.escape(m.reason)}</td></tr>"
+        f"<td>{esc(m.reason)}</td></tr>"
     )
 
 
@@ -137,12 +137,12 @@ def _sections(metrics: list[MetricResult], specs: list[MetricSpec], data: list[M
         base, can = prepare(spec, raw)
         ecdf = ecdf_png(m.name, base, can, m.classification)
         series = series_png(m.name, raw.baseline, raw.canary, interval_seconds)
-        tests = ", ".join(f"{html.escape(k)} p={_num(v, 3)}" for k, v in m.tests.items())
-        name = html.escape(m.name)
+        tests = ", ".join(f"{esc(k)} p={_num(v, 3)}" for k, v in m.tests.items())
+        name = esc(m.name)
         sections.append(
             f"<section id='m-{name}'><h3>{name} — {m.classification}</h3>"
-            f"<p>{html.escape(m.reason)}</p>"
-            f"<p class='muted'>direction {html.escape(str(m.direction or spec.direction))}; groups {html.escape(', '.join(spec.groups) or 'default')}"
+            f"<p>{esc(m.reason)}</p>"
+            f"<p class='muted'>direction {esc(str(m.direction or spec.direction))}; groups {esc(', '.join(spec.groups) or 'default')}"
             f"{'; tests: ' + tests if tests else ''}</p><div class='plots'>"
             f"<img alt='ECDF of {name}: baseline vs canary' src='data:image/png;base64,{ecdf}'>"
             f"<img alt='Time series of {name}: baseline vs canary' src='data:image/png;base64,{series}'>"
@@ -159,20 +159,20 @@ def _page(title: str, head: str, metrics: list[MetricResult], sections: str) -> 
     rows = "".join(_metric_row(m) for m in metrics)
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
-        f"<h1>{html.escape(title)}</h1>{head}{_TABLE_HEAD}{rows}</table>{sections}</body></html>"
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>"
+        f"<h1>{esc(title)}</h1>{head}{_TABLE_HEAD}{rows}</table>{sections}</body></html>"
     )
 
 
 def render_html(result: JudgeResult, specs: list[MetricSpec], data: list[MetricSamples], *, title: str,
                 interval_seconds: int | None = None) -> str:
     """Verdict, score, how the score was derived, a table of metrics, and per metric an ECDF and a time series."""
-    groups = "".join(f"<tr><td>{html.escape(g)}</td><td class='num'>{s:.2f}</td></tr>" for g, s in sorted(result.group_scores.items()))
+    groups = "".join(f"<tr><td>{esc(g)}</td><td class='num'>{s:.2f}</td></tr>" for g, s in sorted(result.group_scores.items()))
     color = _VERDICT_COLOR.get(result.verdict, "#222")
     head = (
         f"<p class='verdict' style='color:{color}'>{result.verdict.upper().replace('_', ' ')} — score {result.score:.2f}</p>"
-        f"<p>{html.escape(result.summary)}</p>"
-        f"<p class='muted'>{html.escape(_method(result))}</p>"
+        f"<p>{esc(result.summary)}</p>"
+        f"<p class='muted'>{esc(_method(result))}</p>"
         f"<h2>Group scores</h2><table><tr><th>group</th><th>score</th></tr>{groups}</table>"
     )
     return _page(title, head, result.metrics, _sections(result.metrics, specs, data, interval_seconds))
@@ -183,10 +183,10 @@ def render_soak_html(monitor: MonitorResult, specs: list[MetricSpec], data: list
     """One soak look: alarm or not and why, the monitor's findings per metric, and the same two plots per metric."""
     color = _VERDICT_COLOR["fail" if monitor.alarm else "pass"]
     state = "ALARM" if monitor.alarm else "NO ALARM"
-    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in monitor.reasons)
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in monitor.reasons)
     head = (
         f"<p class='verdict' style='color:{color}'>{state} — soak look {monitor.look} of {monitor.max_looks}</p>"
-        f"<p>{html.escape(monitor.summary)}</p>"
+        f"<p>{esc(monitor.summary)}</p>"
         + (f"<ul>{reasons}</ul>" if reasons else "")
         + "<p class='muted'>Soak monitor: the promoted version against the baseline, over every sample since the soak "
         "started; how a look decides is described under 'Soak monitoring' in docs/judge.md.</p>"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from common.text import markdown as md
+from common.text import visible, web_url
 from common.types import TERMINAL
 from workflows.models import AuditEntry, RolloutState, RolloutSummary, StageState
 from workflows.plan import Plan
@@ -23,11 +25,6 @@ def _when(at: datetime | None) -> str:
     return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "?"
 
 
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 GAP = "\u2003"  # an em space after each table cell: the UI 2.54 renders tables without cell padding
 
 
@@ -38,18 +35,18 @@ def _row(cells: list[str]) -> str:
 def _link(text: str, url: str | None) -> str:
     """A Markdown link when a browser can open `url`; otherwise the text, with a worker-local path in backticks."""
     if not url:
-        return text
-    if url.startswith(("http://", "https://")):
-        return f"[{text}]({url})"
-    return f"{text} (`{url}`)"
+        return md(text)
+    if (link := web_url(url)) is not None:
+        return f"[{md(text)}]({link})"
+    path = visible(url).replace("`", "'")
+    return f"{md(text)} (`{path}`)"
 
 
 def verdict_cell(st: StageState) -> str:
     if st.verdict is None:
         return "–"
     score = f" {st.score:g}" if st.score is not None else ""
-    text = f"{st.verdict}{score}"
-    return f"[{text}]({st.report_url})" if st.report_url and st.report_url.startswith(("http://", "https://")) else text
+    return _link(f"{st.verdict}{score}", web_url(st.report_url))
 
 
 def soak_cell(st: StageState) -> str:
@@ -75,7 +72,7 @@ def stage_table(state: RolloutState) -> str:
     rows = [_row(["wave", "stage", "status", "version", "verdict", "soak"]), "|---|---|---|---|---|---|"]
     for st in state.stages:
         mark = "**" if st.key in (state.current_stage or "").split(", ") and not state.finished else ""
-        rows.append(_row([str(st.wave), f"{mark}{st.key}{mark}", _cell(status_cell(st)), versions_cell(st),
+        rows.append(_row([str(st.wave), f"{mark}{st.key}{mark}", md(status_cell(st)), versions_cell(st),
                           verdict_cell(st), soak_cell(st)]))
     return "\n".join(rows)
 
@@ -131,22 +128,22 @@ def rollout_details(state: RolloutState, plan: Plan | None, *, waiting_window: s
         head += f" · wave {s.current_wave}/{s.waves}"
     paras = [head]
     if s.reason:
-        paras.append(f"**Reason:** {s.reason}")
+        paras.append(f"**Reason:** {md(s.reason)}")
     if s.waiting_for:
-        wait = f"**Waiting for:** {s.waiting_for}"
+        wait = f"**Waiting for:** {md(s.waiting_for)}"
         if s.awaiting_wave is not None and plan is not None:
             wait += f" — {approval_releases(plan, s.awaiting_wave)}"
         paras.append(wait)
     if s.pause is not None and not s.finished:
-        why = f": “{s.pause.reason}”" if s.pause.reason else ""
-        paras.append(f"**Paused** by {s.pause.by} at {_when(s.pause.at)}{why} — holds {holds_at(s)}")
+        why = f": “{md(s.pause.reason)}”" if s.pause.reason else ""
+        paras.append(f"**Paused** by {md(s.pause.by)} at {_when(s.pause.at)}{why} — holds {holds_at(s)}")
     paras.append(stage_table(s))
     examples = how_to_act(s, paused=s.pause is not None, waiting_window=waiting_window, soaking=soaking)
     if examples:
         paras.append("**How to act** (More actions → Send an Update, or the `bifrost` CLI):\n\n"
                      + "\n".join(f"- `{name}` `{json.dumps(example)}`" for name, example in examples))
     if s.audit:
-        paras.append("**Recent actions**\n\n" + "\n".join(f"- {_cell(audit_line(a))}" for a in s.audit[-AUDIT_LINES:]))
+        paras.append("**Recent actions**\n\n" + "\n".join(f"- {md(audit_line(a))}" for a in s.audit[-AUDIT_LINES:]))
     return "\n\n".join(paras)
 
 
@@ -165,9 +162,9 @@ def stage_details(st: StageState, *, service: str, version: str, detail: str = "
     lines = [f"## Stage {st.key} — **{st.status.replace('_', ' ').upper()}**",
              f"{service}: `{st.version_before or '?'}` → `{version}`; now on `{st.version_now or st.version_before or '?'}`"]
     if st.reason:
-        lines.append(f"**Reason:** {st.reason}")
+        lines.append(f"**Reason:** {md(st.reason)}")
     if detail:
-        lines.append(detail)
+        lines.append(md(detail))
     if st.verdict is not None:
         report = f" — {_link('canary report', st.report_url)}" if st.report_url else ""
         lines.append(f"**Verdict:** {st.verdict} (score {st.score:g}){report}" if st.score is not None

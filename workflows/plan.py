@@ -9,10 +9,13 @@ Rules, all enforced here and checked by property-based tests:
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel
 
 from common.types import EnvKind, stage_key
 from workflows.request import Region, RolloutRequest
+from workflows.windows import window_problems
 
 
 class Stage(BaseModel):
@@ -126,8 +129,13 @@ def _prod_groups(request: RolloutRequest, canary: str) -> list[list[Region]]:
     return groups
 
 
-def build_plan(request: RolloutRequest) -> Plan:
-    """Turn a validated request into ordered waves; raise `PlanError` if the rules conflict."""
+def build_plan(request: RolloutRequest, now: datetime | None = None) -> Plan:
+    """Turn a validated request into ordered waves; raise `PlanError` if the rules conflict. Given `now`, also
+    refuse a region whose deployment window does not open soon enough (workflows/windows.py)."""
+    if now is not None:
+        for problem in window_problems(request, now):
+            rule, _, message = problem.partition(": ")
+            raise PlanError(rule, message)
     br = request.blast_radius
     canary = choose_canary_region(request)
     waves: list[Wave] = []

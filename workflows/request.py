@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from datetime import date, time
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -23,6 +23,7 @@ from activities.traffic_plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from canary.config import JudgeConfig, MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
+from common.text import MAX_IDENTITY, Identity
 from common.types import ENV_KINDS, ConcurrencyPolicy, EnvKind, RollbackScope, stage_key
 
 _NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"  # a DNS-1123 label: Kubernetes object names, our region names
@@ -45,9 +46,10 @@ MAX_METRICS = 50
 MAX_PARALLEL = 64
 MAX_WAVE = 1000
 MAX_TEXT = 2000
-MAX_WHO = 200
+MAX_WHO = MAX_IDENTITY
 MAX_METRIC_NAME = 100
 MAX_WORKFLOW_ID_BYTES = 1000  # Temporal's default limit on a workflow id
+MIN_WINDOW = timedelta(minutes=1)  # workflow timers fire up to a second late; a window must outlast that
 MAX_PAYLOAD_BYTES = 1 << 20  # the request as JSON; Temporal refuses payloads over 2 MB
 
 # An OCI image reference: [registry[:port]/]path[:tag][@sha256:<64 hex>] (the distribution spec's grammar)
@@ -123,21 +125,6 @@ def _zones() -> frozenset[str]:
     return frozenset(available_timezones()) | {"UTC"}
 
 
-def _printable(limit: int) -> AfterValidator:
-    """A name written into audit trails and search attributes: printable, non-blank, at most `limit` characters."""
-
-    def check(v: str) -> str:
-        if not v.strip():
-            raise ValueError("must not be blank")
-        if len(v) > limit:
-            raise ValueError(f"{len(v)} characters; at most {limit} are allowed")
-        if not v.isprintable():
-            raise ValueError(f"must be printable text on one line (got {show(v)})")
-        return v
-
-    return AfterValidator(check)
-
-
 def _metric_bounds(m: MetricSpec) -> MetricSpec:
     """Bounds the judge's own model leaves open: name length, finite thresholds, a few groups."""
     if len(m.name) > MAX_METRIC_NAME:
@@ -187,6 +174,10 @@ class DeployWindow(_Model):
     def _start_before_end(self) -> "DeployWindow":
         if self.start >= self.end:
             raise ValueError(f"start ({self.start}) must be before end ({self.end}); windows do not cross midnight")
+        length = datetime.combine(date.min, self.end) - datetime.combine(date.min, self.start)
+        if length < MIN_WINDOW:
+            raise ValueError(f"the window {self.start}-{self.end} is open for {length.total_seconds():g} s; a window "
+                             f"must be open at least {MIN_WINDOW.total_seconds():g} s for a stage to start inside it")
         return self
 
 
@@ -363,7 +354,7 @@ class ApprovalGate(_Model):
 class Approvals(_Model):
     """Who may approve, which gates need approval, and what happens if nobody answers."""
 
-    approvers: list[Annotated[str, _printable(MAX_WHO)]] = Field(
+    approvers: list[Identity] = Field(
         default_factory=list, max_length=1000, description="allow-list; empty: anyone may approve")
     gates: list[ApprovalGate] = Field(default_factory=list, max_length=1000)
     timeout_hours: float = Field(default=72.0, gt=0, le=MAX_APPROVAL_HOURS)
@@ -393,7 +384,7 @@ class RolloutRequest(_Model):
     approvals: Approvals = Field(default_factory=Approvals)
     rollback_scope: RollbackScope = "all"
     on_conflict: ConcurrencyPolicy = Field(default="queue", description="when another version of the service is rolling out")
-    requested_by: Annotated[str, _printable(MAX_WHO)] = Field(min_length=1)
+    requested_by: Identity = Field(min_length=1)
     change: Change = Field(default_factory=Change)
     evacuation: EvacuationSettings = Field(default_factory=EvacuationSettings,
                                            description="for regions with on_failure: evacuate")

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         StageRef,
     )
     from workflows import options, search
+    from workflows.clock import MIN_WINDOW_WAIT, wait_until
     from workflows.details import rollout_details, rollout_summary
     from workflows.lock import GRANTED_SIGNAL, LOCK_SIGNALS_PATCH, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, ServiceLock
     from workflows.models import (
@@ -119,7 +120,7 @@ class RolloutWorkflow:
     async def run(self, request: RolloutRequest) -> RolloutState:
         self.state.started_at = workflow.now()
         try:
-            self.plan = build_plan(request)
+            self.plan = build_plan(request, now=workflow.now())
         except PlanError as err:
             self._set_status("failed", reason=f"invalid plan: {err}")
             raise ApplicationError(f"invalid plan: {err}", self.state, type=INVALID_REQUEST, non_retryable=True) from None
@@ -401,7 +402,7 @@ class RolloutWorkflow:
             try:
                 await workflow.wait_condition(
                     lambda n=overrides: len(self.window_overrides) != n or self.stop is not None,  # type: ignore[misc]
-                    timeout=(until - now) if until is not None else None,
+                    timeout=wait_until(until, now, at_least=MIN_WINDOW_WAIT) if until is not None else None,
                     timeout_summary=f"window opens for {', '.join(sorted(closed))}",
                 )
             except TimeoutError:

@@ -47,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from common import metrics
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
+    from workflows.clock import wait_until
     from workflows.details import stage_details
     from workflows.evacuation import EvacuationWorkflow
     from workflows.models import (
@@ -399,7 +400,7 @@ class StageWorkflow:
             due = min(soak.started_at + soak.interval * look, soak.ends_at)
             self._report("soaking", f"look {look}/{soak.max_looks}; soak ends {soak.ends_at:%Y-%m-%d %H:%M} UTC",
                          tell_rollout=self._reported != "soaking" or look % every == 0)
-            wait = due - workflow.now()
+            wait = wait_until(due, workflow.now())
             if wait > timedelta(0):
                 await self._until(lambda: self.skip_soak_reason is not None or self.stop_reason is not None, wait,
                                   f"soak {self.ref.key} look {look}/{soak.max_looks}")

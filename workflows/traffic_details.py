@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from common.text import markdown as md
 from workflows.traffic_models import EVACUATION_TERMINAL, EvacuationState
 
 WHO = "<your name>"
@@ -31,7 +32,7 @@ def _weights_table(state: EvacuationState) -> str:
         mark = " (evacuated)" if region == state.region and state.direction == "evacuate" else \
             " (restored)" if region == state.region else " (receiver)" if region in state.receivers else ""
         rows.append(
-            f"| {region}{mark} | {state.weights_before.get(sid, '-')} | {state.weights_now.get(sid, '-')} | "
+            f"| {md(region)}{mark} | {state.weights_before.get(sid, '-')} | {state.weights_now.get(sid, '-')} | "
             f"{final.get(sid, '-')} | {state.replicas_before.get(region, '-')} | "
             f"{state.replicas_after.get(region, state.scaled.get(region, state.replicas_before.get(region, '-')))} |"
         )
@@ -44,16 +45,16 @@ def evacuation_details(state: EvacuationState, *, paused: bool, awaiting_approva
     verb = "Evacuating" if s.direction == "evacuate" else "Restoring"
     if s.status in EVACUATION_TERMINAL:
         verb = "Evacuation of" if s.direction == "evacuate" else "Restore of"
-    head = f"## {verb} {s.region} ({s.service}, {s.environment}) — **{s.status.replace('_', ' ')}**"
+    head = f"## {verb} {md(s.region)} ({s.service}, {s.environment}) — **{s.status.replace('_', ' ')}**"
     paras = [head]
     if s.planned:
         paras.append(f"Step {s.step}/{len(s.planned)}; levels {', '.join(f'{lv}%' for lv in s.steps_requested)}; "
-                     f"wait {s.wait_seconds} s after each step (TTL); record set: {s.record_set}")
-    paras.append(f"Requested by **{s.requested_by}**: {s.request_reason or '(no reason given)'}")
+                     f"wait {s.wait_seconds} s after each step (TTL); record set: {md(s.record_set)}")
+    paras.append(f"Requested by **{md(s.requested_by)}**: {md(s.request_reason or '(no reason given)')}")
     if s.reason:
-        paras.append(f"Reason: {s.reason}")
+        paras.append(f"Reason: {md(s.reason)}")
     if s.waiting_for:
-        paras.append(f"Waiting for: {s.waiting_for}")
+        paras.append(f"Waiting for: {md(s.waiting_for)}")
     if s.weights_before or s.weights_now:
         paras.append(_weights_table(s))
     examples = how_to_act(s, paused=paused, awaiting_approval=awaiting_approval)
@@ -62,9 +63,9 @@ def evacuation_details(state: EvacuationState, *, paused: bool, awaiting_approva
                      + "\n".join(f"- `{name}`: `{json.dumps(example)}`" for name, example in examples))
     if s.steps:
         paras.append("Steps:\n\n" + "\n".join(
-            f"- {st.index}: {st.level}% → `{json.dumps(st.weights, sort_keys=True)}`"
-            f"{'' if st.changed else ' (already in place)'}; health: {st.health or 'pending'}" for st in s.steps))
+            f"- {st.index}: {st.level}% → {md(json.dumps(st.weights, sort_keys=True))}"
+            f"{'' if st.changed else ' (already in place)'}; health: {md(st.health or 'pending')}" for st in s.steps))
     if s.audit:
         paras.append("Audit trail:\n\n" + "\n".join(
-            f"- {a.at:%H:%M:%S} {a.who}: {a.action} {a.detail}".rstrip() for a in s.audit[-8:]))
+            f"- {a.at:%H:%M:%S} {md(f'{a.who}: {a.action} {a.detail}'.rstrip())}" for a in s.audit[-8:]))
     return "\n\n".join(paras)

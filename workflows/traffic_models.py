@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from activities.traffic_models import RestoreTarget, TrafficDirection, TrafficPlan
 from activities.traffic_plan import DEFAULT_STEPS, step_problems
 from canary.config import JudgeConfig
+from common.text import Identity
 from common.types import EnvKind
 
 EvacuationStatus = Literal[
@@ -45,7 +46,7 @@ class EvacuationInput(BaseModel):
     region: str = Field(min_length=1, description="the region to evacuate or restore")
     direction: TrafficDirection = "evacuate"
     environment: EnvKind = "prod"
-    requested_by: str = Field(min_length=1)
+    requested_by: Identity
     reason: str = ""
     receivers: list[str] = Field(default_factory=list, description="default: every other region serving the record set")
     steps: list[int] = Field(
@@ -56,7 +57,7 @@ class EvacuationInput(BaseModel):
     prewarm: bool = Field(default=True, description="false: shift without scaling the receivers first")
     restore_to: RestoreTarget | None = Field(default=None, description="restore: the evacuation's weights and replicas before")
     require_approval: bool = Field(default=False, description="wait for `approve` before changing anything")
-    approvers: list[str] = Field(default_factory=list, description="who may approve; empty: anyone")
+    approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone")
     approval_timeout_minutes: float = Field(default=60, gt=0)
     extra_wait_seconds: int = Field(default=0, ge=0, description="wait this much longer than the TTL after each step")
     health_baseline_minutes: float = Field(default=10, gt=0, description="the pre-shift window each region is judged against")
@@ -195,13 +196,13 @@ class _Payload(BaseModel):
 class ApproveShift(_Payload):
     """{"approver": "alice", "comment": "go"} — lets an evacuation that waits for approval start changing traffic."""
 
-    approver: str = Field(min_length=1)
+    approver: Identity
     comment: str = ""
 
 
 class AbortShift(_Payload):
     """{"by": "alice", "reason": "why", "revert": true} — stop; revert=true puts the weights (and replicas) back."""
 
-    by: str = Field(min_length=1)
+    by: Identity
     reason: str = Field(min_length=1)
     revert: bool = True

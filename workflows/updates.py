@@ -11,9 +11,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from temporalio.exceptions import ApplicationError
 
+from common.text import MAX_IDENTITY, Identity
 from common.types import REFUSED, RollbackScope
 
-Name = Annotated[str, Field(min_length=1, max_length=200, description="who acts (recorded in the audit trail)")]
+Name = Annotated[Identity, Field(min_length=1, max_length=MAX_IDENTITY, description="who acts (recorded in the audit trail)")]
 Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (recorded in the audit trail)")]
 
 
