@@ -57,17 +57,22 @@ class AnalysisActivities:
     @activity.defn
     @reports_adapter_errors
     async def analyze_canary(self, inp: AnalysisInput) -> AnalysisResult:
-        """Judge the canary against the baseline over the analysis window; name its report's URL, render nothing."""
+        """Decide on the canary over the analysis window (pass, fail or extend); name its report's URL, render nothing.
+
+        An 'extend' names no report: the stage draws one for the look it acts on."""
         async with heartbeating(f"judge canary {inp.canary_version} in {inp.stage.key}"):
             data = await self._fetch(
                 inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
             )
-            from canary import judge  # scipy: loaded by the worker, not by every importer of the workflows
+            from canary import sequential  # scipy: loaded by the worker, not by every importer of the workflows
 
-            result = await asyncio.to_thread(judge.judge, inp.judge, inp.metrics, data)
-        metrics.canary_analysed(meter(), region=inp.stage.region, environment=inp.stage.environment, verdict=result.verdict)
-        url = self._url_for(inp.rollout_id, inp.analysis_id)
-        return AnalysisResult(result=result, report_url=url)
+            decision = await asyncio.to_thread(
+                functools.partial(sequential.decide, inp.judge, inp.metrics, data, place=inp.place, look=inp.look))
+        if decision.action != "extend":  # an extended analysis is counted once, by the look that decides
+            metrics.canary_analysed(meter(), region=inp.stage.region, environment=inp.stage.environment,
+                                    verdict=decision.result.verdict)
+        url = self._url_for(inp.rollout_id, inp.analysis_id) if decision.action != "extend" else None
+        return AnalysisResult(result=decision.result, report_url=url, decision=decision)
 
     @activity.defn
     @reports_adapter_errors
@@ -81,7 +86,8 @@ class AnalysisActivities:
             )
             from canary import judge
 
-            look = await asyncio.to_thread(judge.soak_look, inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks)
+            look = await asyncio.to_thread(functools.partial(
+                judge.soak_look, inp.judge, inp.metrics, data, look=inp.look, max_looks=inp.max_looks, place=inp.place))
         metrics.soak_looked(meter(), region=inp.stage.region, environment=inp.stage.environment, alarm=bool(look.alarm))
         url = self._url_for(inp.rollout_id, inp.report_id()) if look.alarm else None
         return SoakCheckResult(monitor=look, report_url=url)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from canary.config import JudgeConfig, JudgeResult, MetricSpec, MonitorResult
+from canary.config import Decision, JudgeConfig, JudgeResult, MetricSpec, MonitorResult, StagePlace
 from common.types import MetricWindow, Role, StageRef
 
 
@@ -65,6 +65,8 @@ class AnalysisInput(BaseModel):
     baseline_version: str | None
     canary_version: str
     canary_role: Role = "canary"
+    place: StagePlace | None = Field(default=None, description="the stage's place in its rollout; None: judge once at alpha")
+    look: int = Field(default=1, ge=1, description="1 for the first window, 2 after one extension, ...")
 
 
 class AnalysisResult(BaseModel):
@@ -72,6 +74,7 @@ class AnalysisResult(BaseModel):
 
     result: JudgeResult
     report_url: str | None = Field(default=None, description="where the report opens once render_report has run")
+    decision: Decision | None = Field(default=None, description="pass, fail or extend (canary.sequential.decide)")
 
 
 class SoakCheckInput(BaseModel):
@@ -86,6 +89,7 @@ class SoakCheckInput(BaseModel):
     canary_version: str
     look: int = Field(ge=1)
     max_looks: int = Field(ge=1)
+    place: StagePlace | None = Field(default=None, description="the stage's place: the soak spends its share of rollout_alpha")
     analysis_id: str | None = Field(default=None, description="names this look's report; default: <region>-<env>-soak-<look>")
 
     def report_id(self) -> str:

@@ -1,6 +1,7 @@
 """`bifrost judge FILE`: judge a canary offline from a JSON file of baseline and canary samples.
 
-Exit codes: 0 pass; 1 fail, marginal or insufficient data; 2 invalid input (the message names the field).
+Exit codes: 0 pass; 1 fail, marginal or insufficient data; 2 invalid input (the message names the field);
+3 extend: with `--stage`, the evidence is inconclusive and the analysis should gather more samples.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from canary.config import JudgeConfig, JudgeResult, MetricSamples, MetricSpec
+from canary.config import Decision, JudgeConfig, JudgeResult, MetricSamples, MetricSpec, StagePlace
 from common.loading import LoadProblem, read_text
 from common.types import JudgeMode
 
-EXIT_PASS, EXIT_NOT_PASSED, EXIT_INVALID = 0, 1, 2
+EXIT_PASS, EXIT_NOT_PASSED, EXIT_INVALID, EXIT_EXTEND = 0, 1, 2, 3
 
 
 class FileMetric(MetricSpec):
@@ -129,6 +130,23 @@ def as_json(result: JudgeResult) -> dict[str, Any]:
     }
 
 
+def decision_json(decision: Decision) -> dict[str, Any]:
+    """The --json document's `decision` (with --stage): action, look, level, extension size and why."""
+    return {"action": decision.action, "look": decision.look, "max_looks": decision.max_looks, "level": decision.level,
+            "more_samples": decision.more_samples, "inconclusive": decision.inconclusive, "reason": decision.reason}
+
+
+def parse_stage(text: str) -> StagePlace:
+    """`K/N` (1-based: 1/6 is the first of six stages) as a StagePlace; ValueError naming --stage otherwise."""
+    k, sep, n = text.partition("/")
+    if not (sep and k.strip().isdigit() and n.strip().isdigit()):
+        raise ValueError(f"--stage: expected K/N such as 1/6 (stage K of N, counting from 1), got {text!r}")
+    index, stages = int(k) - 1, int(n)
+    if not 1 <= index + 1 <= stages <= 1000:
+        raise ValueError(f"--stage: stage {k.strip()} of {n.strip()} is not a stage of the rollout (1 <= K <= N <= 1000)")
+    return StagePlace(index=index, stages=stages)
+
+
 def _fmt(x: float | None) -> str:
     return "–" if x is None or not math.isfinite(x) else f"{x:.4g}"
 
@@ -159,7 +177,11 @@ def print_table(result: JudgeResult, console: Console) -> None:
 @click.option("--mode", type=click.Choice(list(get_args(JudgeMode))), default=None, help="Judge algorithm (default: the file's 'mode', else bifrost).")
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON instead of a table.")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Also write an HTML report here.")
-def judge(file: Path, mode: str | None, json_out: bool, report: Path | None) -> None:
+@click.option("--stage", "stage", default=None, metavar="K/N",
+              help="Judge as stage K of an N-stage rollout (sequential: its share of rollout_alpha; may answer 'extend').")
+@click.option("--look", type=click.IntRange(min=1), default=1, show_default=True,
+              help="With --stage: which look this is (1: the first window; 2: after one extension, ...).")
+def judge(file: Path, mode: str | None, json_out: bool, report: Path | None, stage: str | None, look: int) -> None:
     """Judge a canary offline from FILE (JSON: thresholds, groups, metrics with baseline and canary samples).
 
     \b
@@ -167,24 +189,31 @@ def judge(file: Path, mode: str | None, json_out: bool, report: Path | None) -> 
       0  pass
       1  fail, marginal or insufficient data
       2  invalid input (the message names the field)
+      3  extend (with --stage): inconclusive, gather more samples and judge again with --look +1
     """
     try:
         doc = load(file)
+        place = parse_stage(stage) if stage is not None else None
     except ValueError as err:
-        click.echo(f"invalid judge file: {err}", err=True)
+        click.echo(f"invalid judge file: {err}" if not str(err).startswith("--stage") else f"invalid option: {err}", err=True)
         raise SystemExit(EXIT_INVALID) from None
     specs, data = doc.specs(), doc.samples()
-    from canary.judge import judge as run_judge  # scipy: loaded when judging, not for `bifrost --help`
-    from canary.report import render_html
+    from canary.report import render_html  # scipy and matplotlib: loaded when judging, not for `bifrost --help`
+    from canary.sequential import decide
 
-    result = run_judge(doc.config(cast("JudgeMode | None", mode)), specs, data)
+    decision = decide(doc.config(cast("JudgeMode | None", mode)), specs, data, place=place, look=look)
+    result = decision.result
     if report is not None:
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(render_html(result, specs, data, title=f"Canary judgement: {file.name}"))
     if json_out:
-        click.echo(json.dumps(as_json(result), indent=2))
+        doc_out = as_json(result) | ({"decision": decision_json(decision)} if place is not None else {})
+        click.echo(json.dumps(doc_out, indent=2))
     else:
-        print_table(result, Console(width=160))
+        console = Console(width=160)
+        print_table(result, console)
+        if place is not None:
+            console.print(Text(f"{decision.action.upper()} (stage {place.index + 1}/{place.stages}): {decision.reason}"))
         if report is not None:
             click.echo(f"report: {report}")
-    raise SystemExit(EXIT_PASS if result.verdict == "pass" else EXIT_NOT_PASSED)
+    raise SystemExit({"pass": EXIT_PASS, "fail": EXIT_NOT_PASSED, "extend": EXIT_EXTEND}[decision.action])

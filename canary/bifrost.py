@@ -26,6 +26,7 @@ from common.types import NO_VERDICT, REGRESSED
 DEFAULT_ALPHA = 0.01
 DEFAULT_RATIO_MARGIN = 1.05  # without allowed_increase/decrease, changes of the mean under 5% are not regressions
 DEFAULT_CLES_MARGIN = 0.55  # ... and, for the CLES measure, P(canary > baseline) within 0.45..0.55
+SPREAD_MARGIN = 1.5  # a canary spreading 1.5x as much around its median regresses even at the same mean
 INTERVAL_LEVEL = 0.95
 
 
@@ -42,11 +43,13 @@ class Evidence:
     p_mean_down: float
     mean_b: float
     mean_c: float
+    p_spread_up: float = 1.0  # Brown-Forsythe: the canary's spread around its median is larger
+    spread_ratio: float = 1.0  # mean absolute deviation from the median, canary / baseline (NaN when undefined)
 
     @property
     def p_up(self) -> float:
-        """p-value for 'canary is higher': Simes' combination of the rank and the mean test."""
-        return simes(self.p_rank_up, self.p_mean_up)
+        """p-value for 'canary is higher or more spread': Simes' combination of the rank, mean and spread tests."""
+        return simes(self.p_rank_up, self.p_mean_up, self.p_spread_up)
 
     @property
     def p_down(self) -> float:
@@ -77,19 +80,22 @@ class Evidence:
         return 1.0 if self.mean_b == self.mean_c == 0 else math.nan
 
 
-def simes(p1: float, p2: float) -> float:
-    """Simes' combined p-value of two tests, min(2 * min, max): valid for positively dependent tests.
+def simes(*ps: float) -> float:
+    """Simes' combined p-value, min over i of k * p_(i) / i: valid for independent or positively dependent tests.
 
-    Both one-sided tests here grow with the same shift of the canary, so they are."""
-    return min(1.0, 2 * min(p1, p2), max(p1, p2))
+    The rank and mean tests grow with the same shift of the canary; the spread test is nearly independent of
+    both under the null (location and scale statistics), so the combination keeps its level."""
+    k = len(ps)
+    return min(1.0, *(k * p / i for i, p in enumerate(sorted(ps), start=1)))
 
 
 def welch_p_values(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
     """One-sided Welch t-test p-values for (canary mean higher, canary mean lower)."""
     n, m = len(canary), len(baseline)
-    d = float(canary.mean() - baseline.mean())
-    vc = float(canary.var(ddof=1)) / n if n > 1 else 0.0
-    vb = float(baseline.var(ddof=1)) / m if m > 1 else 0.0
+    mc, mb = float(canary.sum()) / n, float(baseline.sum()) / m
+    d = mc - mb
+    vc = float(np.dot(canary - mc, canary - mc)) / (n - 1) / n if n > 1 else 0.0
+    vb = float(np.dot(baseline - mb, baseline - mb)) / (m - 1) / m if m > 1 else 0.0
     se2 = vc + vb
     if se2 <= 0 or not math.isfinite(se2):
         return (0.0, 1.0) if d > 0 else (1.0, 0.0) if d < 0 else (1.0, 1.0)
@@ -99,12 +105,31 @@ def welch_p_values(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, flo
     return float(stdtr(df, -t)), float(stdtr(df, t))
 
 
+def spread_test(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
+    """Brown-Forsythe, one-sided: p-value for 'the canary spreads more around its median', and the spread ratio.
+
+    Welch's t on the absolute deviations from each side's median: robust to skew and ties, and blind to a
+    pure shift, so a latency distribution whose tail grows at the same median is seen (Mann-Whitney is not).
+    Both samples sorted and non-empty."""
+    dc, db = np.abs(canary - _sorted_median(canary)), np.abs(baseline - _sorted_median(baseline))
+    p_up, _ = welch_p_values(dc, db)
+    mc, mb = float(dc.sum()) / len(dc), float(db.sum()) / len(db)
+    ratio = mc / mb if mb > 0 else (math.inf if mc > 0 else 1.0)
+    return p_up, ratio
+
+
+def _sorted_median(a: np.ndarray) -> float:
+    n = len(a)
+    return float(a[n // 2]) if n % 2 else 0.5 * float(a[n // 2 - 1] + a[n // 2])
+
+
 def gather(baseline: np.ndarray, canary: np.ndarray) -> Evidence:
-    """Run both tests on cleaned samples (each with at least one point)."""
+    """Run the rank, mean and spread tests on cleaned samples (each with at least one point)."""
     b, c = np.sort(baseline), np.sort(canary)
     u = u_statistic(c, b)
     w_up, w_down = welch_p_values(c, b)
-    return Evidence(b, c, u, u.p_greater(), u.p_less(), w_up, w_down, float(b.mean()), float(c.mean()))
+    s_up, s_ratio = spread_test(c, b)
+    return Evidence(b, c, u, u.p_greater(), u.p_less(), w_up, w_down, float(b.mean()), float(c.mean()), s_up, s_ratio)
 
 
 def _margins(spec: MetricSpec) -> tuple[float, float]:
@@ -136,7 +161,14 @@ def _effect_and_allowed(spec: MetricSpec, ev: Evidence) -> tuple[float, float]:
 def gate_open(spec: MetricSpec, ev: Evidence) -> bool:
     """Whether the effect in the evidence's harmful direction exceeds the allowed change."""
     effect, allowed = _effect_and_allowed(spec, ev)
-    return math.isnan(effect) or (effect >= allowed if ev.side(spec.direction) == "High" else effect <= allowed)
+    if ev.side(spec.direction) == "High":
+        return math.isnan(effect) or effect >= allowed or _spread_regressed(ev)
+    return math.isnan(effect) or effect <= allowed
+
+
+def _spread_regressed(ev: Evidence) -> bool:
+    """The spread test carries the evidence (its p-value is the smallest) and the spread grew beyond the margin."""
+    return ev.p_spread_up < min(ev.p_rank_up, ev.p_mean_up) and ev.spread_ratio >= SPREAD_MARGIN
 
 
 def decide(
@@ -159,7 +191,8 @@ def decide(
     shift = f"median shift {hl:+.4g} (95% CI {_fmt(ci[0])} to {_fmt(ci[1])})"
     if significant and gate_open(spec, ev):
         label = side
-        reason = f"canary {'higher' if side == 'High' else 'lower'}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}"
+        what = "higher" if side == "Low" or not _spread_regressed(ev) else f"more spread ({ev.spread_ratio:.2f}x)"
+        reason = f"canary {'lower' if side == 'Low' else what}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}"
     elif significant:
         label = "Pass"
         measure = f"CLES {effect:.2f}" if spec.effect_size == "cles" else f"ratio {effect:.3f}"
@@ -194,6 +227,7 @@ def decide(
             "mann_whitney_down": ev.p_rank_down,
             "welch_up": ev.p_mean_up,
             "welch_down": ev.p_mean_down,
+            "spread_up": ev.p_spread_up,
         },
     )
 
@@ -227,6 +261,13 @@ def classify_bifrost(spec: MetricSpec, data: MetricSamples, min_samples: int, al
 
 def judge_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples]) -> JudgeResult:
     """Bifrost mode: every metric tested in its harmful direction, Holm across the family, then the score."""
+    return judge_with_evidence(config, specs, data)[0]
+
+
+def judge_with_evidence(
+    config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples]
+) -> tuple[JudgeResult, dict[int, Evidence]]:
+    """`judge_bifrost`, plus the evidence of every metric that was tested (by index in `specs`)."""
     prepared = [prepare(s, samples_of(s.name, data)) for s in specs]
     results: list[MetricResult | None] = []
     evidence: dict[int, Evidence] = {}
@@ -243,7 +284,7 @@ def judge_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[Metri
         if specs[i].muted:  # report-only: judged at the family's first Holm level, never scored
             results[i] = decide(specs[i], evidence[i], config.alpha / max(1, len(family)))
     final = [r for r in results if r is not None]
-    return _verdict(config, specs, final)
+    return _verdict(config, specs, final), evidence
 
 
 def _verdict(config: JudgeConfig, specs: list[MetricSpec], results: list[MetricResult]) -> JudgeResult:
@@ -267,7 +308,7 @@ def _verdict(config: JudgeConfig, specs: list[MetricSpec], results: list[MetricR
                 f"{r.name} {r.classification}" + (" (critical)" if r.critical else "") for r in regressed
             )
         else:
-            summary += f" — {len(active)} metrics judged, none regressed at a {config.alpha:.0%} family-wise false-alarm rate"
+            summary += f" — {len(active)} metrics judged, none regressed at a {config.alpha * 100:.2g}% family-wise false-alarm rate"
         if unknown:
             summary += "; no data for " + ", ".join(r.name for r in unknown)
     return JudgeResult(score=sc.score, verdict=verdict, metrics=results, summary=summary, mode="bifrost", group_scores=sc.group_scores)

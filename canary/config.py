@@ -6,6 +6,8 @@ activity payload.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from common.types import (
@@ -66,7 +68,20 @@ class JudgeConfig(_Strict):
     groups: dict[str, float] = Field(default_factory=dict, description="metric group weights (0-100, summing to <= 100)")
     min_samples: int = Field(default=20, ge=1, description="fewer samples per side is 'insufficient data', never a pass")
     alpha: float = Field(
-        default=0.01, gt=0, lt=0.5, description="bifrost mode: false-alarm rate per analysis (and per soak for the monitor)"
+        default=0.01, gt=0, lt=0.5,
+        description="bifrost mode: false-alarm rate per analysis (and per soak) when the stage's place in the rollout is unknown",
+    )
+    rollout_alpha: float = Field(
+        default=0.004, gt=0, lt=0.5,
+        description="bifrost mode: chance that a good release is rolled back anywhere in the rollout, split across its stages",
+    )
+    max_extensions: int = Field(
+        default=2, ge=0, le=10,
+        description="bifrost mode: how many times an inconclusive analysis may extend its window (0: judge once)",
+    )
+    extend_below: float = Field(
+        default=0.1, gt=0, le=1,
+        description="bifrost mode: an analysis extends (not passes) while a metric's p-value times the number of metrics is below this",
     )
 
     @field_validator("groups")
@@ -121,6 +136,32 @@ class JudgeResult(BaseModel):
     summary: str
     mode: JudgeMode = "bifrost"
     group_scores: dict[str, float] = Field(default_factory=dict)
+
+
+class StagePlace(_Strict):
+    """Where an analysis sits in its rollout: stage `index` (0-based) of `stages`; the error budget is split by it."""
+
+    index: int = Field(ge=0)
+    stages: int = Field(ge=1, le=1000)
+
+    @model_validator(mode="after")
+    def _inside(self) -> "StagePlace":
+        if self.index >= self.stages:
+            raise ValueError(f"index: stage {self.index} is outside a rollout of {self.stages} stages (0-based)")
+        return self
+
+
+class Decision(BaseModel):
+    """What to do with the canary after one look at its samples: pass, fail, or extend by `more_samples`."""
+
+    action: Literal["pass", "fail", "extend"]
+    result: JudgeResult
+    look: int = Field(ge=1, description="1 for the first analysis, 2 after one extension, ...")
+    max_looks: int = Field(ge=1)
+    level: float | None = Field(default=None, description="the false-alarm level spent at this look (bifrost mode)")
+    more_samples: int = Field(default=0, ge=0, description="for 'extend': fresh samples per side to gather first")
+    inconclusive: list[str] = Field(default_factory=list, description="for 'extend': the metrics that need more data")
+    reason: str = ""
 
 
 class MonitorResult(BaseModel):

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from canary import bifrost, kayenta_mode, monitor
-from canary.config import JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec, MonitorResult
+from canary.budget import soak_config
+from canary.config import JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec, MonitorResult, StagePlace
 from common.types import JudgeMode
 
 JudgeFn = Callable[[JudgeConfig, list[MetricSpec], list[MetricSamples]], JudgeResult]
@@ -45,9 +46,12 @@ def judge(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples
     return judge_for(config.mode).judge(config, specs, data)
 
 
-def soak_look(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int) -> MonitorResult:
-    """One look of the soak monitor (cumulative samples since the soak started), in the config's mode."""
-    return judge_for(config.mode).look(config, specs, data, look=look, max_looks=max_looks)
+def soak_look(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int,
+              place: StagePlace | None = None) -> MonitorResult:
+    """One look of the soak monitor (cumulative samples since the soak started), in the config's mode.
+
+    With the stage's `place` in its rollout, bifrost mode spends the soak's share of `rollout_alpha` (canary.budget)."""
+    return judge_for(config.mode).look(soak_config(config, place), specs, data, look=look, max_looks=max_looks)
 
 
 def classify(spec: MetricSpec, data: MetricSamples, min_samples: int, *, mode: JudgeMode = "bifrost",

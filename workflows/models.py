@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from canary.config import JudgeResult, MonitorResult
+from canary.config import JudgeResult, MonitorResult, StagePlace
 from common.types import TERMINAL, EnvKind, RolloutStatus, StageStatus, stage_key
 from workflows.request import CanarySettings, EvacuationSettings, OnFailure
 
@@ -33,6 +33,8 @@ class StageState(BaseModel):
     version_now: str | None = None
     verdict: str | None = None
     score: float | None = None
+    analysis_looks: int = Field(default=0, description="analyses of the canary so far: more than 1 when it was extended")
+    extended: str = Field(default="", description="why the canary analysis was last extended (empty: never)")
     report_url: str | None = None
     reason: str = ""
     soak_looks: int = 0
@@ -103,6 +105,8 @@ class StageInput(BaseModel):
     requested_by: str = "bifrost"
     history_budget: int = Field(default=STAGE_HISTORY_BUDGET, ge=50)
     resume: StageResume | None = None
+    place: StagePlace | None = Field(default=None, description="this stage's place in the rollout: the judge spends its "
+                                     "share of rollout_alpha and may extend an inconclusive analysis (None: judge once)")
 
 
 class StageConclusion(BaseModel):

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
+    from canary.config import StagePlace
     from common import metrics
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from common.types import (
@@ -411,6 +412,11 @@ class RolloutWorkflow:
             await self._wait_unpaused(f"wave {wave.index}")
             self._set_status("running")
 
+    def _place(self, key: str) -> StagePlace:
+        """Stage `key`'s place in the plan's order: the judge splits the rollout's error budget by it."""
+        order = [st.key for st in self.state.stages]
+        return StagePlace(index=order.index(key), stages=len(order))
+
     async def _run_wave(self, wave: Wave) -> None:
         """Start every stage of the wave; wait until each has finished its work or ended; on the first
         failure or a stop, stop the stages still working (they roll themselves back)."""
@@ -429,7 +435,7 @@ class RolloutWorkflow:
                     image=self.req.image, region=s.region, environment=s.environment, wave=wave.index,
                     canary=self.req.canary, soak_hours=self.req.soak.hours(s.environment),
                     on_failure=regions[s.region].on_failure, evacuation=self.req.evacuation,
-                    requested_by=self.req.requested_by,
+                    requested_by=self.req.requested_by, place=self._place(s.key),
                 ),
                 id=self._child_id(s.key),
                 task_queue=workflow.info().task_queue,

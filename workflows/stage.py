@@ -44,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.peers import PeerActivities, PeerQuery
     from activities.traffic import TrafficActivities
     from activities.traffic_models import HealthInput, RegionHealth
+    from canary.config import Decision
     from common import metrics
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
@@ -64,6 +65,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
 REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its own workflow, not a stage activity
+SEQUENTIAL_PATCH = "sequential-canary-analysis"  # an inconclusive analysis waits and judges again (issue 21)
+MAX_ANALYSIS_LOOKS = 11  # the most looks JudgeConfig allows (max_extensions <= 10): a bound the judge cannot lift
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
 STAGE_ORDERS_QUERY = "stage_orders"  # the rollout's record of what it told its stages
 # A stage confirms the rollout's signals with the rollout's orders; the rollout takes a stage's progress from the
@@ -341,17 +344,30 @@ class StageWorkflow:
             await self._until(lambda: self.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
                               f"canary window {self.ref.key}")
             self._check_stop()
-        analysis_input = AnalysisInput(
-            stage=self.ref, rollout_id=inp.rollout_id, analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
-            metrics=canary.metrics, judge=canary.judge,
-            window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
-            baseline_version=self.previous, canary_version=inp.version,
-        )
-        try:
-            analysis = await self._shielded(workflow.execute_activity_method(
-                AnalysisActivities.analyze_canary, analysis_input, summary=f"judge canary {self.ref.key}", **options.ANALYSIS))
-        except ActivityError as err:
-            raise _Failed(f"canary analysis failed: {error_text(err)}") from None
+        # sequential analysis needs a window to extend: without one (analysis_minutes 0) the judge decides once
+        place = inp.place if canary.analysis_minutes > 0 else None
+        look = 1
+        while True:
+            analysis_input = AnalysisInput(
+                stage=self.ref, rollout_id=inp.rollout_id, analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
+                metrics=canary.metrics, judge=canary.judge,
+                window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
+                baseline_version=self.previous, canary_version=inp.version, place=place, look=look,
+            )
+            try:
+                analysis = await self._shielded(workflow.execute_activity_method(
+                    AnalysisActivities.analyze_canary, analysis_input, summary=f"judge canary {self.ref.key}"
+                    + (f" (look {look})" if look > 1 else ""), **options.ANALYSIS))
+            except ActivityError as err:
+                raise _Failed(f"canary analysis failed: {error_text(err)}") from None
+            self.state.analysis_looks = look
+            decision = analysis.decision
+            # bounded: the judge extends at most max_extensions times (10 at most), and never past its last look
+            if (decision is None or decision.action != "extend" or look >= min(decision.max_looks, MAX_ANALYSIS_LOOKS)
+                    or not workflow.patched(SEQUENTIAL_PATCH)):
+                break
+            await self._extend(decision, canary.analysis_minutes)
+            look += 1
         st = self.state
         self.detail.analysis = analysis.result
         st.verdict, st.score, st.report_url = analysis.result.verdict, analysis.result.score, analysis.report_url
@@ -359,6 +375,15 @@ class StageWorkflow:
             self._draw(ReportInput.for_canary(analysis_input, analysis.result), f"canary report {self.ref.key}")
         if analysis.result.verdict != "pass":
             raise _Failed(f"canary judged {analysis.result.verdict}: {analysis.result.summary}")
+        self._check_stop()
+
+    async def _extend(self, decision: Decision, minutes: float) -> None:
+        """Inconclusive: show why, and gather as long again as the first window (the judge then sees the whole window)."""
+        self.detail.analysis = decision.result
+        self.state.extended = f"analysis extended: {decision.reason}"
+        self._report("analyzing", self.state.extended)
+        await self._until(lambda: self.stop_reason is not None, timedelta(minutes=minutes),
+                          f"canary window {self.ref.key} (look {decision.look + 1})")
         self._check_stop()
 
     async def _promote(self) -> None:
@@ -414,6 +439,7 @@ class StageWorkflow:
                 stage=self.ref, rollout_id=self.inp.rollout_id, metrics=canary.metrics, judge=canary.judge,
                 window=MetricWindow(start=window_start, end=now, interval_seconds=canary.interval_seconds),
                 baseline_version=self.previous, canary_version=self.inp.version, look=look, max_looks=soak.max_looks,
+                place=self.inp.place,
             )
             try:
                 checked = await self._shielded(workflow.execute_activity_method(

@@ -235,7 +235,7 @@ def test_every_judged_metric_carries_its_explanation() -> None:
         assert m.estimate is not None and m.effect_size is not None
         assert (m.baseline_n, m.canary_n) == (80, 70)
         assert m.reason and "\n" not in m.reason and "p=" in m.reason
-        assert m.threshold is not None and set(m.tests) == {"mann_whitney_up", "mann_whitney_down", "welch_up", "welch_down"}
+        assert m.threshold is not None and set(m.tests) == {"mann_whitney_up", "mann_whitney_down", "welch_up", "welch_down", "spread_up"}
 
 
 def test_group_weights_and_thresholds() -> None:
@@ -251,6 +251,7 @@ def test_group_weights_and_thresholds() -> None:
 
 def test_holm_and_simes_helpers() -> None:
     assert simes(0.004, 0.005) == 0.005 and simes(0.001, 0.5) == 0.002 and simes(0.9, 0.8) == 0.9
+    assert simes(0.01, 0.02, 0.5) == pytest.approx(0.03) and simes(0.001, 0.9, 0.95) == pytest.approx(0.003)
     out = holm([0.001, 0.02, 0.003, 0.5], 0.01)
     assert [r for r, _ in out] == [True, False, True, False]
     assert out[0][1] == pytest.approx(0.0025) and out[2][1] == pytest.approx(0.01 / 3)

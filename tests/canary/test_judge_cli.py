@@ -99,3 +99,30 @@ def test_unreadable_files_exit_two(tmp_path: Path) -> None:
     assert bad_json.exit_code == 2 and "not valid JSON" in bad_json.output
     assert runner.invoke(judge, [write(tmp_path, "[1, 2]")]).exit_code == 2
     assert runner.invoke(judge, [str(tmp_path / "missing.json")]).exit_code == 2
+
+
+def _inconclusive_doc(factor: float) -> dict[str, Any]:
+    from tests.canary.test_sequential import _quantiles
+
+    return {"metrics": [{"name": "latency_p99", "baseline": _quantiles(1.0), "canary": _quantiles(factor)},
+                        {"name": "error_rate", "critical": True, "baseline": [0.002] * 60, "canary": [0.002] * 60}]}
+
+
+def test_stage_runs_the_sequential_decision_and_exits_three_to_extend(tmp_path: Path) -> None:
+    path = write(tmp_path, _inconclusive_doc(1.1))
+    res = CliRunner().invoke(judge, [path, "--stage", "1/6"])
+    assert res.exit_code == 3, res.output
+    assert "EXTEND (stage 1/6): inconclusive on latency_p99" in res.output and "60 more samples" in res.output
+    res = CliRunner().invoke(judge, [path, "--stage", "1/6", "--look", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    decision = json.loads(res.output)["decision"]
+    assert decision["action"] == "pass" and decision["look"] == decision["max_looks"] == 3
+    # without --stage: one fixed analysis at alpha, as before (no decision in the JSON)
+    res = CliRunner().invoke(judge, [path, "--json"])
+    assert res.exit_code == 0 and "decision" not in json.loads(res.output)
+
+
+@pytest.mark.parametrize("stage", ["7/6", "0/6", "one/six", "1-6"])
+def test_a_bad_stage_exits_two_naming_the_option(tmp_path: Path, stage: str) -> None:
+    res = CliRunner().invoke(judge, [write(tmp_path, _inconclusive_doc(1.0)), "--stage", stage])
+    assert res.exit_code == 2 and "--stage" in res.output, res.output

@@ -116,3 +116,14 @@ def test_a_report_is_a_link_only_where_a_browser_can_open_it():
     state = _state(stages=[st])
     assert row("1", "ap-south-1/test", "succeeded", "`?`", "pass 96.5", "–") in rollout_details(
         state, None, waiting_window=set(), soaking=[])
+
+
+def test_a_stage_page_says_why_its_canary_analysis_was_extended():
+    st = StageState.of("ap-south-1", "test", 1)
+    st.status, st.analysis_looks = "analyzing", 2
+    st.extended = "analysis extended: inconclusive on error_rate (p=0.0039): 60 more samples per side (look 2/3)\n| x"
+    text = stage_details(st, service="payments", version="2.0.0")
+    assert ("**Canary analysis:** look 2 — analysis extended: inconclusive on error_rate (p=0.0039): "
+            "60 more samples per side (look 2/3) \\| x") in text
+    st.extended, st.analysis_looks = "", 1
+    assert "Canary analysis" not in stage_details(st, service="payments", version="2.0.0")

@@ -1,0 +1,254 @@
+"""Judge over whole rollouts: how often a good release is rolled back, how soon a bad one is caught, at what cost.
+
+Run: .venv/bin/python benchmarks/judge_rollout.py [--seed 21] [--rollouts 2000] [--workers 2] [--judge both]
+
+Each simulated rollout has six stages, in the planner's order for three regions (test, prod, test, prod, ...).
+A stage is a canary analysis (60 one-minute samples per side; the sequential judge may extend it with fresh
+samples) and a 1-hour soak looked at every 5 minutes (cumulative samples). `today` is the judge before issue
+21: one fixed analysis at `alpha` and a soak at `alpha`; `sequential` is canary.sequential.decide with the
+stage's place in the rollout, and the soak spending its share of `rollout_alpha`. Goals are issue 21's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import beta
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from canary.config import JudgeConfig, MetricSamples, MetricSpec  # noqa: E402
+from canary.judge import judge, soak_look  # noqa: E402
+
+try:
+    from canary.config import StagePlace
+    from canary.sequential import decide
+except ImportError:  # measuring a checkout from before issue 21 (`--judge today` only)
+    decide = None  # type: ignore[assignment]
+
+STAGES = 6
+PROD = {1, 3, 5}  # stage indexes that are production in the planner's order (test, prod per region)
+SAMPLES = 60  # per side per analysis: an hour of one-minute intervals
+SOAK_SAMPLES = 60  # a 1-hour soak of one-minute intervals ...
+LOOK_EVERY = 5  # ... looked at every 5 minutes: 12 looks
+VOLUME = 2000  # requests per interval behind an error rate
+ERROR_P = 0.002  # 4 errors per interval on average: many ties
+
+Draw = Callable[[np.random.Generator, int], np.ndarray]
+
+
+def lognormal(median: float, sigma: float) -> Draw:
+    return lambda rng, n: rng.lognormal(math.log(median), sigma, n)
+
+
+def errors(p: float) -> Draw:
+    return lambda rng, n: rng.binomial(VOLUME, min(1.0, p), n) / VOLUME
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The metrics of one service: spec, how the baseline draws, and how a release may change each."""
+
+    name: str
+    specs: list[MetricSpec]
+    healthy: dict[str, Draw]
+
+
+DEMO = Shape("demo (2 metrics)", [
+    MetricSpec(name="latency_p99", kind="latency", direction="increase"),
+    MetricSpec(name="error_rate", kind="error_rate", direction="increase", critical=True),
+], {"latency_p99": lognormal(120, 0.25), "error_rate": errors(ERROR_P)})
+
+TEN = Shape(
+    "ten metrics (7 latency, 3 error rates)",
+    [MetricSpec(name=f"latency_{i}", kind="latency", direction="increase") for i in range(7)]
+    + [MetricSpec(name=f"errors_{i}", kind="error_rate", direction="increase") for i in range(3)],
+    {**{f"latency_{i}": lognormal(100 + 40 * i, 0.25) for i in range(7)}, **{f"errors_{i}": errors(ERROR_P) for i in range(3)}},
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A release: `changed` maps a metric to how the new version draws it (none: a good release)."""
+
+    name: str
+    shape: Shape
+    changed: dict[str, Draw] = field(default_factory=dict)
+
+
+SCENARIOS = {
+    "aa_demo": Scenario("A/A, demo shape", DEMO),
+    "aa_ten": Scenario("A/A, ten metrics", TEN),
+    "latency": Scenario("+20% latency in one of ten metrics", TEN, {"latency_0": lognormal(100 * 1.2, 0.25)}),
+    "errors": Scenario("2x error rate in one of ten metrics", TEN, {"errors_0": errors(2 * ERROR_P)}),
+    "spread": Scenario("latency spread 2x at the same median (demo shape)", DEMO, {"latency_p99": lognormal(120, 0.50)}),
+}
+
+
+@dataclass
+class Outcome:
+    """One rollout: where it was rolled back (stage, 'canary'/'soak') or None, and the samples its analyses took."""
+
+    rolled_back_at: tuple[int, str] | None = None
+    analyses: int = 0
+    analysis_samples: int = 0
+    extended: int = 0
+    first_look_failures: int = 0
+
+
+def _draw(sc: Scenario, rng: np.random.Generator, n: int, *, new_version: bool) -> dict[str, np.ndarray]:
+    return {s.name: (sc.changed.get(s.name) if new_version and s.name in sc.changed else sc.shape.healthy[s.name])(rng, n)
+            for s in sc.shape.specs}
+
+
+def _samples(base: dict[str, np.ndarray], new: dict[str, np.ndarray], n: int | None = None) -> list[MetricSamples]:
+    return [MetricSamples(name=k, baseline=base[k][:n].tolist(), canary=new[k][:n].tolist()) for k in base]
+
+
+def _canary(sc: Scenario, rng: np.random.Generator, config: JudgeConfig, place: "StagePlace | None", sequential: bool,
+            out: Outcome) -> bool:
+    """One canary analysis (with its extensions): True when the canary passes."""
+    base, new = _draw(sc, rng, SAMPLES, new_version=False), _draw(sc, rng, SAMPLES, new_version=True)
+    out.analyses += 1
+    if not sequential:
+        out.analysis_samples += SAMPLES
+        return judge(config, sc.shape.specs, _samples(base, new)).verdict == "pass"
+    look = 1
+    while True:
+        d = decide(config, sc.shape.specs, _samples(base, new), place=place, look=look)
+        if d.action != "extend":
+            out.analysis_samples += len(next(iter(base.values())))
+            return d.action == "pass"
+        out.extended += 1
+        more_b, more_c = _draw(sc, rng, d.more_samples, new_version=False), _draw(sc, rng, d.more_samples, new_version=True)
+        base = {k: np.concatenate([base[k], more_b[k]]) for k in base}
+        new = {k: np.concatenate([new[k], more_c[k]]) for k in new}
+        look += 1
+
+
+def _soak(sc: Scenario, rng: np.random.Generator, config: JudgeConfig, place: "StagePlace | None") -> bool:
+    """A 1-hour soak of the promoted version against the baseline, 12 looks: True when no look alarms."""
+    base, new = _draw(sc, rng, SOAK_SAMPLES, new_version=False), _draw(sc, rng, SOAK_SAMPLES, new_version=True)
+    looks = SOAK_SAMPLES // LOOK_EVERY
+    for look in range(1, looks + 1):
+        where = {"place": place} if place is not None else {}  # a checkout from before issue 21 has no `place`
+        m = soak_look(config, sc.shape.specs, _samples(base, new, look * LOOK_EVERY), look=look, max_looks=looks, **where)
+        if m.alarm:
+            return False
+    return True
+
+
+def rollout(args: tuple[str, int, int, bool]) -> Outcome:
+    """One simulated rollout of scenario `key`, seeded by (seed, index)."""
+    key, seed, index, sequential = args
+    sc = SCENARIOS[key]
+    rng = np.random.default_rng([seed, index, sequential])
+    config = JudgeConfig()
+    out = Outcome()
+    for stage in range(STAGES):
+        place = StagePlace(index=stage, stages=STAGES) if sequential else None
+        if not _canary(sc, rng, config, place, sequential, out):
+            out.rolled_back_at = (stage, "canary")
+            return out
+        if not _soak(sc, rng, config, place if sequential else None):
+            out.rolled_back_at = (stage, "soak")
+            return out
+    return out
+
+
+def clopper(k: int, n: int) -> str:
+    lo = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
+    return f"{k}/{n} = {k / n:.2%} [95% CI {lo:.2%}, {hi:.2%}]"
+
+
+def run(key: str, seed: int, n: int, sequential: bool, pool: ProcessPoolExecutor | None) -> list[Outcome]:
+    jobs = [(key, seed, i, sequential) for i in range(n)]
+    return list(pool.map(rollout, jobs, chunksize=8)) if pool else [rollout(j) for j in jobs]
+
+
+def _caught_by(outs: list[Outcome], last_stage: int, where: tuple[str, ...] = ("canary", "soak")) -> int:
+    return sum(1 for o in outs if o.rolled_back_at and o.rolled_back_at[0] <= last_stage and o.rolled_back_at[1] in where)
+
+
+def goal(label: str, value: float, target: float, *, at_most: bool, times: bool = False) -> str:
+    """One goal line: the value, the goal, value / goal as a ratio, met or not."""
+    met = value <= target if at_most else value >= target
+    ratio = value / target if target else math.inf
+    sign = "<=" if at_most else ">="
+    shown = f"{value:.2f}x (goal {sign} {target:.2f}x" if times else f"{value:.2%} (goal {sign} {target:.1%}"
+    return f"  goal {label}: {shown}; ratio {ratio:.2f}) {'met' if met else 'NOT MET'}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=21)
+    ap.add_argument("--rollouts", type=int, default=2000, help="per A/A scenario (regression scenarios use half)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--judge", choices=["today", "sequential", "both"], default="both")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated: " + ", ".join(SCENARIOS))
+    a = ap.parse_args()
+    judges = {"both": [False, True], "today": [False], "sequential": [True]}[a.judge]
+    if decide is None:
+        judges = [False]
+    first_prod = min(PROD)
+    with ProcessPoolExecutor(a.workers) if a.workers > 1 else _NoPool() as pool:
+        for sequential in judges:
+            name = "sequential (canary.sequential.decide)" if sequential else "today (one analysis at alpha, soak at alpha)"
+            print(f"== judge: {name}; seed {a.seed}")
+            cost: list[Outcome] = []
+            for key in a.scenarios.split(","):
+                sc = SCENARIOS[key]
+                n = a.rollouts if key.startswith("aa") else max(1, a.rollouts // 2)
+                t0 = time.perf_counter()
+                outs = run(key, a.seed, n, sequential, pool if isinstance(pool, ProcessPoolExecutor) else None)
+                secs = time.perf_counter() - t0
+                rb = [o for o in outs if o.rolled_back_at]
+                print(f"{sc.name}: {n} rollouts in {secs:.0f} s")
+                at_canary = sum(1 for o in rb if o.rolled_back_at and o.rolled_back_at[1] == "canary")
+                print(f"  rolled back: {clopper(len(rb), n)} ({at_canary} at a canary, {len(rb) - at_canary} in a soak)")
+                if key.startswith("aa"):
+                    cost += outs
+                    stage0 = sum(1 for o in outs if o.rolled_back_at == (0, "canary"))
+                    print(f"  first canary analysis not passing: {clopper(stage0, n)}")
+                    print(goal("A/A rollouts rolled back", len(rb) / n, 0.005, at_most=True))
+                else:
+                    first_canary = _caught_by(outs, 0, ("canary",))
+                    print(f"  caught at the first stage's canary analysis: {clopper(first_canary, n)}")
+                    print(f"  caught during the first stage (canary or soak): {clopper(_caught_by(outs, 0), n)}")
+                    print(f"  caught by the end of the first production stage: {clopper(_caught_by(outs, first_prod), n)}")
+                    if key == "latency":
+                        print(goal("+20% latency caught at the first stage", _caught_by(outs, 0) / n, 0.70, at_most=False))
+                        print(goal("+20% latency caught by the first prod stage", _caught_by(outs, first_prod) / n, 0.95,
+                                   at_most=False))
+                    elif key == "errors":
+                        print(goal("2x errors caught at the first stage", _caught_by(outs, 0) / n, 0.99, at_most=False))
+                    else:
+                        print(f"  (spread: no numeric goal beyond being caught; caught at the first stage "
+                              f"{_caught_by(outs, 0) / n:.1%})")
+            if cost:
+                analyses = sum(o.analyses for o in cost)
+                per = sum(o.analysis_samples for o in cost) / max(1, analyses)
+                ext = sum(o.extended for o in cost)
+                print(f"good releases: {analyses} analyses, {ext} extensions, {per:.1f} samples per side per analysis")
+                print(goal("analysis time vs today's 60 samples", per / SAMPLES, 1.3, at_most=True, times=True))
+
+
+class _NoPool:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+if __name__ == "__main__":
+    main()
