@@ -29,6 +29,7 @@ class Fault:
     count: int = 1
     only_changes: bool = True  # only ChangeResourceRecordSets batches, else every request
     delay: float = 0.0
+    skip: int = 0  # let this many matching requests through first
 
 
 @dataclass
@@ -54,6 +55,7 @@ class FaultyRoute53:
         self.faults: list[Fault] = []
         self.batches: list[Batch] = []
         self.injected: list[str] = []
+        self.holding = threading.Event()  # set while a slow answer is being held back
         self._lock = threading.Lock()
         self._changes = threading.Lock()
         proxy = self
@@ -84,6 +86,7 @@ class FaultyRoute53:
                 else:
                     resp = httpx.request(self.command, proxy.target + self.path, content=body, headers=headers)
                 if fault is not None and fault.kind == "slow":
+                    proxy.holding.set()
                     time.sleep(fault.delay)  # applied at once, answered late: the client gives up first
                 self._answer(resp.status_code, resp.content, dict(resp.headers))
 
@@ -114,6 +117,9 @@ class FaultyRoute53:
         with self._lock:
             for f in self.faults:
                 if f.count > 0 and (change or not f.only_changes):
+                    if f.skip > 0:
+                        f.skip -= 1
+                        continue
                     f.count -= 1
                     self.injected.append(f.kind)
                     if f.count == 0:
