@@ -56,7 +56,7 @@ class TrafficSequences(RuleBasedStateMachine):
             assert load <= self.limit * cap, (f"{r} carries {float(load):.0f} rps on {self.replicas[r]} replicas "
                                               f"{where} (weights {self.weights}); {self.log}")
 
-    def _run(self, inp: PlanInput, stop_after: int | None, revert: bool) -> tuple[bool, int]:
+    def _run(self, inp: PlanInput, stop_after: int | None, revert: bool, pause_at: int | None = None) -> tuple[bool, int]:
         """Plan, pre-warm, apply steps (stopping after `stop_after` on an abort); return (planned, steps applied)."""
         try:
             shift = plan_shift(inp, dict(self.weights), self.members)
@@ -76,6 +76,8 @@ class TrafficSequences(RuleBasedStateMachine):
             self.weights = dict(step)
             applied = i
             self._check_capacity(f"after step {i} of {inp.direction} {inp.region}")
+            if i == pause_at:  # held here until resumed; one change per service, so nothing else moves meanwhile
+                self.log.append(f"paused after step {i}, resumed")
         if stop_after is not None and stop_after < len(shift.steps):
             if revert:  # weights back, then (after the TTL) replicas back
                 self.weights = before_w
@@ -103,7 +105,7 @@ class TrafficSequences(RuleBasedStateMachine):
         inp = PlanInput(service="pay", region=region, steps=levels, home_weights=dict(self.home))
         replicas_before = dict(self.replicas)
         others = {r: Fraction(self.weights[r], sum(self.weights.values())) for r in self.regions if r != region}
-        planned, applied = self._run(inp, abort[0] if abort else None, abort[1] if abort else True)
+        planned, applied = self._run(inp, abort[0] if abort else None, abort[1] if abort else True, pause_at)
         if planned and applied:
             self.evacuated.setdefault(region, replicas_before)
         for r in self.evacuated:
@@ -111,14 +113,15 @@ class TrafficSequences(RuleBasedStateMachine):
                 assert Fraction(self.weights[r], sum(self.weights.values())) <= others[r] + Fraction(1, sum(self.weights.values())), self.log
 
     @precondition(lambda self: bool(self.evacuated))
-    @rule(data=st.data(), levels=st.sampled_from(LEVELS), abort=st.none() | st.tuples(st.integers(0, 2), st.booleans()))
-    def restore(self, data: st.DataObject, levels: list[int], abort: tuple[int, bool] | None) -> None:
+    @rule(data=st.data(), levels=st.sampled_from(LEVELS), abort=st.none() | st.tuples(st.integers(0, 2), st.booleans()),
+          pause_at=st.none() | st.integers(1, 3))
+    def restore(self, data: st.DataObject, levels: list[int], abort: tuple[int, bool] | None, pause_at: int | None) -> None:
         """Restore an evacuated region (optionally aborted); it never touches another evacuated region."""
         region = data.draw(st.sampled_from(sorted(self.evacuated)), label="restore")
         kept = {r: self.weights[r] for r in self.evacuated if r != region}
         kept_shares = {r: Fraction(w, sum(self.weights.values())) for r, w in kept.items()}
         planned, applied = self._run(self._restore_input(region, levels), abort[0] if abort else None,
-                                     abort[1] if abort else True)
+                                     abort[1] if abort else True, pause_at)
         total = sum(self.weights.values())
         for r, w in kept.items():  # an evacuated region keeps its weight (and so its share, up to rounding)
             assert self.weights[r] == w or abs(Fraction(self.weights[r], total) - kept_shares[r]) <= Fraction(1, total), self.log
