@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ import yaml
 from tests.integration.route53_faults import Fault
 from tests.integration.test_route53_faults import faulty  # noqa: F401 - the fixture
 from tests.workflows.evacuation_helpers import evacuation, start
+from tests.workflows.test_worker_kill import stop_workers
 from workflows.evacuation import EvacuationWorkflow
 
 pytestmark = pytest.mark.integration
@@ -79,16 +79,9 @@ async def test_a_worker_killed_mid_evacuation_is_replaced_within_30_s(env, task_
         failover = time.monotonic() - killed_at
         result = await asyncio.wait_for(handle.result(), timeout=180)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=40)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_workers(procs)
     assert failover <= 30, f"the evacuation went on {failover:.1f} s after the kill at {kill_at}"
     assert result.status == "evacuated", result.reason
     assert proxy.applied == result.planned  # one landed change per step, in order
     assert f.weights() == result.weights_after == result.planned[-1]
-    print(f"kill at {kill_at}: failover {failover:.1f} s ({uuid.uuid4().hex[:4]})")
+    print(f"kill at {kill_at}: failover {failover:.1f} s")

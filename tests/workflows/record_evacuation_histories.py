@@ -35,13 +35,17 @@ async def _save(client: Client, name: str, workflow_id: str) -> None:
     print(f"wrote {path.relative_to(OUT.parent.parent)}")
 
 
+async def _dev_server() -> WorkflowEnvironment:
+    temporal = str(Path(sys.executable).parent / "temporal")
+    return await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
+                                                 data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+
+
 async def record() -> None:
     OUT.mkdir(exist_ok=True)
     for old in OUT.glob("evacuation-*-00.json"):
         old.unlink()
-    temporal = str(Path(sys.executable).parent / "temporal")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+    env = await _dev_server()
     try:
         registry, _ = simulated_registry(ttl=1)
         with tempfile.TemporaryDirectory() as tmp:
@@ -66,9 +70,7 @@ async def record() -> None:
 
 async def record_nested() -> None:
     """A restore planned from the weights now, leaving another evacuated region alone (issue #17 item 3)."""
-    temporal = str(Path(sys.executable).parent / "temporal")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+    env = await _dev_server()
     try:
         registry, _ = simulated_registry(ttl=1)
         with tempfile.TemporaryDirectory() as tmp:
