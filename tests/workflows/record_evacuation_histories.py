@@ -2,8 +2,8 @@
 
 Writes tests/histories/evacuation-*.json: an approved, paused and resumed evacuation followed by its
 restore, and an evacuation without pre-warm whose alarm reverts it; `... nested` records only
-evacuation-nested-*.json: two regions evacuated, then one restored while the other stays evacuated. Re-record only on purpose (the replay
-test exists to catch changes that would break evacuations already running). `record_histories` runs it too.
+evacuation-nested-*.json: two regions evacuated, then one restored while the other stays evacuated.
+Re-record only on purpose (the replay test exists to catch changes that would break evacuations already running). `record_histories` runs it too.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ import tempfile
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry, start, wait_for
-from worker.converter import DATA_CONVERTER
-from worker.server import DEV_SERVER_FLAGS
-from workflows import search
+from tests.workflows.record_histories import start_recording
 from workflows.evacuation import EvacuationWorkflow
 from workflows.traffic_models import ApproveShift
 from workflows.updates import Pause, Resume
@@ -35,17 +32,8 @@ async def _save(client: Client, name: str, workflow_id: str) -> None:
     print(f"wrote {path.relative_to(OUT.parent.parent)}")
 
 
-async def _dev_server() -> WorkflowEnvironment:
-    temporal = str(Path(sys.executable).parent / "temporal")
-    return await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                 data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
-
-
 async def record() -> None:
-    OUT.mkdir(exist_ok=True)
-    for old in OUT.glob("evacuation-*-00.json"):
-        old.unlink()
-    env = await _dev_server()
+    env = await start_recording(("evacuation-approved", "evacuation-restore", "evacuation-alarm"))
     try:
         registry, _ = simulated_registry(ttl=1)
         with tempfile.TemporaryDirectory() as tmp:
@@ -70,7 +58,7 @@ async def record() -> None:
 
 async def record_nested() -> None:
     """A restore planned from the weights now, leaving another evacuated region alone (issue #17 item 3)."""
-    env = await _dev_server()
+    env = await start_recording(("evacuation-nested",))
     try:
         registry, _ = simulated_registry(ttl=1)
         with tempfile.TemporaryDirectory() as tmp:
