@@ -3,9 +3,10 @@
 Weights are Route 53 integers (0-255) per set identifier; a region's traffic share is weight / total. All
 shares are exact fractions, so a region that is not part of the shift keeps exactly its weight.
 
-Evacuation: after step i the evacuated region keeps `steps[i]` percent of its starting share; what it gives
-up goes to the receivers in proportion to their starting shares. Restore walks the same levels back up
-(`restore_levels`), moving every weight from where it is now toward the recorded weights.
+Evacuation: after step i the evacuated region keeps `steps[i]` percent of its home share (its share with no
+region evacuated: its starting share unless another region is evacuated); what it gives up goes to the
+receivers in proportion to their starting shares. Restore walks the same levels back up (`restore_levels`),
+moving every weight from where it is now toward the home weights, leaving regions evacuated on their own alone.
 """
 
 from __future__ import annotations

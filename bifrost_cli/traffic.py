@@ -330,7 +330,7 @@ def _common(f: Any) -> Any:
 @click.argument("region")
 @click.option("--service", required=True, help="the service whose traffic moves")
 @click.option("--to", "receivers", help="receiving regions, comma-separated (default: every other region serving)")
-@click.option("--steps", help="REGION's weight in percent of its starting share after each step (default 67,33,0)")
+@click.option("--steps", help="REGION's weight in percent of its home share (its share with no region evacuated) after each step (default 67,33,0)")
 @click.option("--headroom", type=float, help="pre-warm receivers to replicas x new/old share x this (default 1.2)")
 @click.option("--no-prewarm", is_flag=True, help="shift without scaling the receivers first")
 @click.option("--health-interval", type=int, help="seconds between health samples (default 5); each step waits for 10 of them")
