@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from activities.adapters.base import AdapterError, TrafficError, TrafficRouter
 from activities.adapters.registry import AdapterRegistry, TrafficTarget
 from activities.errors import reports_adapter_errors
+from activities.heartbeat import heartbeating
 from activities.metering import meter
 from activities.traffic_models import (
     HealthInput,
@@ -90,6 +91,10 @@ class TrafficActivities:
 
         Refuses (non-retryable, listing every problem) an unknown region, the last serving region, a missing
         record, bad steps, or a receiver that cannot be scaled enough."""
+        async with heartbeating("plan_traffic"):
+            return await self._plan_traffic(inp)
+
+    async def _plan_traffic(self, inp: PlanInput) -> TrafficPlan:
         what = f"{inp.direction} of {inp.region} for {inp.service}"
         target = self._target(inp.service, inp.region, inp.environment)
         router = target.router_for(inp.service)
@@ -132,7 +137,7 @@ class TrafficActivities:
             notes.append(f"records {', '.join(unmanaged)} have no traffic target: their weights stay as they are")
         return TrafficPlan(
             service=inp.service, environment=inp.environment, region=inp.region, direction=inp.direction,
-            record_set=router.name, weights_before=weights, steps=shift.steps, levels=shift.levels, regions=regions, ttl_seconds=ttl, wait_seconds=wait, notes=notes,
+            record_set=router.name, weights_before=weights, home_weights=shift.home, steps=shift.steps, levels=shift.levels, regions=regions, ttl_seconds=ttl, wait_seconds=wait, notes=notes,
         )
 
     @activity.defn
@@ -142,6 +147,10 @@ class TrafficActivities:
 
         Already there (a retried or replayed step): nothing is written. Someone else moved the weights:
         refuse (non-retryable), so the workflow stops instead of fighting another operator."""
+        async with heartbeating("set_weights"):
+            return await self._set_weights(inp)
+
+    async def _set_weights(self, inp: SetWeightsInput) -> SetWeightsResult:
         target = self._target(inp.service, inp.region, inp.environment)
         router = target.router_for(inp.service)
         current = await router.weights()
@@ -163,6 +172,10 @@ class TrafficActivities:
     @reports_adapter_errors
     async def scale(self, inp: ScaleInput) -> ScaleResult:
         """Scale the stage's primary up to at least / down to at most `replicas` and wait until ready."""
+        async with heartbeating("scale"):
+            return await self._scale(inp)
+
+    async def _scale(self, inp: ScaleInput) -> ScaleResult:
         deployer = self.registry.deployer(inp.stage)
         before = await deployer.replicas(inp.stage)
         if (inp.direction == "up" and before >= inp.replicas) or (inp.direction == "down" and before <= inp.replicas):
@@ -180,6 +193,10 @@ class TrafficActivities:
     @reports_adapter_errors
     async def check_health(self, inp: HealthInput) -> HealthResult:
         """Judge each region's primary after a step against its own pre-shift window (the soak monitor's look)."""
+        async with heartbeating("check_health"):
+            return await self._check_health(inp)
+
+    async def _check_health(self, inp: HealthInput) -> HealthResult:
 
         async def one(region: str, metrics: list[MetricSpec]) -> RegionVerdict:
             stage = self._stage(inp.service, region, inp.environment)
@@ -204,6 +221,10 @@ class TrafficActivities:
     @reports_adapter_errors
     async def read_traffic(self, inp: ReadTrafficInput) -> TrafficSnapshot:
         """The record set's weights and the replicas of `replicas_of`, as they are now."""
+        async with heartbeating("read_traffic"):
+            return await self._read_traffic(inp)
+
+    async def _read_traffic(self, inp: ReadTrafficInput) -> TrafficSnapshot:
         router = self._target(inp.service, inp.region, inp.environment).router_for(inp.service)
         replicas = {}
         for region in inp.replicas_of:

@@ -16,7 +16,9 @@ TrafficDirection = Literal["evacuate", "restore"]
 
 
 class RestoreTarget(BaseModel):
-    """Where a restore returns to: the record set's weights (by set identifier) and each region's replicas."""
+    """Where a restore returns to: the home weights (by set identifier: no region evacuated) and each region's replicas.
+
+    The plan starts from the weights as they are now and leaves any other region that is evacuated where it is."""
 
     weights: dict[str, int]
     replicas: dict[str, int] = Field(default_factory=dict, description="by region; regions left out are not scaled")
@@ -34,6 +36,8 @@ class PlanInput(BaseModel):
     headroom: float = 1.2
     prewarm: bool = True
     restore_to: RestoreTarget | None = None
+    home_weights: dict[str, int] | None = Field(
+        default=None, description="evacuate: the weights with no region evacuated (default: the weights now)")
 
 
 RegionRole = Literal["evacuated", "restored", "receiver", "other"]
@@ -53,10 +57,15 @@ class RegionPlan(BaseModel):
     max_replicas: int | None = None
     health: list[MetricSpec] = Field(default_factory=list)
 
+    share_grows: bool | None = Field(default=None, description="its share of traffic grows at some step (None: older plans)")
+
     @property
     def gains(self) -> bool:
-        """Whether this region's traffic grows during the shift (it is then pre-warmed and health-checked)."""
-        return self.weight_after > self.weight_before and self.role in ("receiver", "restored")
+        """Whether this region's traffic grows during the shift (it is then pre-warmed and health-checked).
+
+        By share, not weight: with weights capped at 255 a region's share can grow while its weight stays."""
+        grows = self.weight_after > self.weight_before if self.share_grows is None else self.share_grows
+        return grows and self.role in ("receiver", "restored")
 
 
 class TrafficPlan(BaseModel):
@@ -68,6 +77,7 @@ class TrafficPlan(BaseModel):
     direction: TrafficDirection
     record_set: str
     weights_before: dict[str, int]
+    home_weights: dict[str, int] = Field(default_factory=dict, description="the weights with no region evacuated")
     steps: list[dict[str, int]] = Field(description="the record set's weights after each step")
     levels: list[int] = Field(description="the region's weight after each step, in percent of its reference share")
     regions: list[RegionPlan]

@@ -3,9 +3,10 @@
 Weights are Route 53 integers (0-255) per set identifier; a region's traffic share is weight / total. All
 shares are exact fractions, so a region that is not part of the shift keeps exactly its weight.
 
-Evacuation: after step i the evacuated region keeps `steps[i]` percent of its starting share; what it gives
-up goes to the receivers in proportion to their starting shares. Restore walks the same levels back up
-(`restore_levels`), moving every weight from where it is now toward the recorded weights.
+Evacuation: after step i the evacuated region keeps `steps[i]` percent of its home share (its share with no
+region evacuated: its starting share unless another region is evacuated); what it gives up goes to the
+receivers in proportion to their starting shares. Restore walks the same levels back up (`restore_levels`),
+moving every weight from where it is now toward the home weights, leaving regions evacuated on their own alone.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Shift:
     levels: list[int]
     steps: list[dict[str, int]]
     roles: dict[str, RegionRole] = field(default_factory=dict)
+    home: dict[str, int] = field(default_factory=dict)
 
 
 def step_problems(steps: Sequence[int]) -> list[str]:
@@ -88,14 +90,16 @@ def _shares(weights: dict[str, int]) -> dict[str, Fraction]:
     return {k: Fraction(w, total) if total else Fraction(0) for k, w in weights.items()}
 
 
-def evacuation_steps(weights: dict[str, int], evacuated: str, receivers: Sequence[str], levels: Sequence[int]) -> list[dict[str, int]]:
-    """Weights after each step: `evacuated` keeps `level`% of its share, receivers take the rest pro rata."""
+def evacuation_steps(weights: dict[str, int], evacuated: str, receivers: Sequence[str], levels: Sequence[int],
+                     reference: Fraction | None = None) -> list[dict[str, int]]:
+    """Weights after each step: `evacuated` keeps `level`% of `reference` (default: its share now), receivers take the rest pro rata."""
     total = sum(weights.values())
     start = _shares(weights)
+    ref = start[evacuated] if reference is None else reference
     pool = sum(start[r] for r in receivers)
     out: list[dict[str, int]] = []
     for level in levels:
-        kept = start[evacuated] * Fraction(level, 100)
+        kept = ref * Fraction(level, 100)
         freed = start[evacuated] - kept
         shares = dict(start)
         shares[evacuated] = kept
@@ -105,24 +109,44 @@ def evacuation_steps(weights: dict[str, int], evacuated: str, receivers: Sequenc
     return out
 
 
-def restore_steps(current: dict[str, int], target: dict[str, int], restored: str, levels: Sequence[int]) -> list[dict[str, int]]:
-    """Weights after each step of a restore: every share moves from now toward `target`, paced by the region's level."""
+def evacuated_on_their_own(weights: dict[str, int], home: dict[str, int], restored: str | None = None) -> set[str]:
+    """Set identifiers evacuated on their own account: a share now below their home share by more than one weight unit.
+
+    An evacuation only ever adds to its receivers' shares and a restore never takes a region below its home share,
+    so a region below its home share was evacuated (or set so by hand) itself; Bifrost leaves it where it is."""
+    total = sum(weights.values())
+    if total == 0:
+        return set()
+    now, goal = _shares(weights), _shares(home)
+    return {k for k in weights if k != restored and goal.get(k, 0) > 0 and now[k] < goal[k] - Fraction(1, total)}
+
+
+def restore_target(weights: dict[str, int], home: dict[str, int], restored: str) -> dict[str, int]:
+    """Where restoring `restored` ends: the home weights, except that regions evacuated on their own keep their weight.
+
+    With no other region evacuated this is `home` exactly; otherwise the regions not evacuated share what the
+    evacuated ones leave, in proportion to their home weights (so restoring every region gives `home` back)."""
+    kept = evacuated_on_their_own(weights, home, restored)
+    if not kept:
+        return dict(home)
+    free = [k for k in weights if k not in kept]
+    pool = sum(home[k] for k in free)
+    left = sum(weights.values()) - sum(weights[k] for k in kept)
+    out = {k: weights[k] for k in kept}
+    out.update(to_weights({k: Fraction(home[k], pool) for k in free}, left) if pool and left > 0 else {k: 0 for k in free})
+    return out
+
+
+def restore_steps(current: dict[str, int], target: dict[str, int], levels: Sequence[int]) -> list[dict[str, int]]:
+    """Weights after each step of a restore: every share moves from now toward `target`, `level`% of the way."""
     now, goal = _shares(current), _shares(target)
-    gap = goal[restored] - now[restored]
+    total = sum(target.values())
     out: list[dict[str, int]] = []
     for level in levels:
-        if gap <= 0:
-            fraction = Fraction(1)
-        else:
-            fraction = min(Fraction(1), (goal[restored] * Fraction(level, 100) - now[restored]) / gap)
-        if fraction <= 0:
-            continue  # the region already has more than this level
-        step = dict(target) if fraction == 1 else to_weights(
-            {k: now[k] + fraction * (goal[k] - now[k]) for k in target}, sum(target.values()))
-        if step != (out[-1] if out else current):
+        f = Fraction(level, 100)
+        step = dict(target) if f >= 1 else to_weights({k: now[k] + f * (goal[k] - now[k]) for k in target}, total)
+        if step != (out[-1] if out else current) and sum(step.values()) > 0:
             out.append(step)
-        if fraction == 1:
-            break
     return out
 
 
@@ -148,33 +172,63 @@ def plan_shift(inp: PlanInput, weights: dict[str, int], members: dict[str, Membe
                         f"{inp.region} (records: {', '.join(sorted(weights))}); create it or fix set_identifier "
                         "in the targets file")
         raise PlanRefused(problems)
+    home = _home(inp, weights, problems)
     roles: dict[str, RegionRole] = {r: "other" for r in members}
     if inp.direction == "evacuate":
-        receivers = _receivers(inp, weights, members, missing, unmanaged, problems)
+        receivers = _receivers(inp, weights, home, members, missing, unmanaged, problems)
         roles[inp.region] = "evacuated"
         for r in receivers:
             roles[r] = "receiver"
         if problems:
             raise PlanRefused(problems)
-        levels = list(inp.steps)
-        steps = evacuation_steps(weights, x.set_identifier, [members[r].set_identifier for r in receivers], levels)
-        return Shift(levels=levels, steps=steps, roles=roles)
-    target = _restore_target(inp, weights, x, problems)
+        # levels are percent of the region's home share: a receiver of another evacuation ends below its home share
+        # too, so it counts as evacuated; levels it is already below are skipped
+        ref = min(_shares(home)[x.set_identifier], _shares(weights)[x.set_identifier])
+        if inp.home_weights is not None:
+            ref = _shares(home)[x.set_identifier]
+        levels = [lv for lv in inp.steps if ref * Fraction(lv, 100) < _shares(weights)[x.set_identifier]]
+        if not levels:
+            raise PlanRefused([f"steps: {inp.region} is already below {inp.steps[0]}% of its home share (weights "
+                               f"{weights}, home {home}); nothing to evacuate at these levels"])
+        steps = evacuation_steps(weights, x.set_identifier, [members[r].set_identifier for r in receivers], levels, ref)
+        return Shift(levels=levels, steps=steps, roles=roles, home=home)
+    _check_restore(inp, home, x, problems)
     if problems:
         raise PlanRefused(problems)
+    target = restore_target(weights, home, x.set_identifier)
+    if target == weights or _shares(weights)[x.set_identifier] >= _shares(target)[x.set_identifier]:
+        raise PlanRefused([f"region: {inp.region} already has its share (weights now {weights}, home {home}); "
+                           "nothing to restore"])
     roles[inp.region] = "restored"
     for r, m in members.items():
-        if r != inp.region and m.set_identifier in weights and target[m.set_identifier] < weights[m.set_identifier]:
+        if r != inp.region and m.set_identifier in weights and target[m.set_identifier] != weights[m.set_identifier]:
             roles[r] = "receiver"
-    steps = restore_steps(weights, target, x.set_identifier, restore_levels(inp.steps))
+    steps = restore_steps(weights, target, restore_levels(inp.steps))
     goal = _shares(target)[x.set_identifier]
-    levels = [round(100 * _shares(s)[x.set_identifier] / goal) for s in steps]  # some may be skipped as already passed
-    return Shift(levels=levels, steps=steps, roles=roles)
+    levels = [round(100 * _shares(s)[x.set_identifier] / goal) for s in steps]
+    return Shift(levels=levels, steps=steps, roles=roles, home=home)
 
 
-def _receivers(inp: PlanInput, weights: dict[str, int], members: dict[str, Member], missing: list[str],
-               unmanaged: list[str], problems: list[str]) -> list[str]:
+def _home(inp: PlanInput, weights: dict[str, int], problems: list[str]) -> dict[str, int]:
+    """The weights with no region evacuated: given (restore_to, or home_weights from the last traffic change) or now."""
+    home = inp.restore_to.weights if inp.direction == "restore" and inp.restore_to is not None else inp.home_weights
+    if home is None:
+        return dict(weights)
+    field = "restore_to.weights" if inp.direction == "restore" else "home_weights"
+    if set(home) != set(weights):
+        problems.append(f"{field}: the record set now has records {sorted(weights)}, the evacuation "
+                        f"recorded {sorted(home)}; it changed since, so set the weights by hand")
+        return dict(weights)
+    if not any(w > 0 for w in home.values()) or any(not 0 <= w <= MAX_WEIGHT for w in home.values()):
+        problems.append(f"{field}: weights must be 0-255 and not all 0; got {home}")
+        return dict(weights)
+    return dict(home)
+
+
+def _receivers(inp: PlanInput, weights: dict[str, int], home: dict[str, int], members: dict[str, Member],
+               missing: list[str], unmanaged: list[str], problems: list[str]) -> list[str]:
     x = members[inp.region]
+    away = evacuated_on_their_own(weights, home, x.set_identifier)
     if weights[x.set_identifier] == 0:
         problems.append(f"region: {inp.region} already serves no traffic (weight 0 in {weights}); nothing to evacuate")
     if inp.receivers:
@@ -191,11 +245,15 @@ def _receivers(inp: PlanInput, weights: dict[str, int], members: dict[str, Membe
             elif weights[m.set_identifier] == 0:
                 problems.append(f"receivers: {r} serves no traffic now (weight 0); Bifrost sizes receivers by their "
                                 "current share, so pick regions that serve")
+            elif m.set_identifier in away:
+                problems.append(f"receivers: {r} is evacuated itself (its share is below its home share); restore it "
+                                "first or pick other receivers")
             else:
                 receivers.append(r)
         return receivers
     receivers = sorted(r for r, m in members.items()
-                       if r != inp.region and r not in missing and weights[m.set_identifier] > 0)
+                       if r != inp.region and r not in missing and weights[m.set_identifier] > 0
+                       and m.set_identifier not in away)
     if not receivers and weights[x.set_identifier] > 0:
         others = [u for u in unmanaged if weights[u] > 0]
         extra = (f"; records {', '.join(others)} also serve but have no target in the targets file, so Bifrost can "
@@ -205,21 +263,12 @@ def _receivers(inp: PlanInput, weights: dict[str, int], members: dict[str, Membe
     return receivers
 
 
-def _restore_target(inp: PlanInput, weights: dict[str, int], x: Member, problems: list[str]) -> dict[str, int]:
+def _check_restore(inp: PlanInput, home: dict[str, int], x: Member, problems: list[str]) -> None:
     if inp.restore_to is None:
         problems.append("restore_to: a restore needs the weights and replicas to return to (the evacuation's "
-                        "weights_before and replicas_before); `bifrost restore` reads them from the last evacuation")
-        return {}
-    target = inp.restore_to.weights
-    if set(target) != set(weights):
-        problems.append(f"restore_to.weights: the record set now has records {sorted(weights)}, the evacuation "
-                        f"recorded {sorted(target)}; it changed since, so set the weights by hand")
-        return {}
-    if not any(w > 0 for w in target.values()) or any(not 0 <= w <= MAX_WEIGHT for w in target.values()):
-        problems.append(f"restore_to.weights: weights must be 0-255 and not all 0; got {target}")
-    elif target[x.set_identifier] == 0:
+                        "home_weights and replicas_before); `bifrost restore` reads them from the last evacuation")
+    elif home.get(x.set_identifier, 0) == 0 and not problems:
         problems.append(f"restore_to.weights: {inp.region} had weight 0 before; there is nothing to restore")
-    return target
 
 
 def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members: dict[str, Member],
@@ -236,18 +285,22 @@ def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members
         before = weights.get(sid, 0)
         plan = RegionPlan(region=region, set_identifier=sid, role=role, weight_before=before,
                           weight_after=final.get(sid, before), replicas_before=replicas.get(region),
-                          max_replicas=m.max_replicas, health=list(m.health))
+                          max_replicas=m.max_replicas, health=list(m.health),
+                          share_grows=any(_shares(s).get(sid, 0) > start_shares.get(sid, 0) for s in shift.steps))
         have = replicas.get(region)
+        recorded = inp.restore_to.replicas.get(region) if inp.restore_to is not None else None
+        home_share = _shares(shift.home or weights).get(sid, Fraction(0))
         if have is not None and inp.prewarm and plan.gains:
-            if inp.direction == "evacuate":
-                peak = max((_shares(s)[sid] for s in shift.steps), default=start_shares[sid])
+            peak = max((_shares(s)[sid] for s in shift.steps), default=start_shares[sid])
+            if start_shares[sid] > 0:
                 want = prewarm_replicas(have, start_shares[sid], peak, inp.headroom)
                 why = (f"its share grows from {float(start_shares[sid]):.0%} to {float(peak):.0%} "
                        f"(x headroom {inp.headroom:g})")
-            else:
-                assert inp.restore_to is not None
-                want = max(have, inp.restore_to.replicas.get(region, have))
-                why = "it ran that many before the evacuation"
+            else:  # drained now: size it from what it ran at its home share before the evacuation
+                ref = max(have, recorded or 0)
+                want = max(ref, prewarm_replicas(ref, home_share, peak, inp.headroom)) if home_share > 0 else ref
+                why = (f"it ran {ref} replicas at its home share of {float(home_share):.0%} and will take "
+                       f"{float(peak):.0%} (x headroom {inp.headroom:g})")
             if want > have:
                 plan.prewarm_to = want
                 if m.max_replicas is not None and want > m.max_replicas:
@@ -255,10 +308,13 @@ def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members
                         f"max_replicas: {region} needs {want} replicas (now {have}) because {why}, but its "
                         f"max_replicas is {m.max_replicas}; raise traffic.max_replicas in the targets file, "
                         "add receivers (--to) or stop at a higher last level (--steps)")
-        if inp.direction == "restore" and role == "receiver" and have is not None and inp.restore_to is not None:
-            recorded = inp.restore_to.replicas.get(region)
-            if recorded is not None and have > recorded:
-                plan.scale_down_to = recorded
+        end_share = _shares(final).get(sid, Fraction(0))
+        if (inp.direction == "restore" and role == "receiver" and have is not None and recorded is not None
+                and end_share < start_shares[sid]):
+            # back to the replicas recorded before the evacuation, but never below what its share at the end needs
+            keep = max(recorded, prewarm_replicas(recorded, home_share, end_share, inp.headroom)) if home_share > 0 else recorded
+            if have > keep:
+                plan.scale_down_to = keep
         out.append(plan)
     if problems:
         raise PlanRefused(problems)

@@ -237,6 +237,31 @@ async def last_change(client: Any, service: str, region: str, environment: str) 
     return None
 
 
+def home_from(moves: list[EvacuationState | None], environment: str) -> dict[str, int] | None:
+    """The home weights (no region evacuated) while the last traffic change left some region evacuated, else None.
+
+    An evacuation records them; passing them on lets the next evacuation, and the restores after it, know each
+    region's share before any evacuation, so restoring every region gives those weights back."""
+    for state in reversed(moves):
+        if state is None or state.environment != environment or not state.home_weights:
+            continue
+        now = state.weights_after or state.weights_now
+        return dict(state.home_weights) if now and now != state.home_weights else None
+    return None
+
+
+async def run_evacuate(inp: EvacuationInput, *, wait: bool, task_queue: str) -> int:
+    """Start an evacuation, handing it the home weights when another region is still evacuated."""
+    from worker.connect import connect
+
+    client = await connect()
+    home = home_from(await traffic_moves(client, inp.service), inp.environment)
+    if home is not None:
+        inp = inp.model_copy(update={"home_weights": home})
+        click.echo(f"another region is still evacuated: home weights {home}")
+    return await run_traffic(inp, wait=wait, task_queue=task_queue)
+
+
 async def run_restore(service: str, region: str, environment: str, *, who: str, reason: str, wait: bool,
                       task_queue: str) -> int:
     from worker.connect import connect
@@ -305,7 +330,7 @@ def _common(f: Any) -> Any:
 @click.argument("region")
 @click.option("--service", required=True, help="the service whose traffic moves")
 @click.option("--to", "receivers", help="receiving regions, comma-separated (default: every other region serving)")
-@click.option("--steps", help="REGION's weight in percent of its starting share after each step (default 67,33,0)")
+@click.option("--steps", help="REGION's weight in percent of its home share (its share with no region evacuated) after each step (default 67,33,0)")
 @click.option("--headroom", type=float, help="pre-warm receivers to replicas x new/old share x this (default 1.2)")
 @click.option("--no-prewarm", is_flag=True, help="shift without scaling the receivers first")
 @click.option("--health-interval", type=int, help="seconds between health samples (default 5); each step waits for 10 of them")
@@ -337,7 +362,7 @@ def evacuate(region: str, service: str, receivers: str | None, steps: str | None
         "steps": _csv_ints(steps), "headroom": headroom, "prewarm": not no_prewarm, "require_approval": require_approval,
         "approvers": list(approvers) or None, "health_interval_seconds": health_interval,
     })
-    sys.exit(_run(run_traffic(inp, wait=wait, task_queue=task_queue)))
+    sys.exit(_run(run_evacuate(inp, wait=wait, task_queue=task_queue)))
 
 
 @click.command(epilog=TRAFFIC_EXIT_CODES)

@@ -48,8 +48,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.updates import Ack, Pause, Resume, refused
 
 NON_RETRYABLE = [*options.NON_RETRYABLE, REFUSED, CONFLICT]
+# Every activity on the path heartbeats (activities/heartbeat.py), so a dead worker's activity moves to another
+# worker within the heartbeat timeout instead of its start-to-close timeout.
 PLAN = options.ActivityOptions(
     start_to_close_timeout=timedelta(minutes=2),
+    heartbeat_timeout=options.HEARTBEAT,
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
 )
@@ -68,8 +71,16 @@ SCALE = options.ActivityOptions(
 )
 HEALTH = options.ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
+    heartbeat_timeout=options.HEARTBEAT,
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=1),
                              maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
+)
+# Reading back the weights at the end: Route 53 may answer slowly; retried, heartbeating.
+READ = options.ActivityOptions(
+    start_to_close_timeout=timedelta(minutes=2),
+    heartbeat_timeout=options.HEARTBEAT,
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                             maximum_attempts=10, non_retryable_error_types=NON_RETRYABLE),
 )
 # Changes are never abandoned half way: a cancellation waits for the running change to finish.
 CHANGE = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
@@ -129,7 +140,7 @@ class EvacuationWorkflow:
                 TrafficActivities.plan_traffic,
                 PlanInput(service=inp.service, region=inp.region, environment=inp.environment, direction=inp.direction,
                           receivers=inp.receivers, steps=inp.steps, headroom=inp.headroom, prewarm=inp.prewarm,
-                          restore_to=inp.restore_to),
+                          restore_to=inp.restore_to, home_weights=inp.home_weights),
                 summary=f"plan {inp.direction} of {inp.region}", **PLAN,
             )
         except ActivityError as err:
@@ -324,13 +335,22 @@ class EvacuationWorkflow:
                     TrafficActivities.read_traffic,
                     ReadTrafficInput(service=self.inp.service, environment=self.inp.environment, region=self.inp.region,
                                      replicas_of=sorted(self.state.replicas_before)),
-                    summary="read back weights and replicas", **options.QUICK,
+                    summary="read back weights and replicas", **READ,
                 )
                 self.state.weights_after, self.state.replicas_after = snap.weights, snap.replicas
                 self.state.weights_now = snap.weights
             except ActivityError as err:
                 self.state.weights_after = dict(self.state.weights_now)
                 reason += f" (could not read back the final weights: {_text(err)})"
+                if status in ("evacuated", "restored"):  # the end state comes from the record set, never the plan
+                    status, reason = "failed", f"{reason}; the weights Route 53 holds are unknown, check them"
+            if status in ("evacuated", "restored") and self.plan.steps:
+                planned = self.plan.steps[-1]
+                off = {k: v for k, v in self.state.weights_after.items() if planned.get(k, v) != v}
+                if off:
+                    status = "failed"
+                    reason = (f"the {self.inp.direction} planned to end at {planned} but the record set reads "
+                              f"{self.state.weights_after}; it did not end as planned, check who else moves traffic")
         self.state.ended_at = workflow.now()
         self._audit("bifrost", status, reason)
         self._set_status(status, reason=reason)

@@ -55,7 +55,10 @@ class EvacuationInput(BaseModel):
     )
     headroom: float = Field(default=1.2, ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")
     prewarm: bool = Field(default=True, description="false: shift without scaling the receivers first")
-    restore_to: RestoreTarget | None = Field(default=None, description="restore: the evacuation's weights and replicas before")
+    restore_to: RestoreTarget | None = Field(default=None, description="restore: the home weights and the replicas before")
+    home_weights: dict[str, int] | None = Field(
+        default=None, description="evacuate: the weights with no region evacuated, when another region already is "
+        "(the CLI takes them from the last traffic change); default: the weights now")
     require_approval: bool = Field(default=False, description="wait for `approve` before changing anything")
     approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone")
     approval_timeout_minutes: float = Field(default=60, gt=0)
@@ -83,6 +86,8 @@ class EvacuationInput(BaseModel):
                 problems.append("receivers: a restore returns every region to its recorded weight; leave receivers out")
         elif self.restore_to is not None:
             problems.append("restore_to: only a restore takes restore_to")
+        if self.direction == "restore" and self.home_weights is not None:
+            problems.append("home_weights: a restore takes its home weights from restore_to.weights; leave home_weights out")
         return problems
 
     @property
@@ -139,6 +144,7 @@ class EvacuationState(BaseModel):
     planned: list[dict[str, int]] = Field(default_factory=list, description="weights after each planned step")
     step: int = Field(default=0, description="steps applied and still in force")
     weights_before: dict[str, int] = Field(default_factory=dict)
+    home_weights: dict[str, int] = Field(default_factory=dict, description="the weights with no region evacuated")
     weights_now: dict[str, int] = Field(default_factory=dict)
     weights_after: dict[str, int] = Field(default_factory=dict, description="read back when the workflow ended")
     replicas_before: dict[str, int] = Field(default_factory=dict, description="by region, before anything changed")
@@ -169,6 +175,7 @@ class EvacuationState(BaseModel):
         self.receivers = [r.region for r in plan.regions if r.role == "receiver"]
         self.planned = plan.steps
         self.weights_before = dict(plan.weights_before)
+        self.home_weights = dict(plan.home_weights or plan.weights_before)
         self.weights_now = dict(plan.weights_before)
         self.replicas_before = {r.region: r.replicas_before for r in plan.regions if r.replicas_before is not None}
         self.wait_seconds = plan.wait_seconds
@@ -185,7 +192,8 @@ class EvacuationState(BaseModel):
             "service": self.service, "region": self.region, "environment": self.environment, "direction": "restore",
             "requested_by": requested_by, "reason": reason or f"restore after: {self.request_reason}".strip(),
             "steps": self.steps_requested or list(DEFAULT_STEPS),
-            "restore_to": RestoreTarget(weights=dict(self.weights_before), replicas=dict(self.replicas_before)),
+            "restore_to": RestoreTarget(weights=dict(self.home_weights or self.weights_before),
+                                        replicas=dict(self.replicas_before)),
         })
 
 

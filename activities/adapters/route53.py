@@ -19,6 +19,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from temporalio import activity
 
+from activities.adapters.aws import THROTTLING_CODES, aws_error, aws_status
 from activities.adapters.base import TrafficError
 from activities.adapters.secrets import SecretError
 
@@ -26,6 +27,10 @@ log = logging.getLogger(__name__)
 
 MAX_WEIGHT = 255
 ALIAS_TTL_SECONDS = 60  # alias records take the TTL of their target; a common default for load balancers
+
+
+class ChangeBatchRefused(TrafficError):
+    """Route 53 refused a change batch as a whole (InvalidChangeBatch): e.g. its guard no longer matched."""
 
 
 @dataclass(frozen=True)
@@ -81,8 +86,12 @@ class Route53Traffic:
     """Reads and changes the weights of one weighted record set."""
 
     def __init__(self, record: WeightedRecord, client_factory: Callable[[], Any], *, poll_seconds: float = 1.0,
-                 sync_timeout_seconds: float = 300.0) -> None:
+                 sync_timeout_seconds: float = 300.0, attempts: int = 6, backoff_seconds: float = 0.5,
+                 max_backoff_seconds: float = 8.0) -> None:
         self.record = record
+        self.attempts = attempts
+        self.backoff_seconds = backoff_seconds
+        self.max_backoff_seconds = max_backoff_seconds
         self._factory = client_factory
         self._client: Any = None
         self._lock = threading.Lock()
@@ -102,16 +111,39 @@ class Route53Traffic:
             return self._client
 
     async def _aws(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        try:
-            return await asyncio.to_thread(fn, **kwargs)
-        except ClientError as err:
-            code = err.response.get("Error", {}).get("Code", "")
-            msg = err.response.get("Error", {}).get("Message", str(err))
-            retryable = code in ("Throttling", "ThrottlingException", "PriorRequestNotComplete", "ServiceUnavailable")
-            hint = "the activity will be retried" if retryable else "check zone_id/record_name in the targets file and the worker's IAM permissions"
-            raise TrafficError(f"{what}: Route 53 {code}: {msg}; {hint}", retryable=retryable) from err
-        except BotoCoreError as err:
-            raise TrafficError(f"{what}: cannot reach Route 53 ({type(err).__name__}: {err}); the activity will be retried") from err
+        """One Route 53 call; retryable failures (5xx, throttling, timeouts, no connection) are tried again here.
+
+        Up to `attempts` tries with exponential backoff (botocore's own retries come on top), heartbeating while
+        waiting, so a short outage or one InternalFailure never fails a step. Only a change batch guarded by a
+        DELETE of the record as read may be sent again: a copy that lands late is refused by Route 53."""
+        delay = self.backoff_seconds
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await asyncio.to_thread(fn, **kwargs)
+            except ClientError as err:
+                code, msg, http = aws_error(err)
+                retryable = code in THROTTLING_CODES or (http is not None and http >= 500)
+                if code == "InvalidChangeBatch":
+                    raise ChangeBatchRefused(f"{what}: Route 53 {aws_status(code, http)}: {msg}; the weights were "
+                                             "not changed", retryable=False) from err
+                if not retryable:
+                    raise TrafficError(f"{what}: Route 53 {aws_status(code, http)}: {msg}; check zone_id/record_name "
+                                       "in the targets file and the worker's IAM permissions", retryable=False) from err
+                failure = TrafficError(f"{what}: Route 53 {aws_status(code, http)}: {msg} ({attempt} tries); "
+                                       "the activity will be retried")
+                failure.__cause__ = err
+            except BotoCoreError as err:
+                failure = TrafficError(f"{what}: cannot reach Route 53 ({type(err).__name__}: {err}; {attempt} tries); "
+                                       "the activity will be retried")
+                failure.__cause__ = err
+            if attempt == self.attempts:
+                raise failure
+            log.info("%s; trying again in %.1f s", failure, delay)
+            if activity.in_activity():
+                activity.heartbeat(f"{what}: try {attempt + 1} in {delay:.1f} s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.max_backoff_seconds)
+        raise AssertionError("unreachable")
 
     async def records(self) -> dict[str, dict[str, Any]]:
         """The weighted records of the set, by SetIdentifier, as Route 53 returns them."""
@@ -163,18 +195,30 @@ class Route53Traffic:
             raise TrafficError(f"weights of {r.fqdn} changed under us: expected {expect}, found {current}; "
                                "another change is in progress, re-read and retry", retryable=True)
         validate_weights(current, wanted, allow_all_zero=allow_all_zero)
-        changes = [
-            {"Action": "UPSERT", "ResourceRecordSet": {**records[k], "Weight": w}}
-            for k, w in sorted(wanted.items()) if current[k] != w
-        ]
         target = {**current, **wanted}
+        # guarded: DELETE the record exactly as read, then UPSERT it with the new weight, in one atomic batch.
+        # Route 53 refuses the whole batch if the record no longer has the values deleted, so a copy of this
+        # batch that arrives late (a retried request, a slow network) can never undo a later step.
+        changes: list[dict[str, Any]] = []
+        for k, w in sorted(wanted.items()):
+            if current[k] != w:
+                changes.append({"Action": "DELETE", "ResourceRecordSet": records[k]})
+                changes.append({"Action": "UPSERT", "ResourceRecordSet": {**records[k], "Weight": w}})
         if not changes:
             return current
         client = self._route53()
-        resp = await self._aws(
-            f"set weights of {r.fqdn}", client.change_resource_record_sets, HostedZoneId=r.zone_id,
-            ChangeBatch={"Comment": f"bifrost: weights {target}", "Changes": changes},
-        )
+        try:
+            resp = await self._aws(
+                f"set weights of {r.fqdn}", client.change_resource_record_sets, HostedZoneId=r.zone_id,
+                ChangeBatch={"Comment": f"bifrost: weights {target}", "Changes": changes},
+            )
+        except ChangeBatchRefused as err:
+            # refused by the guard: an earlier copy of this batch may have landed, or someone else moved them
+            after = await self.weights()
+            if after == target:
+                return after
+            raise TrafficError(f"weights of {r.fqdn} changed under us: expected {current}, found {after}; "
+                               "another change is in progress, re-read and retry", retryable=True) from err
         await self._wait_insync(resp["ChangeInfo"]["Id"])
         after = await self.weights()
         if after != target:

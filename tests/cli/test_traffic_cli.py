@@ -94,3 +94,38 @@ async def test_a_refusal_from_the_worker_exits_2_with_its_reasons(env, task_queu
         assert await traffic.run_traffic(inp, wait=True, task_queue=task_queue) == 2
     captured = capsys.readouterr()
     assert "region: mars-1 has no traffic target" in captured.out + captured.err
+
+
+async def test_evacuations_and_restores_of_two_regions_keep_each_other_evacuated(env, task_queue, tmp_path, monkeypatch, capsys):
+    """Issue #17 item 3: eu-west-1 then ap-south-1 evacuated; restoring eu-west-1 leaves ap-south-1 at 0, in steps,
+    pre-warmed; restoring ap-south-1 then gives back the weights before either evacuation."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    registry, _ = simulated_registry(ttl=1)
+    svc = service()
+    handle = env.client.get_workflow_handle(evacuation_id(svc))
+    quick = {"health_baseline_minutes": 1, "health_interval_seconds": 1, "judge": {"min_samples": 1}}
+
+    async def state():
+        return await handle.query(EvacuationWorkflow.status)
+
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        for region in ("eu-west-1", "ap-south-1"):
+            evac = EvacuationInput(service=svc, region=region, requested_by="alice", reason="INC-9", **quick)
+            assert await traffic.run_evacuate(evac, wait=True, task_queue=task_queue) == 0, capsys.readouterr()
+        evacuated = await state()
+        assert evacuated.weights_after == {"us-east-1": 255, "eu-west-1": 0, "ap-south-1": 0}
+        assert evacuated.home_weights == {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
+
+        assert await traffic.run_restore(svc, "eu-west-1", "prod", who="bob", reason="", wait=True, task_queue=task_queue) == 0
+        eu = await state()
+        assert eu.status == "restored" and len(eu.planned) == 3, eu.planned
+        assert all(step["ap-south-1"] == 0 for step in eu.planned) and eu.weights_after["ap-south-1"] == 0
+        assert eu.weights_after["eu-west-1"] in (127, 128)
+        assert eu.replicas_before["eu-west-1"] == 4 and eu.scaled["eu-west-1"] == 8  # half the traffic: ceil(4 x 1.5 x 1.2)
+        assert any(step.health and "eu-west-1" in step.health for step in eu.steps)  # the restored region is judged
+
+        assert await traffic.run_restore(svc, "ap-south-1", "prod", who="bob", reason="", wait=True, task_queue=task_queue) == 0
+        ap = await state()
+        assert ap.status == "restored" and len(ap.planned) == 3
+        assert ap.weights_after == {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}

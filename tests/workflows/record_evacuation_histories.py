@@ -1,8 +1,9 @@
 """Record evacuation histories for the replay test: `python -m tests.workflows.record_evacuation_histories`.
 
 Writes tests/histories/evacuation-*.json: an approved, paused and resumed evacuation followed by its
-restore, and an evacuation without pre-warm whose alarm reverts it. Re-record only on purpose (the replay
-test exists to catch changes that would break evacuations already running). `record_histories` runs it too.
+restore, and an evacuation without pre-warm whose alarm reverts it; `... nested` records only
+evacuation-nested-*.json: two regions evacuated, then one restored while the other stays evacuated.
+Re-record only on purpose (the replay test exists to catch changes that would break evacuations already running). `record_histories` runs it too.
 """
 
 from __future__ import annotations
@@ -14,12 +15,9 @@ import tempfile
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.testing import WorkflowEnvironment
 
 from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry, start, wait_for
-from worker.converter import DATA_CONVERTER
-from worker.server import DEV_SERVER_FLAGS
-from workflows import search
+from tests.workflows.record_histories import start_recording
 from workflows.evacuation import EvacuationWorkflow
 from workflows.traffic_models import ApproveShift
 from workflows.updates import Pause, Resume
@@ -35,12 +33,7 @@ async def _save(client: Client, name: str, workflow_id: str) -> None:
 
 
 async def record() -> None:
-    OUT.mkdir(exist_ok=True)
-    for old in OUT.glob("evacuation-*.json"):
-        old.unlink()
-    temporal = str(Path(sys.executable).parent / "temporal")
-    env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+    env = await start_recording(("evacuation-approved", "evacuation-restore", "evacuation-alarm"))
     try:
         registry, _ = simulated_registry(ttl=1)
         with tempfile.TemporaryDirectory() as tmp:
@@ -63,5 +56,23 @@ async def record() -> None:
         await env.shutdown()
 
 
+async def record_nested() -> None:
+    """A restore planned from the weights now, leaving another evacuated region alone (issue #17 item 3)."""
+    env = await start_recording(("evacuation-nested",))
+    try:
+        registry, _ = simulated_registry(ttl=1)
+        with tempfile.TemporaryDirectory() as tmp:
+            async with running_worker(env.client, registry, "record", Path(tmp)):
+                eu = await (await start(env.client, evacuation("nested"), "record")).result()
+                ap = await (await start(env.client, evacuation("nested", region="ap-south-1",
+                                                               home_weights=eu.home_weights), "record")).result()
+                await _save(env.client, "evacuation-nested-evacuate-01", f"{ap.workflow_id}")
+                h = await start(env.client, eu.restore_input(requested_by="bob"), "record")
+                await h.result()
+                await _save(env.client, "evacuation-nested-restore-01", h.id)
+    finally:
+        await env.shutdown()
+
+
 if __name__ == "__main__":
-    asyncio.run(record())
+    asyncio.run(record_nested() if sys.argv[1:] == ["nested"] else record())

@@ -66,9 +66,9 @@ def test_restore_walks_the_same_levels_back_and_ends_exactly_on_the_recorded_wei
     assert restore_levels([67, 33, 0]) == [33, 67, 100]
     assert restore_levels([30, 10, 0]) == [10, 30, 100]
     assert restore_levels([50]) == [100]
-    back = restore_steps({"a": 0, "b": 150, "c": 150}, {"a": 100, "b": 100, "c": 100}, "a", [33, 67, 100])
+    back = restore_steps({"a": 0, "b": 150, "c": 150}, {"a": 100, "b": 100, "c": 100}, [33, 67, 100])
     assert back == [{"a": 33, "b": 134, "c": 133}, {"a": 67, "b": 117, "c": 116}, {"a": 100, "b": 100, "c": 100}]
-    assert restore_steps({"a": 100, "b": 100}, {"a": 100, "b": 100}, "a", [33, 67, 100]) == []
+    assert restore_steps({"a": 100, "b": 100}, {"a": 100, "b": 100}, [33, 67, 100]) == []
 
 
 def test_to_weights_keeps_the_total_and_gives_remainders_to_the_largest_fractions():
@@ -138,3 +138,48 @@ def test_restore_prewarms_the_region_and_scales_receivers_back_down():
     plans = {p.region: p for p in capacity_plan(inp, shift, now, MEMBERS, {"us-east-1": 8, "eu-west-1": 2, "ap-south-1": 8})}
     assert plans["eu-west-1"].role == "restored" and plans["eu-west-1"].prewarm_to == 4
     assert plans["us-east-1"].scale_down_to == 4 and plans["ap-south-1"].scale_down_to == 4
+
+
+REPLICAS = {"us-east-1": 4, "eu-west-1": 4, "ap-south-1": 4}
+
+
+def test_restoring_one_region_leaves_another_evacuated_region_alone_and_walks_in_steps():
+    # eu-west-1 then ap-south-1 evacuated: us-east-1 serves everything (capped at 255)
+    now = {"us-east-1": 255, "eu-west-1": 0, "ap-south-1": 0}
+    inp = plan_input(direction="restore", restore_to=RestoreTarget(weights=EVEN, replicas=REPLICAS))
+    shift = plan_shift(inp, now, MEMBERS)
+    assert len(shift.steps) == 3 and all(s["ap-south-1"] == 0 for s in shift.steps)  # ap-south-1 stays evacuated
+    assert shift.steps[-1] == {"us-east-1": 127, "eu-west-1": 128, "ap-south-1": 0}
+    assert shift.roles["ap-south-1"] == "other" and shift.roles["us-east-1"] == "receiver"
+    # then ap-south-1 (its own evacuation recorded the same home weights): every weight is back home
+    inp_ap = plan_input(region="ap-south-1", direction="restore", restore_to=RestoreTarget(weights=EVEN, replicas=REPLICAS))
+    back = plan_shift(inp_ap, shift.steps[-1], MEMBERS)
+    assert back.steps[-1] == EVEN and len(back.steps) == 3
+
+
+def test_a_restore_prewarms_the_restored_region_for_the_share_it_will_take_now():
+    now = {"us-east-1": 255, "eu-west-1": 0, "ap-south-1": 0}
+    inp = plan_input(direction="restore", restore_to=RestoreTarget(weights=EVEN, replicas=REPLICAS))
+    shift = plan_shift(inp, now, MEMBERS)
+    plans = {p.region: p for p in capacity_plan(inp, shift, now, MEMBERS, {"us-east-1": 15, "eu-west-1": 4, "ap-south-1": 4})}
+    # eu-west-1 ran 4 replicas at a third; it will take half: ceil(4 x 1.5 x 1.2) = 8
+    assert plans["eu-west-1"].prewarm_to == 8 and plans["ap-south-1"].prewarm_to is None
+    # us-east-1 still carries half (ap-south-1's part): it keeps enough for that, not its 4 from before
+    assert plans["us-east-1"].scale_down_to == 8
+
+
+def test_an_evacuation_never_hands_traffic_to_a_region_evacuated_on_its_own():
+    now = {"us-east-1": 150, "eu-west-1": 0, "ap-south-1": 150}
+    shift = plan_shift(plan_input(region="ap-south-1", home_weights=EVEN), now, MEMBERS)
+    assert shift.roles["eu-west-1"] == "other" and all(s["eu-west-1"] == 0 for s in shift.steps)
+    partial = {"us-east-1": 117, "eu-west-1": 67, "ap-south-1": 116}  # eu-west-1 stopped at 67%
+    shift = plan_shift(plan_input(region="ap-south-1", home_weights=EVEN), partial, MEMBERS)
+    assert shift.roles["eu-west-1"] == "other" and all(s["eu-west-1"] == 67 for s in shift.steps)
+    with pytest.raises(PlanRefused, match="eu-west-1 is evacuated itself"):
+        plan_shift(plan_input(region="ap-south-1", home_weights=EVEN, receivers=["eu-west-1"]), partial, MEMBERS)
+
+
+def test_a_region_that_has_its_share_is_not_restored_again():
+    inp = plan_input(direction="restore", restore_to=RestoreTarget(weights=EVEN, replicas=REPLICAS))
+    with pytest.raises(PlanRefused, match="already has its share"):
+        plan_shift(inp, {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 0}, MEMBERS)

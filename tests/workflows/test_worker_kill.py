@@ -62,6 +62,18 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop the worker processes a test started (SIGTERM, then SIGKILL after 40 s)."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def _running(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -149,12 +161,5 @@ async def test_a_killed_worker_is_replaced_and_no_stage_is_promoted_twice(env, t
         assert all(v == {"primary": req.version, "canary": None, "baseline": None} for v in fleet.snapshot().values())
         assert sorted(k.split("/", 1)[1] for k in fleet.snapshot()) == sorted(stages)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=40)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_workers(procs)
         fleet.close()

@@ -1,0 +1,87 @@
+"""A `bifrost worker` process is SIGKILLed while an evacuation's activity is in flight — during the plan and during each
+step's change — and a new worker takes over within 30 s; every step still lands once, in order.
+
+Route 53 (moto behind the fault proxy) and the Kubernetes API (the fake) live in the test process, so they
+outlive the workers, as the real ones do. The proxy holds back the answer to the request the kill lands on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.route53_faults import Fault
+from tests.integration.test_route53_faults import faulty  # noqa: F401 - the fixture
+from tests.workflows.evacuation_helpers import evacuation, start
+from tests.workflows.test_worker_kill import stop_workers
+from workflows.evacuation import EvacuationWorkflow
+
+pytestmark = pytest.mark.integration
+
+BIFROST = str(Path(sys.executable).parent / "bifrost")
+SERVICE = "checkout"
+
+
+@pytest.mark.parametrize("kill_at", ["plan", "step 1", "step 2", "step 3"])
+async def test_a_worker_killed_mid_evacuation_is_replaced_within_30_s(env, task_queue, tmp_path: Path, faulty,  # noqa: F811
+                                                                       kill_at: str):
+    f, proxy = faulty
+    f.targets["aws"].update(timeout_seconds=5, max_attempts=1)
+    targets = tmp_path / "targets.yaml"
+    targets.write_text(yaml.safe_dump(f.targets))
+    if kill_at == "plan":
+        proxy.inject(Fault("slow", delay=300, only_changes=False))  # the plan's first read
+    else:
+        proxy.inject(Fault("slow", delay=300, skip=int(kill_at.split()[1]) - 1))  # that step's change batch
+    worker_env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    worker_env |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+                   "TEMPORAL_NAMESPACE": env.client.namespace}
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start_worker(name: str) -> subprocess.Popen[bytes]:
+        with (tmp_path / f"{name}.log").open("wb") as out:
+            procs.append(subprocess.Popen([BIFROST, "worker", "--task-queue", task_queue, "--targets", str(targets)],
+                                          env=worker_env, stdout=out, stderr=subprocess.STDOUT))
+        return procs[-1]
+
+    def logs() -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(tmp_path.glob("worker-*.log")))
+
+    # small steps without pre-warm: each worker process simulates load from what it saw itself, and a new one has
+    # not seen the pre-warm; at these levels no receiver passes 70% of its capacity, so health stays quiet
+    try:
+        first = start_worker("worker-1")
+        handle = await start(env.client, evacuation(SERVICE, health_baseline_minutes=1, steps=[90, 80, 70], prewarm=False), task_queue)
+        deadline = time.monotonic() + 120
+        while not proxy.holding.is_set():  # the kill lands while the worker waits for Route 53's answer
+            assert first.poll() is None and time.monotonic() < deadline, f"no request held back\n{logs()}"
+            await asyncio.sleep(0.05)
+        before = await handle.query(EvacuationWorkflow.status)
+        first.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        assert first.wait(timeout=30) == -signal.SIGKILL
+        start_worker("worker-2")
+
+        def moved_on(state) -> bool:
+            return state.status != "planning" if kill_at == "plan" else state.step > before.step
+
+        while not moved_on(await handle.query(EvacuationWorkflow.status)):
+            assert time.monotonic() - killed_at < 60, f"stalled after the kill at {kill_at}\n{logs()}"
+            await asyncio.sleep(0.2)
+        failover = time.monotonic() - killed_at
+        result = await asyncio.wait_for(handle.result(), timeout=180)
+    finally:
+        stop_workers(procs)
+    assert failover <= 30, f"the evacuation went on {failover:.1f} s after the kill at {kill_at}"
+    assert result.status == "evacuated", result.reason
+    assert proxy.applied == result.planned  # one landed change per step, in order
+    assert f.weights() == result.weights_after == result.planned[-1]
+    print(f"kill at {kill_at}: failover {failover:.1f} s")
