@@ -170,7 +170,7 @@ def stage_details(st: StageState, *, service: str, version: str, detail: str = "
         lines.append(f"**Verdict:** {st.verdict} (score {st.score:g}){report}" if st.score is not None
                      else f"**Verdict:** {st.verdict}{report}")
     if st.extended:  # the judge's own words: metric names (a restricted alphabet) and numbers
-        lines.append(f"**Canary analysis:** look {st.analysis_looks} — {_cell(st.extended)}")
+        lines.append(f"**Canary analysis:** look {st.analysis_looks} — {md(st.extended)}")
     if st.soak_max_looks:
         lines.append(f"**Soak:** {soak_cell(st)}")
     if st.awaiting_verdict:

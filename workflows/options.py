@@ -92,5 +92,5 @@ NOTIFY = ActivityOptions(
 # hold its service's lock. Nondeterminism errors are left out on purpose: a worker with the right code can
 # still resume those runs.
 FAIL_ON_BUGS: list[type[BaseException]] = [
-    ArithmeticError, AssertionError, AttributeError, LookupError, NotImplementedError, TypeError, ValueError,
+    ArithmeticError, AssertionError, AttributeError, LookupError, NameError, NotImplementedError, TypeError, ValueError,
 ]
