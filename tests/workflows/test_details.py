@@ -123,7 +123,7 @@ def test_a_stage_page_says_why_its_canary_analysis_was_extended():
     st.status, st.analysis_looks = "analyzing", 2
     st.extended = "analysis extended: inconclusive on error_rate (p=0.0039): 60 more samples per side (look 2/3)\n| x"
     text = stage_details(st, service="payments", version="2.0.0")
-    assert ("**Canary analysis:** look 2 — analysis extended: inconclusive on error_rate (p=0.0039): "
-            "60 more samples per side (look 2/3) \\| x") in text
+    assert ("**Canary analysis:** look 2 — analysis extended: inconclusive on error\\_rate (p=0.0039): "
+            "60 more samples per side (look 2/3)\\\\n\\| x") in text  # one line: the newline shown, the pipe escaped
     st.extended, st.analysis_looks = "", 1
     assert "Canary analysis" not in stage_details(st, service="payments", version="2.0.0")
