@@ -30,12 +30,21 @@ class ReportError(AdapterError):
     """A report could not be stored (folder not writable, bucket missing or forbidden, S3 down)."""
 
 
+def _escape(match: re.Match[str]) -> str:
+    return "".join(f"~{b:02x}" for b in match.group().encode("utf-8"))
+
+
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip(".") or "_"
+    """One path segment, injective: `/` becomes `_`; every other character outside [A-Za-z0-9.-] (`_` and `~`
+    included), and a dot at either end, becomes `~` and its UTF-8 bytes in hex. Common ids stay as they read."""
+    out = re.sub(r"[^A-Za-z0-9./-]", _escape, name).replace("/", "_")
+    out = re.sub(r"^\.|\.$", _escape, out)
+    return out or "~"
 
 
 def report_key(rollout_id: str, analysis_id: str) -> str:
-    """`<rollout id>/<analysis id>.html` with every character outside [A-Za-z0-9._-] replaced by `_`."""
+    """`<rollout id>/<analysis id>.html`, each made a safe path segment by `_safe`: two different rollouts or
+    analyses never share a key (`1.0.0.` is `1.0.0~2e`, not `1.0.0`), so one report never overwrites another's."""
     return f"{_safe(rollout_id)}/{_safe(analysis_id)}.html"
 
 
