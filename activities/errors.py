@@ -25,6 +25,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 from activities.adapters.base import AdapterError, one_line
+from activities.adapters.secrets import redact
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -58,17 +59,28 @@ def reports_adapter_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitab
             if err.__cause__ is not None:  # keep the raw client error for whoever reads the worker's log
                 log.info("%s; raw cause: %s: %s", err, type(err.__cause__).__name__, one_line(err.__cause__))
             raise as_application_error(err) from None
+        except ApplicationError:
+            raise
+        except Exception as err:  # any other error whose text holds a credential leaves as that text, redacted
+            if redact(str(err)) == str(err):
+                raise
+            raise ApplicationError(one_line(err), type=type(err).__name__) from None
 
     return wrapper
 
 
 def error_text(err: BaseException) -> str:
-    """The one line a human should read for an exception a workflow caught from an activity or a child workflow.
+    """The one line a human should read for an exception a workflow caught from an activity or a child workflow,
+    with anything shaped like a credential redacted (`secrets.redact`).
 
     Walks the cause chain from the outside in and answers with the first thing that explains the failure:
     Bifrost's own ApplicationError message (never the raw cause under it), a timeout or cancellation in
-    words, else the innermost message. Deterministic and I/O-free, so workflows may call it.
+    words, else the innermost message. I/O-free, so workflows may call it.
     """
+    return redact(_error_text(err))
+
+
+def _error_text(err: BaseException) -> str:
     chain: list[BaseException] = []
     cur: BaseException | None = err
     while cur is not None and len(chain) < 32:

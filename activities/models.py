@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from canary.config import Decision, JudgeConfig, JudgeResult, MetricSpec, MonitorResult, StagePlace
 from common.types import MetricWindow, Role, StageRef
@@ -54,12 +54,16 @@ class StageOnly(BaseModel):
 
 
 class AnalysisInput(BaseModel):
-    """Fetch each metric for baseline and canary over the window, then judge."""
+    """Fetch each metric for baseline and canary over the window, then judge.
+
+    Strict and bounded (ReportWorkflow takes a ReportInput, which anyone may start from the UI)."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
 
     stage: StageRef
-    rollout_id: str
-    analysis_id: str
-    metrics: list[MetricSpec]
+    rollout_id: str = Field(min_length=1, max_length=1000)
+    analysis_id: str = Field(min_length=1, max_length=200)
+    metrics: list[MetricSpec] = Field(max_length=50)
     judge: JudgeConfig
     window: MetricWindow
     baseline_version: str | None

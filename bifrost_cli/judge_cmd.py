@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, cast, get_args
+from typing import Annotated, Any, cast, get_args
 
 import click
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, Strict, ValidationError, model_validator
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -27,8 +27,8 @@ EXIT_PASS, EXIT_NOT_PASSED, EXIT_INVALID, EXIT_EXTEND = 0, 1, 2, 3
 class FileMetric(MetricSpec):
     """One metric of a judge file: its settings plus the baseline and canary samples (null or "NaN" = NaN)."""
 
-    baseline: list[float | None]
-    canary: list[float | None]
+    baseline: list[Annotated[float | None, Strict(False)]]  # samples may be written "NaN", as Kayenta exports them
+    canary: list[Annotated[float | None, Strict(False)]]
 
 
 class JudgeFile(JudgeConfig):

@@ -355,6 +355,38 @@ def status(rollout_id: str, as_json: bool) -> None:
     _run(ops.show_status(_rid(rollout_id), as_json=as_json, console=console))
 
 
+@cli.command("report-link")
+@click.argument("link")
+@click.option("--targets", "targets_file", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="the worker's targets file (its reports and aws sections)")
+@click.option("--expires", type=click.IntRange(60, 7 * 24 * 3600), default=3600, show_default=True,
+              help="seconds the link works")
+def report_link(link: str, targets_file: str, expires: int) -> None:
+    """Print a fresh presigned HTTPS link for an S3 report (LINK: the `s3://bucket/key` a verdict shows).
+
+    Reports in S3 are named by object address in histories, chat and `status`, never by a presigned URL,
+    which carries an access key id and session token; this signs one with the credentials the targets file
+    names, in this shell's environment, for whoever asked.
+    """
+    from activities.adapters.base import AdapterError
+    from activities.adapters.registry import report_store_from_config
+    from activities.adapters.reports import S3ReportStore
+    from activities.adapters.targets import load_targets
+
+    try:
+        targets = load_targets(targets_file)
+    except FileProblems as err:
+        _fail(str(err), "Fix the fields above and try again.")
+    store = report_store_from_config(targets.reports, targets.aws)
+    if not isinstance(store, S3ReportStore):
+        _fail(f"{targets_file} keeps reports in a local folder: its links open as they are",
+              "report-link signs links of reports: {kind: s3} stores only.")
+    try:
+        click.echo(store.presign(link, expires))
+    except AdapterError as err:
+        _fail(str(err))
+
+
 @cli.command("list")
 @click.option("--service", help="only this service")
 @click.option("--status", "status_", type=click.Choice(list(get_args(RolloutStatus))),

@@ -23,7 +23,7 @@ from common.types import (
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # typed by people: `true` is not a number, "5" not an int
 
 
 class MetricSpec(_Strict):
@@ -48,7 +48,7 @@ class MetricSpec(_Strict):
 class Thresholds(_Strict):
     """Score thresholds: at or above `pass_` passes, at or above `marginal` is marginal."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
     pass_: float = Field(default=95.0, alias="pass", ge=0, le=100)
     marginal: float = Field(default=75.0, ge=0, le=100)
@@ -97,6 +97,8 @@ class JudgeConfig(_Strict):
 
 class MetricSamples(_Strict):
     """Observed samples of one metric for the baseline and the canary over one window."""
+
+    model_config = ConfigDict(extra="forbid")  # measured, not typed: Kayenta-style "NaN" strings are samples
 
     name: str
     baseline: list[float]

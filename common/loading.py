@@ -139,9 +139,25 @@ def _check_graph(root: yaml.Node) -> None:
             continue
         if depth > MAX_DEPTH:
             raise LoadProblem(f"nested too deeply: more than {MAX_DEPTH} levels of mappings and lists")
+        if isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node)
         on_path.add(key)
         stack.append((node, depth, True))
         stack.extend((c, depth + 1, False) for c in _children(node))
+
+
+def _check_unique_keys(node: yaml.MappingNode) -> None:
+    """Refuse a mapping that names a key twice: a reviewer reads the first, a loader keeps the last."""
+    first: dict[tuple[str, str], yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        ident = (key_node.tag, key_node.value)
+        if ident in first:
+            raise LoadProblem(f"duplicate key {shorten(repr(key_node.value), 80)} on line "
+                              f"{first[ident].start_mark.line + 1} and line {key_node.start_mark.line + 1}; "
+                              "keep one (Bifrost would use the last, a reader sees the first)")
+        first[ident] = key_node
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -207,13 +223,90 @@ def _finite_float(text: str) -> float:
     return value
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, start: int | None = None) -> None:
+        super().__init__(key)
+        self.key, self.start = key, start
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def _duplicate_json_key(text: str) -> str:
+    """The problem line for a JSON text known to repeat a key in some object: the key and both lines.
+
+    Run only after the fast decoder found a duplicate: the pure-Python scanner tells where each object starts."""
+    starts: list[int] = []
+    decoder = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        try:
+            return _unique_pairs(pairs)
+        except _DuplicateKey as dup:
+            raise _DuplicateKey(dup.key, starts[-1]) from None
+
+    def parse_object(s_and_end: tuple[str, int], *args: Any) -> Any:
+        starts.append(s_and_end[1] - 1)
+        try:
+            return json.decoder.JSONObject(s_and_end, *args)  # type: ignore[attr-defined]
+        finally:
+            starts.pop()
+
+    decoder.object_pairs_hook = pairs_hook
+    decoder.parse_object = parse_object  # type: ignore[attr-defined]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    try:
+        decoder.decode(text)
+    except (ValueError, RecursionError):
+        pass
+    except _DuplicateKey as dup:
+        if dup.start is not None:
+            lines = [text.count("\n", 0, at) + 1 for at in _key_offsets(text, dup.start, dup.key, decoder)]
+            if len(lines) >= 2:
+                return (f"duplicate key {shorten(repr(dup.key), 80)} on line {lines[0]} and line {lines[1]}; keep one "
+                        "(Bifrost would use the last, a reader sees the first)")
+        return f"duplicate key {shorten(repr(dup.key), 80)}; keep one (Bifrost would use the last, a reader sees the first)"
+    return "duplicate key; keep one"
+
+
+def _key_offsets(text: str, start: int, key: str, decoder: json.JSONDecoder) -> list[int]:
+    """Where `key` appears as a key of the object that starts at `start` (its own keys only, not nested ones)."""
+    ws = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
+    scan = json.scanner.py_make_scanner(json.JSONDecoder())  # type: ignore[attr-defined]
+    out: list[int] = []
+    i = ws(text, start + 1).end()
+    while i < len(text) and text[i] == '"' and len(out) < 2:
+        k, j = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+        if k == key:
+            out.append(i)
+        j = ws(text, ws(text, j).end() + 1).end()  # past the colon
+        try:
+            _, j = scan(text, j)
+        except (ValueError, StopIteration, RecursionError):
+            break
+        j = ws(text, j).end()
+        if j < len(text) and text[j] == ",":
+            j = ws(text, j + 1).end()
+        i = j
+    return out
+
+
 def parse_json(text: str) -> object:
-    """One JSON document with finite numbers only, nested at most MAX_DEPTH levels; every failure is a LoadProblem."""
+    """One JSON document with finite numbers only, no key twice in an object, nested at most MAX_DEPTH levels;
+    every failure is a LoadProblem."""
     try:
         with _no_gc():
-            data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+            data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, object_pairs_hook=_unique_pairs)
     except LoadProblem:
         raise
+    except _DuplicateKey:
+        raise LoadProblem(f"not valid JSON: {_duplicate_json_key(text)}") from None
     except json.JSONDecodeError as err:
         raise LoadProblem(f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})") from None
     except RecursionError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from common.types import ConcurrencyPolicy
 
@@ -15,27 +15,34 @@ LOCK_STATE_QUERY = "lock_state"  # the lock's own account: holder, queue, whom i
 LOCK_CLAIM_QUERY = "lock_claim"  # a rollout's own account of its lock request
 DROPPED_KEPT = 50  # how many refusals and supersessions the lock remembers (rollouts confirm theirs against it)
 HOLDER_CHECK_SECONDS = 600.0  # how often a held lock checks that its holder still runs
+MAX_HOLDER_CHECK_SECONDS = 86_400.0
 
 
 class LockRequest(BaseModel):
     """A rollout asking for its service's lock, with the policy of its request."""
 
-    workflow_id: str
-    service: str
-    version: str
+    model_config = ConfigDict(strict=True)
+
+    workflow_id: str = Field(min_length=1, max_length=1000)
+    service: str = Field(min_length=1, max_length=50)
+    version: str = Field(min_length=1, max_length=128)
     policy: ConcurrencyPolicy = "queue"
 
 
 class LockState(BaseModel):
-    """Everything the lock workflow carries across continue-as-new: holder, queue and its log."""
+    """Everything the lock workflow carries across continue-as-new: holder, queue and its log.
 
-    service: str
+    Strict and bounded: the lock's input may be typed into the UI's Start Workflow like any other."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+    service: str = Field(min_length=1, max_length=50, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
     holder: LockRequest | None = None
     queue: list[LockRequest] = Field(default_factory=list)
     log: list[str] = Field(default_factory=list)
     refused: dict[str, str] = Field(default_factory=dict, description="rollout id -> why the lock refused it")
     superseded: dict[str, str] = Field(default_factory=dict, description="rollout id -> the version that superseded it")
-    holder_check_seconds: float = Field(default=HOLDER_CHECK_SECONDS, gt=0)
+    holder_check_seconds: float = Field(default=HOLDER_CHECK_SECONDS, gt=0, le=MAX_HOLDER_CHECK_SECONDS)
 
 
 def lock_id(service: str) -> str:

@@ -2,12 +2,17 @@
 
 Standard library only (ThreadingHTTPServer in a daemon thread): GET and HEAD of `.html` files under the
 folder, nothing else — no listings, no paths outside the folder (`..`, encoded or not, and symlinks out).
+A connection that sends nothing for `idle_timeout_seconds` is closed (each holds a thread), and a client
+that goes away mid-answer costs one log line, never a traceback.
 """
 
 from __future__ import annotations
 
 import html
+import logging
 import os
+import socket
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,15 +21,23 @@ from urllib.parse import unquote, urlsplit
 
 # the reports are self-contained: inline CSS and data: images, nothing to fetch, nothing to run
 _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+IDLE_TIMEOUT_SECONDS = 10.0  # a browser sends its request at once; a connection silent this long is dropped
+
+log = logging.getLogger("bifrost.reports_http")
 
 
-def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
+def _handler(root: Path, idle_timeout_seconds: float) -> type[BaseHTTPRequestHandler]:
     class ReportHandler(BaseHTTPRequestHandler):
         server_version = "bifrost-reports"
         sys_version = ""
+        timeout = idle_timeout_seconds  # StreamRequestHandler sets it on the socket: every read and write is bounded
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
             pass  # the worker logs JSON; a request log per report view is noise
+
+        def log_error(self, format: str, *args: object) -> None:  # noqa: A002
+            """A request that failed before an answer (timed out idle, malformed): one line."""
+            log.info("reports HTTP: connection from %s:%s: %s", *self.client_address[:2], format % args)
 
         def _file(self) -> Path | None:
             """The report file the request names, or None when it names nothing servable."""
@@ -86,14 +99,30 @@ def _handler(root: Path) -> type[BaseHTTPRequestHandler]:
     return ReportHandler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """One log line per failed connection (a client gone mid-answer, a timeout), never socketserver's traceback."""
+        err = sys.exc_info()[1]
+        where = ":".join(str(p) for p in client_address) if isinstance(client_address, tuple) else str(client_address)
+        if isinstance(err, (TimeoutError, socket.timeout)):
+            what = "timed out"
+        elif isinstance(err, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+            what = "went away before the answer was sent"
+        else:
+            what = "failed"
+        log.info("reports HTTP: connection from %s %s (%s: %s)", where, what, type(err).__name__, err)
+
+
 class ReportServer:
     """Serves `root` read-only on host:port in a daemon thread; `url` is where it answers; `close()` stops it."""
 
-    def __init__(self, root: str | Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, root: str | Path, *, host: str = "127.0.0.1", port: int = 0,
+                 idle_timeout_seconds: float = IDLE_TIMEOUT_SECONDS) -> None:
         self.root = Path(root).expanduser().resolve()
         os.makedirs(self.root, exist_ok=True)
-        self._server = ThreadingHTTPServer((host, port), _handler(self.root))
-        self._server.daemon_threads = True
+        self._server = _Server((host, port), _handler(self.root, idle_timeout_seconds))
         self.host, self.port = str(self._server.server_address[0]), int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
                                         name="bifrost-reports-http", daemon=True)

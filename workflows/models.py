@@ -10,11 +10,21 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from canary.config import JudgeResult, MonitorResult, StagePlace
 from common.types import TERMINAL, EnvKind, RolloutStatus, StageStatus, stage_key
-from workflows.request import CanarySettings, EvacuationSettings, OnFailure
+from workflows.request import (
+    _NAME,
+    MAX_SERVICE_LEN,
+    MAX_SOAK_HOURS,
+    MAX_WAVE,
+    MAX_WHO,
+    MAX_WORKFLOW_ID_BYTES,
+    CanarySettings,
+    EvacuationSettings,
+    OnFailure,
+)
 
 # A stage's history budget: it continues as new during a soak once its history passes this many events,
 # far below Temporal's warning at 10,240, so a 48 h soak at 1-minute looks stays small in every run.
@@ -89,21 +99,26 @@ class StageResume(BaseModel):
 
 
 class StageInput(BaseModel):
-    """Everything a stage needs; no secrets, only names and settings."""
+    """Everything a stage needs; no secrets, only names and settings.
 
-    rollout_id: str
-    service: str
-    version: str
-    image: str
-    region: str
+    Strict and bounded as the request it comes from: a stage started by hand (the UI's Start Workflow) with
+    values the request would refuse fails at once, naming the field."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
+    rollout_id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_BYTES)
+    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=_NAME)
+    version: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+    image: str = Field(min_length=1, max_length=512)
+    region: str = Field(min_length=1, max_length=63, pattern=_NAME)
     environment: EnvKind
-    wave: int = 0
+    wave: int = Field(default=0, ge=0, le=MAX_WAVE)
     canary: CanarySettings
-    soak_hours: float
+    soak_hours: float = Field(ge=0, le=MAX_SOAK_HOURS)
     on_failure: OnFailure = "rollback"
     evacuation: EvacuationSettings = Field(default_factory=EvacuationSettings)
-    requested_by: str = "bifrost"
-    history_budget: int = Field(default=STAGE_HISTORY_BUDGET, ge=50)
+    requested_by: str = Field(default="bifrost", min_length=1, max_length=MAX_WHO)
+    history_budget: int = Field(default=STAGE_HISTORY_BUDGET, ge=50, le=10_000)
     resume: StageResume | None = None
     place: StagePlace | None = Field(default=None, description="this stage's place in the rollout: the judge spends its "
                                      "share of rollout_alpha and may extend an inconclusive analysis (None: judge once)")

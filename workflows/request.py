@@ -17,7 +17,16 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from activities.traffic_plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from canary.config import JudgeConfig, MetricSpec
@@ -139,7 +148,26 @@ def _metric_bounds(m: MetricSpec) -> MetricSpec:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
+    # strict: a person types these; `true`, "30" or a !!binary string is refused, never coerced (JSON payloads still
+    # carry dates as ISO strings, which strict JSON validation accepts; files get `_iso_date` for the same)
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False, strict=True)
+
+
+def _iso_date(v: object) -> object:
+    """A date as YAML reads it (a date) or as JSON writes it ("2026-12-24"); nothing else (no numbers)."""
+    if isinstance(v, str):
+        if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", v):
+            raise ValueError(f'expected a date "YYYY-MM-DD", got {show(v)}')
+        try:
+            return date.fromisoformat(v)
+        except ValueError as err:
+            raise ValueError(f"{show(v)} is not a date: {err}") from None
+    if isinstance(v, datetime):
+        raise ValueError(f"expected a date without a time, got {v.isoformat()}")
+    return v
+
+
+IsoDate = Annotated[date, BeforeValidator(_iso_date)]
 
 
 class DeployWindow(_Model):
@@ -192,7 +220,7 @@ class Region(_Model):
     traffic_share: float = Field(default=0.0, ge=0.0, le=1.0, description="fraction of production traffic")
     timezone: str = "UTC"
     windows: list[DeployWindow] = Field(default_factory=list, max_length=50, description="empty: any time")
-    freeze_dates: list[date] = Field(default_factory=list, max_length=1000)
+    freeze_dates: list[IsoDate] = Field(default_factory=list, max_length=1000)
     on_failure: OnFailure = Field(
         default="rollback",
         description="when the region's prod stage fails: roll it back, or evacuate its traffic first, roll back, "

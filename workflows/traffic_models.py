@@ -8,15 +8,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from activities.traffic_models import RestoreTarget, TrafficDirection, TrafficPlan
-from activities.traffic_plan import DEFAULT_STEPS, step_problems
+from activities.traffic_plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from canary.config import JudgeConfig
 from common.text import Identity
 from common.types import EnvKind
+from workflows.request import (
+    MAX_ANALYSIS_MINUTES,
+    MAX_APPROVAL_HOURS,
+    MAX_INTERVAL_SECONDS,
+    MAX_REGIONS,
+    MAX_SERVICE_LEN,
+    MAX_TEXT,
+)
 
 EvacuationStatus = Literal[
     "planning", "awaiting_approval", "pre_warming", "shifting", "paused", "reverting", "scaling_down",
@@ -30,6 +38,8 @@ def evacuation_id(service: str) -> str:
     return f"traffic/{service}"
 
 
+MAX_EXTRA_WAIT_SECONDS = 86_400  # a day past the TTL after each step; Route 53 TTLs are at most 2 days anyway
+
 HEALTH_SETTINGS = {"extra_wait_seconds", "health_baseline_minutes", "health_interval_seconds", "judge"}
 
 
@@ -38,19 +48,23 @@ def _health_judge() -> JudgeConfig:
 
 
 class EvacuationInput(BaseModel):
-    """Evacuate a region (move its traffic to the others, pre-warmed) or restore it (move the traffic back)."""
+    """Evacuate a region (move its traffic to the others, pre-warmed) or restore it (move the traffic back).
 
-    model_config = ConfigDict(extra="forbid")
+    Strict and bounded: the UI's Start Workflow sends this as typed, so it gets the CLI's bounds and no coercion
+    (`extra_wait_seconds: 1e12` or `"approval_timeout_minutes": 1e308` fail the start, naming the field)."""
 
-    service: str = Field(min_length=1, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-    region: str = Field(min_length=1, description="the region to evacuate or restore")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    region: str = Field(min_length=1, max_length=63, description="the region to evacuate or restore")
     direction: TrafficDirection = "evacuate"
     environment: EnvKind = "prod"
     requested_by: Identity
-    reason: str = ""
-    receivers: list[str] = Field(default_factory=list, description="default: every other region serving the record set")
+    reason: str = Field(default="", max_length=MAX_TEXT)
+    receivers: list[Annotated[str, Field(min_length=1, max_length=63)]] = Field(
+        default_factory=list, max_length=MAX_REGIONS, description="default: every other region serving the record set")
     steps: list[int] = Field(
-        default_factory=lambda: list(DEFAULT_STEPS),
+        default_factory=lambda: list(DEFAULT_STEPS), max_length=MAX_STEPS,
         description="the region's weight in percent of its starting share after each step (a restore walks them back)",
     )
     headroom: float = Field(default=1.2, ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")
@@ -61,11 +75,14 @@ class EvacuationInput(BaseModel):
         "(the CLI takes them from the last traffic change); default: the weights now")
     require_approval: bool = Field(default=False, description="wait for `approve` before changing anything")
     approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone")
-    approval_timeout_minutes: float = Field(default=60, gt=0)
-    extra_wait_seconds: int = Field(default=0, ge=0, description="wait this much longer than the TTL after each step")
-    health_baseline_minutes: float = Field(default=10, gt=0, description="the pre-shift window each region is judged against")
+    approval_timeout_minutes: float = Field(default=60, gt=0, le=MAX_APPROVAL_HOURS * 60)
+    extra_wait_seconds: int = Field(default=0, ge=0, le=MAX_EXTRA_WAIT_SECONDS,
+                                    description="wait this much longer than the TTL after each step")
+    health_baseline_minutes: float = Field(default=10, gt=0, le=MAX_ANALYSIS_MINUTES,
+                                           description="the pre-shift window each region is judged against")
     health_interval_seconds: int = Field(
-        default=5, ge=1, description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
+        default=5, ge=1, le=MAX_INTERVAL_SECONDS,
+        description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
     judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
 
     def problems(self) -> list[str]:

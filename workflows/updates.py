@@ -19,7 +19,8 @@ Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (reco
 
 
 class _Payload(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+    # strict: typed into the UI's update dialog; `"wave": true` or `"wave": "1"` is refused, never read as wave 1
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True)
 
 
 class _Gate(_Payload):

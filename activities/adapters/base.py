@@ -10,6 +10,7 @@ import re
 from http import HTTPStatus
 from typing import Protocol
 
+from activities.adapters.secrets import redact
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
 
@@ -17,8 +18,9 @@ MAX_DETAIL = 300  # characters of a server's own explanation kept in a message
 
 
 def one_line(text: object, limit: int | None = None) -> str:
-    """`text` with every run of whitespace (newlines included) collapsed to one space, cut to `limit` characters."""
-    flat = re.sub(r"\s+", " ", str(text)).strip()
+    """`text` on one line for a human: credentials redacted (see `secrets.redact`), every run of whitespace
+    (newlines included) collapsed to one space, cut to `limit` characters. Every adapter error passes here."""
+    flat = re.sub(r"\s+", " ", redact(str(text))).strip()
     if limit is not None and len(flat) > limit:
         flat = flat[: limit - 1].rstrip() + "…"
     return flat

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from activities.adapters.base import MetricsError, http_status
+from activities.adapters.base import MetricsError, http_status, one_line
 from activities.adapters.secrets import SecretError, resolve_secret
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
@@ -178,7 +178,7 @@ class PrometheusSource:
         try:
             body: dict[str, Any] = resp.json()
         except ValueError:
-            raise MetricsError(failed, target=target, status=f"{status}, not JSON", detail=resp.text[:120],
+            raise MetricsError(failed, target=target, status=f"{status}, not JSON", detail=one_line(resp.text, 120),
                                hint="check the Prometheus url in the targets file", retryable=False) from None
         if resp.status_code >= 400 or body.get("status") != "success":
             raise MetricsError(
@@ -219,4 +219,4 @@ def _error_text(resp: httpx.Response) -> str:
         body = resp.json()
         return f"{body.get('errorType', '')}: {body.get('error', '')}".strip(": ")
     except ValueError:
-        return resp.text[:120]
+        return one_line(resp.text, 120)  # redacted before it is cut, so no half a secret survives

@@ -30,12 +30,21 @@ class ReportError(AdapterError):
     """A report could not be stored (folder not writable, bucket missing or forbidden, S3 down)."""
 
 
+def _escape(match: re.Match[str]) -> str:
+    return "".join(f"~{b:02x}" for b in match.group().encode("utf-8"))
+
+
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip(".") or "_"
+    """One path segment, injective: `/` becomes `_`; every other character outside [A-Za-z0-9.-] (`_` and `~`
+    included), and a dot at either end, becomes `~` and its UTF-8 bytes in hex. Common ids stay as they read."""
+    out = re.sub(r"[^A-Za-z0-9./-]", _escape, name).replace("/", "_")
+    out = re.sub(r"^\.|\.$", _escape, out)
+    return out or "~"
 
 
 def report_key(rollout_id: str, analysis_id: str) -> str:
-    """`<rollout id>/<analysis id>.html` with every character outside [A-Za-z0-9._-] replaced by `_`."""
+    """`<rollout id>/<analysis id>.html`, each made a safe path segment by `_safe`: two different rollouts or
+    analyses never share a key (`1.0.0.` is `1.0.0~2e`, not `1.0.0`), so one report never overwrites another's."""
     return f"{_safe(rollout_id)}/{_safe(analysis_id)}.html"
 
 
@@ -110,8 +119,14 @@ class LocalReportStore:
                               retryable=err.errno not in _PERMANENT) from err
 
 
+S3_SCHEME = "s3://"
+
+
 class S3ReportStore:
-    """An S3 bucket (or prefix); URLs are presigned GETs, or `public_base_url` + key when the bucket is published."""
+    """An S3 bucket (or prefix). A report's link is `public_base_url` + key when the bucket is published, else
+    its object address `s3://bucket/key`: never a presigned URL, which carries the worker's access key id (and
+    session token) into histories, chat and terminals. `presign` makes a fresh GET link when a person asks
+    (`bifrost report-link`)."""
 
     def __init__(
         self,
@@ -149,23 +164,35 @@ class S3ReportStore:
         return self.prefix + key
 
     def _url(self, key: str) -> str:
-        from botocore.exceptions import BotoCoreError
-
         if self.public_base_url:
             return f"{self.public_base_url}/{quote(self.object_key(key))}"
-        try:
-            return str(self._s3().generate_presigned_url(
-                "get_object", Params={"Bucket": self.bucket, "Key": self.object_key(key)},
-                ExpiresIn=self.presign_expires_seconds,
-            ))
-        except BotoCoreError as err:  # no credentials to sign with, ...
-            raise ReportError(f"cannot presign a link to s3://{self.bucket}/{self.object_key(key)} ({err}); check "
-                              "the aws section of the targets file, or set reports.public_base_url",
-                              retryable=False) from err
+        return f"{S3_SCHEME}{self.bucket}/{self.object_key(key)}"
 
     def url_for(self, rollout_id: str, analysis_id: str) -> str:
-        """With a public base URL a plain string; otherwise a presigned GET (signed locally, no request)."""
+        """With a public base URL a plain URL; otherwise the object's `s3://` address (no credential in either)."""
         return self._url(report_key(rollout_id, analysis_id))
+
+    def presign(self, link: str, expires_seconds: int | None = None) -> str:
+        """A fresh presigned GET for a report link of this store (`s3://bucket/key`, or a bare object key)."""
+        from botocore.exceptions import BotoCoreError
+
+        object_key = link
+        if link.startswith(S3_SCHEME):
+            bucket, _, object_key = link[len(S3_SCHEME):].partition("/")
+            if bucket != self.bucket:
+                raise ReportError(f"{link} is not in this store's bucket {self.bucket}; check reports.bucket in the "
+                                  "targets file", retryable=False)
+        if not object_key or not object_key.startswith(self.prefix):
+            raise ReportError(f"{link} is not a report of this store (keys start with {self.prefix or 'anything'})",
+                              retryable=False)
+        try:
+            return str(self._s3().generate_presigned_url(
+                "get_object", Params={"Bucket": self.bucket, "Key": object_key},
+                ExpiresIn=expires_seconds or self.presign_expires_seconds,
+            ))
+        except BotoCoreError as err:  # no credentials to sign with, ...
+            raise ReportError(f"cannot presign a link to s3://{self.bucket}/{object_key} ({err}); check the aws "
+                              "section of the targets file, or set reports.public_base_url", retryable=False) from err
 
     async def put(self, key: str, html: str) -> str:
         from botocore.exceptions import BotoCoreError, ClientError

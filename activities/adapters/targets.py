@@ -372,6 +372,24 @@ class TargetsFile(_Model):
     def target(self, key: str) -> Target | None:
         return next((t for t in self.targets if t.key == key), None)
 
+    def secret_env_names(self) -> set[str]:
+        """Every environment variable the file names as holding a secret (every `*_env` field, at any depth)."""
+        names: set[str] = set()
+
+        def walk(node: object) -> None:
+            if isinstance(node, dict):
+                for k, v in node.items():
+                    if isinstance(v, str) and k.endswith("_env"):
+                        names.add(v)
+                    else:
+                        walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(self.model_dump())
+        return names
+
 
 class TargetsError(FileProblems):
     """A targets file that cannot be used, one line per problem naming the field."""

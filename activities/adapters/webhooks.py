@@ -88,7 +88,7 @@ class WebhookNotifier:
                         if resp.status_code < 300:
                             return True
                         error = NotifyError(failed, target=target, status=http_status(resp.status_code),
-                                            detail=_redact_url(resp.text[:200], url), hint=_hint(resp.status_code, hook, attempt))
+                                            detail=_redact_url(resp.text, url), hint=_hint(resp.status_code, hook, attempt))
                         if resp.status_code < 500 and resp.status_code != 429:
                             break  # a 4xx will not get better by retrying (revoked key, bad channel)
                     except httpx.TimeoutException:

@@ -195,9 +195,10 @@ def _selector_matches(selector: str | None, labels: dict[str, str]) -> bool:
 class FakeKubeApi:
     """apps/v1 Deployments on 127.0.0.1 with a background 'controller'; use as a context manager."""
 
-    def __init__(self, *, tick_seconds: float = 0.05, token: str | None = None) -> None:
+    def __init__(self, *, tick_seconds: float = 0.05, token: str | None = None, echo_auth_in_401: bool = False) -> None:
         self.tick_seconds = tick_seconds
         self.token = token
+        self.echo_auth_in_401 = echo_auth_in_401  # like some proxies: the 401 body quotes the header it refused
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
@@ -575,7 +576,8 @@ class FakeKubeApi:
                auth: str | None) -> tuple[int, dict[str, Any]]:
         with self._lock:
             if self.token is not None and auth != f"Bearer {self.token}":
-                raise ApiError(401, "Unauthorized", "Unauthorized")
+                raise ApiError(401, "Unauthorized", f"Unauthorized: rejected Authorization: {auth}"
+                               if self.echo_auth_in_401 else "Unauthorized")
             for fault in self.faults:
                 if fault.remaining > 0 and fault.matches(method, path):
                     fault.remaining -= 1

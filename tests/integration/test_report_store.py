@@ -40,7 +40,8 @@ def bucket(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> str:
     return name
 
 
-async def test_a_report_put_in_s3_opens_from_its_presigned_link(moto_server: MotoServer, bucket: str):
+async def test_a_report_put_in_s3_is_named_by_its_object_address_and_opens_from_a_fresh_presigned_link(
+        moto_server: MotoServer, bucket: str):
     targets = parse_targets(s3_targets(moto_server, bucket))
     store = registry_from_targets(targets).reports
     assert isinstance(store, S3ReportStore)
@@ -50,17 +51,41 @@ async def test_a_report_put_in_s3_opens_from_its_presigned_link(moto_server: Mot
 
     head = moto_server.client("s3", REGION).head_object(Bucket=bucket, Key="reports/" + key)
     assert head["ContentType"] == "text/html; charset=utf-8" and head["ContentLength"] == len(page.encode())
-    assert url.startswith(f"{moto_server.endpoint}/{bucket}/reports/rollout_checkout_2.0.0/eu-west-1-prod-canary.html?")
-    got = httpx.get(url)
+    # the link a verdict, a history and chat carry: no access key id, no signature, no session token
+    assert url == f"s3://{bucket}/reports/rollout_checkout_2.0.0/eu-west-1-prod-canary.html"
+    assert store.url_for("rollout/checkout/2.0.0", "eu-west-1-prod-canary") == url  # named before or after: the same
+    signed = store.presign(url, 600)  # only when a person asks (`bifrost report-link`)
+    assert signed.startswith(f"{moto_server.endpoint}/{bucket}/reports/rollout_checkout_2.0.0/eu-west-1-prod-canary.html?")
+    got = httpx.get(signed)
     assert got.status_code == 200 and got.text == page and got.headers["content-type"].startswith("text/html")
-    assert httpx.get(url.split("?")[0]).status_code == 403  # the object itself is private: only the signed link opens it
-    link = store.url_for("rollout/checkout/2.0.0", "eu-west-1-prod-canary")  # named before or after: the same object
-    assert httpx.get(link).text == page
+    assert httpx.get(signed.split("?")[0]).status_code == 403  # the object itself is private: only the signed link opens it
+    with pytest.raises(ReportError, match="not in this store's bucket"):
+        store.presign(f"s3://other-bucket/reports/{key}")
+    with pytest.raises(ReportError, match="not a report of this store"):
+        store.presign(f"s3://{bucket}/elsewhere/{key}")
+
+
+def test_report_link_prints_a_fresh_presigned_link_only_when_asked(moto_server: MotoServer, bucket: str, tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from bifrost_cli.main import cli
+
+    moto_server.client("s3", REGION).put_object(Bucket=bucket, Key="reports/r/a.html", Body=b"<p>hello")
+    path = tmp_path / "targets.json"
+    path.write_text(json.dumps(s3_targets(moto_server, bucket)))
+    result = CliRunner().invoke(cli, ["report-link", f"s3://{bucket}/reports/r/a.html", "--targets", str(path)])
+    assert result.exit_code == 0, result.output
+    assert httpx.get(result.output.strip()).text == "<p>hello"
+    result = CliRunner().invoke(cli, ["report-link", "s3://elsewhere/reports/r/a.html", "--targets", str(path)])
+    assert result.exit_code != 0 and "not in this store's bucket" in result.output
 
 
 async def test_render_report_stores_in_s3(moto_server: MotoServer, bucket: str):
     store = report_store_from_config(parse_targets(s3_targets(moto_server, bucket)).reports,
                                      parse_targets(s3_targets(moto_server, bucket)).aws)
+    assert isinstance(store, S3ReportStore)
     acts = AnalysisActivities(AdapterRegistry.simulated(SimulatedFleet()), store)
     start = datetime(2026, 3, 1, tzinfo=UTC)
     inp = AnalysisInput(
@@ -73,7 +98,8 @@ async def test_render_report_stores_in_s3(moto_server: MotoServer, bucket: str):
     ref = await env.run(acts.render_report, ReportInput.for_canary(inp, judged.result))
     body = moto_server.client("s3", REGION).get_object(Bucket=bucket, Key="reports/" + ref.key)["Body"].read().decode()
     assert "<img alt='Time series of latency: baseline vs canary'" in body and len(body.encode()) == ref.size_bytes
-    assert httpx.get(ref.url).text == body
+    assert ref.url == f"s3://{bucket}/reports/{ref.key}"
+    assert httpx.get(store.presign(ref.url)).text == body
 
 
 async def test_a_public_base_url_needs_no_credentials_to_name_a_link(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch):

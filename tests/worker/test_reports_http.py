@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import http.client
+import logging
 import os
+import socket
+import struct
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +113,60 @@ def test_the_worker_command_refuses_contradicting_report_options(tmp_path: Path)
     assert res.exit_code == 2 and "stores reports in S3" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(cli, ["worker", "--no-reports", "--reports-port", "0"])
     assert res.exit_code == 2 and "--no-reports draws no reports" in res.output and "Traceback" not in res.output
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    """True once the server has closed its end (EOF or reset); False while the connection is still open."""
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except ConnectionError:
+        return True
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout(tmp_path: Path):
+    """Half-open clients that never send a request each hold a thread; the server drops them after its timeout."""
+    before = threading.active_count()
+    with ReportServer(tmp_path / "reports", idle_timeout_seconds=0.5) as server:
+        socks = [socket.create_connection((server.host, server.port), timeout=5) for _ in range(20)]
+        for s in socks:
+            s.setblocking(False)
+        try:
+            deadline = time.monotonic() + 10
+            open_socks = list(socks)
+            while open_socks and time.monotonic() < deadline:
+                open_socks = [s for s in open_socks if not _closed_by_server(s)]
+                time.sleep(0.05)  # poll interval, not a wait in place of a condition
+            assert not open_socks, f"{len(open_socks)} of 20 idle connections still open after 10 s"
+            deadline = time.monotonic() + 10
+            while threading.active_count() > before + 1 and time.monotonic() < deadline:  # +1: serve_forever
+                time.sleep(0.05)
+            assert threading.active_count() <= before + 1
+            # and the server still answers
+            assert raw_get(server, "/missing.html")[0] == 404
+        finally:
+            for s in socks:
+                s.close()
+
+
+def test_a_download_aborted_midway_logs_one_line_and_no_traceback(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                                   capfd: pytest.CaptureFixture[str]):
+    caplog.set_level(logging.INFO, logger="bifrost.reports_http")
+    with ReportServer(tmp_path / "reports") as server:
+        (server.root / "big.html").write_bytes(b"<p>" + b"x" * (32 * 1024 * 1024))
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((server.host, server.port))
+        sock.sendall(b"GET /big.html HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(1024).startswith(b"HTTP/1.0 200")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        sock.close()
+        deadline = time.monotonic() + 10
+        while not [r for r in caplog.records if r.name == "bifrost.reports_http"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert raw_get(server, "/missing.html")[0] == 404  # still serving
+    lines = [r for r in caplog.records if r.name == "bifrost.reports_http"]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert "went away" in lines[0].getMessage() and lines[0].exc_info is None
+    assert "Traceback" not in capfd.readouterr().err
