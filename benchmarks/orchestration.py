@@ -8,13 +8,13 @@ tasks, each woken by an activity, a child, a timer or a signal), and prints wher
 the overhead compares with hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage. Then one rollout
 whose first canary fails shows how many workflow tasks pass between the verdict and the rollback (goal: 1).
 
-With `--telemetry`, it instead measures what metrics and tracing cost the worker: batches of rollouts,
-alternately on a worker without telemetry and on one serving Prometheus metrics (scraped every second) and
-sending every span over OTLP/HTTP to a local sink; it prints the worker process's CPU per stage for both and
-their ratio (goal: <= 1.05).
+With `--telemetry`, it instead measures what metrics and tracing cost the worker: batches of rollouts on a
+worker without telemetry, serving Prometheus metrics (scraped every second), sending every span over
+OTLP/HTTP to a local sink, both, and both with one rollout in ten traced, in rounds of alternating order; it
+prints the worker process's CPU per stage for each, its batches, and the ratio to none (goal: <= 1.05).
 
     .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
-    .venv/bin/python benchmarks/orchestration.py --telemetry [--batches 4] [--runs 5]
+    .venv/bin/python benchmarks/orchestration.py --telemetry [--batches 4] [--runs 5] [--settings off,tracing]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from workflows.request import RolloutRequest, parse_request  # noqa: E402
 GOAL_ROLLOUT = 0.8  # s
 GOAL_STAGE = 0.135  # s
 GOAL_TELEMETRY = 1.05  # worker CPU per stage with metrics and tracing on / off
+TELEMETRY_SETTINGS = ("off", "metrics", "tracing", "both", "both-10%")
 
 
 @activity.defn(name="bench_noop")
@@ -106,6 +107,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--telemetry", action="store_true",
                    help="measure the worker CPU that metrics (--metrics-port) and tracing (OTLP) add per stage")
     p.add_argument("--batches", type=int, default=4, help="with --telemetry: batches of --runs rollouts per setting")
+    p.add_argument("--settings", default=",".join(TELEMETRY_SETTINGS),
+                   help="with --telemetry: the settings to run, comma-separated (one alone, to profile it)")
     return p.parse_args(argv)
 
 
@@ -158,6 +161,9 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
     from worker.connect import connect
     from worker.telemetry import Telemetry, metrics_runtime, tracing_interceptor
 
+    unknown = [name for name in args.settings.split(",") if name not in TELEMETRY_SETTINGS]
+    if unknown:
+        raise SystemExit(f"--settings: unknown {', '.join(unknown)}; choose from {', '.join(TELEMETRY_SETTINGS)}")
     env = await dev_server()
     runtime, address = metrics_runtime("127.0.0.1", 0)
     sink = _Sink(f"http://{address}/metrics")
@@ -168,7 +174,8 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
     tracing_only = Telemetry(otlp_endpoint=sink.url, interceptors=on.interceptors)
     sampled = Telemetry(metrics_address=address, otlp_endpoint=sink.url, runtime=runtime,
                         interceptors=[tracing_interceptor(sink.url, sample_ratio=0.1)])
-    settings = {"off": Telemetry(), "metrics": runtime_only, "tracing": tracing_only, "both": on, "both-10%": sampled}
+    every = {"off": Telemetry(), "metrics": runtime_only, "tracing": tracing_only, "both": on, "both-10%": sampled}
+    settings = {name: every[name] for name in args.settings.split(",")}
     clients = {name: await connect(target, "default", **t.connect_kwargs()) for name, t in settings.items()}
     fleet = SimulatedFleet(FleetScenario(min_samples=60))
     cpu = dict.fromkeys(settings, 0.0)
@@ -182,7 +189,12 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
 
     scraper = asyncio.create_task(scrape())
     n = 0
-    order = ["both"] + [name for _ in range(args.batches) for name in settings]  # a warm-up batch first, not counted
+    names = list(settings)
+    # a warm-up batch first, not counted; then rounds in alternating order (off..both-10%, both-10%..off), so a
+    # drift of the process's CPU per stage over the run (heap, caches, the busy machine) weighs on every setting alike
+    rounds = [name for r in range(args.batches) for name in (names if r % 2 == 0 else names[::-1])]
+    order = ["both" if "both" in settings else names[0]] + rounds
+    batches: dict[str, list[float]] = {name: [] for name in settings}
     try:
         for batch, setting in enumerate(order):
             client = clients[setting]
@@ -190,29 +202,36 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
             async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=queue,
                                     reports_dir="/tmp/bifrost-bench-reports", reports=NoReports()):
                 t0 = os.times()
+                batch_stages = 0
                 for _ in range(args.runs):
                     result = await outcome(await start_rollout(client, request(n), queue))
                     assert result.status == "succeeded", result.reason
                     n += 1
-                    if batch:
-                        stages[setting] += len(result.stages)
+                    batch_stages += len(result.stages)
                 t1 = os.times()
             if batch:
-                cpu[setting] += (t1.user - t0.user) + (t1.system - t0.system)
+                used = (t1.user - t0.user) + (t1.system - t0.system)
+                cpu[setting] += used
+                stages[setting] += batch_stages
+                batches[setting].append(used / batch_stages)
     finally:
         stop.set()
         await scraper
         scrapes = sink.close()
         await env.shutdown()
     per_stage = {name: cpu[name] / stages[name] for name in settings}
-    off = per_stage["off"]
+    off = per_stage.get("off", float("nan"))
     print(f"telemetry cost: {args.batches} batches x {args.runs} rollouts per setting, settings in turn, 6 stages each, "
           f"zero soak, instant fleet, no reports; Prometheus endpoint scraped {scrapes} times, every span sent over "
           f"OTLP/HTTP to a local sink; load average {os.getloadavg()[0]:.1f} at the end")
     for name in settings:
-        print(f"  worker process CPU per stage, {name:<9} {per_stage[name] * 1000:6.1f} ms = {per_stage[name] / off:.3f} of off")
+        spread = ", ".join(f"{b * 1000:.0f}" for b in batches[name])
+        print(f"  worker process CPU per stage, {name:<9} {per_stage[name] * 1000:6.1f} ms = {per_stage[name] / off:.3f} of off"
+              f"  (batches: {spread} ms)")
     for name, what in (("metrics", "metrics alone"), ("both", "metrics and every rollout traced"),
                        ("both-10%", "metrics and 1 rollout in 10 traced")):
+        if name not in per_stage:
+            continue
         ratio = per_stage[name] / off
         print(f"  goal worker CPU with {what} / without: {ratio:.3f} / {GOAL_TELEMETRY:.2f} -> "
               f"{'met' if ratio <= GOAL_TELEMETRY else 'NOT met'}")
