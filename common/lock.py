@@ -12,7 +12,7 @@ from common.types import ConcurrencyPolicy
 LOCK_WORKFLOW = "ServiceLockWorkflow"
 ACQUIRE_SIGNAL = "acquire"
 LOCK_STATE_QUERY = "lock_state"  # the lock's own account: holder, queue, whom it refused or superseded
-LOCK_CLAIM_QUERY = "lock_claim"  # a rollout's own account of its lock request
+LOCK_CLAIM_QUERY = "__bifrost_lock_claim"  # a rollout's own account of its lock request; `__` lists it after status and summary in the UI
 DROPPED_KEPT = 50  # how many refusals and supersessions the lock remembers (rollouts confirm theirs against it)
 HOLDER_CHECK_SECONDS = 600.0  # how often a held lock checks that its holder still runs
 MAX_HOLDER_CHECK_SECONDS = 86_400.0

@@ -68,7 +68,7 @@ REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its o
 SEQUENTIAL_PATCH = "sequential-canary-analysis"  # an inconclusive analysis waits and judges again (issue 21)
 MAX_ANALYSIS_LOOKS = 11  # the most looks JudgeConfig allows (max_extensions <= 10): a bound the judge cannot lift
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
-STAGE_ORDERS_QUERY = "stage_orders"  # the rollout's record of what it told its stages
+STAGE_ORDERS_QUERY = "__bifrost_stage_orders"  # the rollout's record of what it told its stages; `__`: listed last in the UI
 # A stage confirms the rollout's signals with the rollout's orders; the rollout takes a stage's progress from the
 # stage's own `progress` query, not from the report signal.
 STAGE_SIGNALS_PATCH = "stage-signals-confirmed"

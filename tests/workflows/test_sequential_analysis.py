@@ -64,7 +64,7 @@ async def test_an_inconclusive_canary_extends_then_passes_and_the_page_says_why(
     assert outcome.analysis_looks == 3
     assert outcome.extended.startswith("analysis extended: inconclusive on latency_p99 (p=")
     assert "10 more samples per side (look 3/3)" in outcome.extended
-    assert "**Canary analysis:** look 3 — analysis extended: inconclusive on latency_p99 (p=" in page, page
+    assert "**Canary analysis:** look 3 — analysis extended: inconclusive on latency\\_p99 (p=" in page, page  # Markdown-escaped
     summaries = await activities_and_replay(handle)
     assert len(summaries) == 3 and summaries[1].endswith("(look 2)")
     markers = [e.marker_recorded_event_attributes.SerializeToString() for e in (await handle.fetch_history()).events
