@@ -52,18 +52,22 @@ def make_request(**overrides: Any) -> RolloutRequest:
 
 
 @contextmanager
-def first_true_grant_unconfirmable() -> Iterator[list[str]]:
-    """Workers started inside fail (non-retryably) the first look at a lock's state that names the asking rollout as
-    holder, as a worker that did not answer would; yields the ids of the rollouts whose look failed."""
+def first_true_answer_unconfirmable(suffix: str = "") -> Iterator[list[str]]:
+    """Workers started inside fail (non-retryably) the first look at a lock's state that answers the asking rollout
+    (names it as holder, refused or superseded; only a rollout whose id ends with `suffix`), as a worker that did
+    not answer would; yields the ids of the rollouts whose look failed."""
     original = PeerActivities.query_workflow
     failed: list[str] = []
 
     @activity.defn(name="query_workflow")
     async def flaky(self, q: PeerQuery) -> PeerAnswer:  # type: ignore[no-untyped-def]
         answer = await original(self, q)
-        holder = (answer.answer or {}).get("holder") if q.query == LOCK_STATE_QUERY else None
-        if not failed and holder is not None and holder["workflow_id"] == activity.info().workflow_id:
-            failed.append(holder["workflow_id"])
+        asker = activity.info().workflow_id
+        state = answer.answer if q.query == LOCK_STATE_QUERY and isinstance(answer.answer, dict) else {}
+        answers_asker = (state.get("holder") or {}).get("workflow_id") == asker \
+            or asker in state.get("refused", {}) or asker in state.get("superseded", {})
+        if not failed and answers_asker and asker.endswith(suffix):
+            failed.append(asker)
             raise ApplicationError("the lock's worker did not answer (test)", non_retryable=True)
         return answer
 

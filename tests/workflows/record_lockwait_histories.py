@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from bifrost_cli.ops import outcome, start_rollout
-from tests.workflows.helpers import first_true_grant_unconfirmable, fleet, make_request, running_worker
+from tests.workflows.helpers import first_true_answer_unconfirmable, fleet, make_request, running_worker
 from tests.workflows.record_histories import _children, _save, start_recording
 
 GROUPS = ("lockwait-regrant",)
@@ -20,7 +20,7 @@ async def record() -> None:
     try:
         # a rollout whose true grant could not be confirmed once: ignored, then taken by its own re-check
         req = make_request(**ONE_REGION)
-        with first_true_grant_unconfirmable() as failed:
+        with first_true_answer_unconfirmable() as failed:
             async with running_worker(client, fleet(), "record"):
                 h = await start_rollout(client, req, "record")
                 result = await outcome(h)
