@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from worker.build import RenderPool
@@ -47,6 +48,27 @@ async def ts_env():
     )
     yield e
     await e.shutdown()
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def no_workflow_outlives_its_test(request: pytest.FixtureRequest):
+    """Terminate whatever a test left running on the shared dev servers.
+
+    A test's worker stops with the test, but a workflow it started may go on: a service lock waits 5 minutes
+    before it exits. Left running on a task queue nobody polls, it never answers again, and the next test whose
+    rollout signals `service-lock/<service>` waits for ever (CI hung exactly so). Each test starts clean instead.
+    """
+    yield
+    for name in ("env", "ts_env"):
+        if name not in request.fixturenames:
+            continue
+        client = request.getfixturevalue(name).client
+        async for wf in client.list_workflows('ExecutionStatus="Running"'):
+            try:
+                await client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate(reason="test ended")
+            except RPCError as e:  # ended between the listing and now
+                if e.status != RPCStatusCode.NOT_FOUND:
+                    raise
 
 
 @pytest.fixture
