@@ -7,6 +7,8 @@ Anyone may send these signals by hand, so neither side acts on a signal's word: 
 and accepts a `release` only once the rollout named confirms it (its `lock_claim` query), and a rollout takes
 a grant, a refusal or a supersession only once the lock's own state (its `lock_state` query) says so. A
 signal that does not fit is ignored and leaves one line in the lock's log or the rollout's audit trail.
+A signal is only a poke: a rollout waiting for the lock also re-checks the lock's state every LOCK_RECHECK, so a
+grant, refusal or supersession whose signal was lost, or could not be confirmed, still reaches it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import enum
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Literal
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -46,6 +49,12 @@ SUPERSEDED_SIGNAL = "superseded"
 RELEASE_SIGNAL = "release"
 # The lock and the rollout confirm every lock signal against the other's own state before acting on it.
 LOCK_SIGNALS_PATCH = "lock-signals-confirmed"
+# A rollout waiting for the lock re-checks the lock's own state at an interval (timers and activities in its history).
+LOCK_RECHECK_PATCH = "lock-wait-rechecks"
+LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal within a second; this heals a lost one
+
+# What a re-check found in the lock's state about this rollout: taken, refused (reason) or superseded (version).
+LockAnswer = tuple[Literal["granted", "refused", "superseded"], str]
 
 
 @workflow.defn(name=LOCK_WORKFLOW, failure_exception_types=options.FAIL_ON_BUGS)
@@ -250,15 +259,46 @@ class ServiceLock:
         """This rollout's own account of its request: what the lock confirms an acquire or a release against."""
         return LockClaim(request=self.request, status=self.status.value)
 
-    async def acquire(self, give_up: Callable[[], bool]) -> bool:
-        """Ask for the lock and wait for the answer (or until `give_up()`); True when it is ours."""
+    async def acquire(self, give_up: Callable[[], bool], answered: Callable[[LockAnswer], None]) -> bool:
+        """Ask for the lock and wait for the answer (or until `give_up()`); True when it is ours.
+
+        Every LOCK_RECHECK the wait asks the lock's own state, so an answer whose signal never arrived (or could
+        not be confirmed) is still taken; `answered` hears of an answer found that way."""
         self.status = LockStatus.WAITING
         await workflow.execute_activity_method(
             LockActivities.request_service_lock, self.request,
             summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
         )
-        await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up())
+        if not workflow.patched(LOCK_RECHECK_PATCH):
+            await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up())
+            return self.status is LockStatus.GRANTED
+        while True:
+            try:
+                await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up(),
+                                              timeout=LOCK_RECHECK, timeout_summary="re-check the lock's own state")
+                break
+            except TimeoutError:
+                answer = await self._recheck()
+                if answer is not None:
+                    answered(answer)
         return self.status is LockStatus.GRANTED
+
+    async def _recheck(self) -> LockAnswer | None:
+        """What the lock's own state says of this still-waiting rollout; None when nothing yet (or it could not be
+        asked: the next interval asks again)."""
+        state, _ = await self._lock_state(options.RECHECK)
+        if state is None or self.status is not LockStatus.WAITING:
+            return None
+        me = self.request.workflow_id
+        if state.holder is not None and state.holder.workflow_id == me:
+            self.status = LockStatus.GRANTED
+            return "granted", ""
+        if me in state.refused:
+            self.refused(state.refused[me])
+            return "refused", state.refused[me]
+        if me in state.superseded:
+            return "superseded", state.superseded[me]
+        return None
 
     async def release(self) -> None:
         """Give the lock back (also withdraws a request still waiting in the queue)."""
@@ -320,13 +360,13 @@ class ServiceLock:
             return None, f"the lock has not superseded this rollout ({_standing(state, self.request.workflow_id)})"
         return version, ""
 
-    async def _lock_state(self) -> tuple[LockState | None, str]:
+    async def _lock_state(self, opts: options.ActivityOptions = options.CONFIRM) -> tuple[LockState | None, str]:
         """The lock's own state (asked by an activity), or None and why not."""
         lock = lock_id(self.request.service)
         try:
             answer = await workflow.execute_activity_method(
                 PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY),
-                summary=f"confirm with {lock}", **options.CONFIRM,
+                summary=f"confirm with {lock}", **opts,
             )
         except ActivityError as err:
             return None, f"the lock could not be asked ({err.cause or err})"

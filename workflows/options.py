@@ -53,6 +53,14 @@ CONFIRM = ActivityOptions(
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              non_retryable_error_types=NON_RETRYABLE),
 )
+# A queued rollout re-checking the lock's state itself (a grant whose signal was lost or could not be confirmed):
+# short, since an abort waits for it, and a check that fails is simply made again at the next interval.
+RECHECK = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=45),
+    schedule_to_close_timeout=timedelta(minutes=1),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
+                             non_retryable_error_types=NON_RETRYABLE),
+)
 
 DEPLOY = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),

@@ -41,7 +41,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options, search
     from workflows.clock import MIN_WINDOW_WAIT, wait_until
     from workflows.details import rollout_details, rollout_summary
-    from workflows.lock import GRANTED_SIGNAL, LOCK_SIGNALS_PATCH, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, ServiceLock
+    from workflows.lock import (
+        GRANTED_SIGNAL,
+        LOCK_SIGNALS_PATCH,
+        REFUSED_SIGNAL,
+        SUPERSEDED_SIGNAL,
+        LockAnswer,
+        ServiceLock,
+    )
     from workflows.models import (
         AuditEntry,
         PauseInfo,
@@ -159,7 +166,7 @@ class RolloutWorkflow:
 
     async def _execute(self, plan: Plan) -> None:
         self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
-        if not await self.lock.acquire(give_up=lambda: self.stop is not None):
+        if not await self.lock.acquire(give_up=lambda: self.stop is not None, answered=self._lock_answered):
             raise _Stopped()
         self._set_status("running")
         self._notify("rollout_started", f"rolling out across {len(plan.waves)} waves")
@@ -263,6 +270,18 @@ class RolloutWorkflow:
             self._ignored(GRANTED_SIGNAL, None, why)
         else:
             self._audit("bifrost", "lock-granted", None, f"{self.req.service} lock acquired")
+
+    def _lock_answered(self, answer: LockAnswer) -> None:
+        """The rollout's own re-check found the lock's answer in the lock's state (its signal was lost or unconfirmed)."""
+        kind, detail = answer
+        found = "found by re-checking the lock; its signal never arrived or could not be confirmed"
+        if kind == "granted":
+            self._audit("bifrost", "lock-granted", None, f"{self.req.service} lock acquired ({found})")
+        elif kind == "refused":
+            self._halt(Stop("rejected", f"not started: {detail} (on_conflict: reject)"))
+        elif self.stop is None:
+            self._audit("bifrost", "superseded", None, f"by version {detail} ({found})")
+            self._halt(Stop("aborted", f"superseded by {self.req.service} {detail}"))
 
     @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (policy 'reject'; confirmed with the lock).")
     async def lock_refused(self, reason: str) -> None:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
+from activities.peers import PeerActivities, PeerAnswer, PeerQuery
+from common.lock import LOCK_STATE_QUERY
 from tests.conftest import shared_render_pool
 from worker.build import build_worker
 from workflows.request import RolloutRequest, parse_request
@@ -45,6 +49,33 @@ def make_request(**overrides: Any) -> RolloutRequest:
         else:
             data[key] = value
     return parse_request(data)
+
+
+@contextmanager
+def first_true_answer_unconfirmable(suffix: str = "") -> Iterator[list[str]]:
+    """Workers started inside fail (non-retryably) the first look at a lock's state that answers the asking rollout
+    (names it as holder, refused or superseded; only a rollout whose id ends with `suffix`), as a worker that did
+    not answer would; yields the ids of the rollouts whose look failed."""
+    original = PeerActivities.query_workflow
+    failed: list[str] = []
+
+    @activity.defn(name="query_workflow")
+    async def flaky(self, q: PeerQuery) -> PeerAnswer:  # type: ignore[no-untyped-def]
+        answer = await original(self, q)
+        asker = activity.info().workflow_id
+        state = answer.answer if q.query == LOCK_STATE_QUERY and isinstance(answer.answer, dict) else {}
+        answers_asker = (state.get("holder") or {}).get("workflow_id") == asker \
+            or asker in state.get("refused", {}) or asker in state.get("superseded", {})
+        if not failed and answers_asker and asker.endswith(suffix):
+            failed.append(asker)
+            raise ApplicationError("the lock's worker did not answer (test)", non_retryable=True)
+        return answer
+
+    PeerActivities.query_workflow = flaky  # type: ignore[method-assign]
+    try:
+        yield failed
+    finally:
+        PeerActivities.query_workflow = original  # type: ignore[method-assign]
 
 
 def fleet(**scenario: Any) -> SimulatedFleet:

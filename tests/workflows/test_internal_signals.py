@@ -12,7 +12,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from bifrost_cli.ops import outcome, start_rollout
 from common.lock import LockState, lock_id
-from tests.workflows.helpers import fleet, make_request, running_worker
+from tests.workflows.helpers import first_true_answer_unconfirmable, fleet, make_request, running_worker
 from workflows.lock import ServiceLockWorkflow
 from workflows.models import AuditEntry, RolloutState, StageDetail
 from workflows.rollout import RolloutWorkflow
@@ -209,3 +209,42 @@ async def test_forged_stage_progress_does_not_end_a_wave(env, task_queue, tmp_pa
         result = await outcome(h)
     assert result.status == "aborted"
     assert all(st.report_url is None and st.verdict is None for st in result.stages)
+
+
+
+async def test_a_grant_that_could_not_be_confirmed_is_taken_by_the_rollouts_own_recheck(ts_env, task_queue, tmp_path):
+    """The first look at the lock's state that names the rollout as holder fails (its worker did not answer): the
+    grant signal is ignored, yet the rollout's own re-check of the lock takes the grant and the rollout runs."""
+    req = make_request(**ONE_REGION)
+    with first_true_answer_unconfirmable() as failed:
+        async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
+            h = await start_rollout(ts_env.client, req, task_queue)
+            async with asyncio.timeout(120):  # today's code: the rollout stays queued for ever while the lock names it
+                result = await outcome(h)
+            lock = await poll(lambda: lock_state(ts_env.client, req.service), lambda s: s.holder is None)
+    assert failed == [h.id]  # the true grant was once not confirmable
+    assert result.status == "succeeded", result.reason
+    assert [e.action for e in result.audit].count("lock-granted") == 1
+    assert lock.queue == [] and f"released by {h.id}" in lock.log
+
+
+async def test_a_refusal_that_could_not_be_confirmed_is_taken_by_the_rollouts_own_recheck(ts_env, task_queue, tmp_path):
+    """Likewise a true refusal (policy 'reject') whose confirmation failed: the rollout does not stay queued."""
+    a = make_request(**ONE_REGION, **GATED)
+    b = make_request(service=a.service, version="2.1.0", on_conflict="reject", **ONE_REGION)
+    with first_true_answer_unconfirmable(suffix="/2.1.0") as failed:
+        async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
+            with ts_env.with_time_skipping_disabled():  # a holds the lock at its gate for as long as the test needs
+                ha = await start_rollout(ts_env.client, a, task_queue)
+            await poll(lambda: rollout_state(ha), lambda s: s.status == "awaiting_approval")
+            hb = await start_rollout(ts_env.client, b, task_queue)
+            async with asyncio.timeout(120):  # today's code: b stays queued for ever
+                rb = await outcome(hb)
+            lock = await lock_state(ts_env.client, a.service)
+            assert lock.holder is not None and lock.holder.workflow_id == ha.id and lock.queue == []
+            await ha.execute_update(RolloutWorkflow.approve, Approve(stage="us-east-1/test", approver="alice"))
+            ra = await outcome(ha)
+    assert failed == [hb.id]
+    assert rb.status == "rejected" and rb.reason == f"not started: {ha.id} is already rolling out {a.service} (on_conflict: reject)"
+    assert not any(e.action == "lock-granted" for e in rb.audit)
+    assert ra.status == "succeeded"

@@ -27,6 +27,10 @@ def test_histories_are_recorded():
     patches = {base64.b64decode(m).decode() for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', signals)}
     assert any("lock-signals-confirmed" in m for m in patches) and any("stage-signals-confirmed" in m for m in patches)
     assert '"query_workflow"' in signals
+    # a rollout that re-checked the lock while it waited (record_lockwait_histories.py)
+    lockwait = "".join(p.read_text() for p in HISTORIES if p.name.startswith("lockwait-"))
+    markers = {base64.b64decode(m).decode() for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', lockwait)}
+    assert any("lock-wait-rechecks" in m for m in markers) and '"timerStartedEventAttributes"' in lockwait
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 
