@@ -108,6 +108,14 @@ async def attributes(handle: WorkflowHandle) -> dict[str, str]:
             if pair.key.name.startswith("Bifrost")}
 
 
+async def attributes_when(handle: WorkflowHandle, pred, timeout: float = 30.0) -> dict[str, str]:
+    """The rollout's search attributes once `pred` holds for them, or the last seen after `timeout` seconds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not pred(seen := await attributes(handle)) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.1)
+    return seen
+
+
 async def test_search_attributes_and_the_bold_row_follow_the_rollout(env, task_queue, tmp_path):
     req = make_request(approvals={"gates": [{"wave": 2}]})
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
@@ -122,7 +130,9 @@ async def test_search_attributes_and_the_bold_row_follow_the_rollout(env, task_q
         assert "**ap-south-1/prod**" in details and "**ap-south-1/test**" not in details
         await h.execute_update(RolloutWorkflow.approve, Approve(wave=2, approver="dave"))
         await wait_for(h, lambda s: s.stage("ap-south-1/prod").status != "pending")
-        in_prod = await attributes(h)
+        # the query answers from the worker's state, which may be a workflow task ahead of what the server holds:
+        # wait for the server's attributes to catch up
+        in_prod = await attributes_when(h, lambda a: a["BifrostEnvironment"] != "test")
         assert (in_prod["BifrostStage"], in_prod["BifrostEnvironment"]) == ("ap-south-1/prod", "prod")
         result = await outcome(h)
         done = await attributes(h)
