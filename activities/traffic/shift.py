@@ -16,22 +16,21 @@ from activities.adapters.registry import AdapterRegistry, TrafficTarget
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
 from activities.metering import meter
-from activities.traffic_models import (
+from activities.traffic.messages import (
     HealthInput,
     HealthResult,
-    PlanInput,
     ReadTrafficInput,
     RegionVerdict,
     ScaleInput,
     ScaleResult,
     SetWeightsInput,
     SetWeightsResult,
-    TrafficPlan,
     TrafficSnapshot,
 )
-from activities.traffic_plan import Member, PlanRefused, capacity_plan, plan_shift
 from canary.config import MetricSamples, MetricSpec
 from common import metrics
+from common.traffic.models import PlanInput, TrafficPlan
+from common.traffic.plan import Member, PlanRefused, capacity_plan, plan_shift
 from common.types import INVALID_REQUEST, EnvKind, StageRef
 
 REFUSED = INVALID_REQUEST  # non-retryable (workflows/options.NON_RETRYABLE): the request cannot be done as asked
