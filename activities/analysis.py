@@ -16,8 +16,9 @@ from pathlib import Path
 
 from temporalio import activity
 
+from activities.adapters.base import ReportError
 from activities.adapters.registry import AdapterRegistry
-from activities.adapters.reports import LocalReportStore, ReportError, ReportStore, report_key
+from activities.adapters.reports import LocalReportStore, ReportStore, report_key
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
 from activities.metering import meter

@@ -26,14 +26,13 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 from activities.adapters.base import AdapterError, one_line
 from activities.adapters.secrets import redact
+from common.failures import OWN_LINE_TYPES
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
-# ApplicationError types whose message is already a complete line for a human (no "Type: " prefix needed).
-OWN_TYPES = frozenset({"AdapterError", "DeployError", "MetricsError", "TrafficError", "NotifyError", "InvalidRequest"})
 
 _TIMEOUTS = {
     TimeoutType.HEARTBEAT: "no heartbeat within its heartbeat timeout: the worker running it stopped or hung",
@@ -44,8 +43,8 @@ _TIMEOUTS = {
 
 
 def as_application_error(err: AdapterError) -> ApplicationError:
-    """An ApplicationError named after the adapter error's type, carrying its one line and its fields as details."""
-    return ApplicationError(str(err), err.fields(), type=type(err).__name__, non_retryable=not err.retryable)
+    """An ApplicationError of the adapter error's kind (common/failures.py), carrying its one line and its fields as details."""
+    return ApplicationError(str(err), err.fields(), type=err.kind, non_retryable=not err.retryable)
 
 
 def reports_adapter_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
@@ -90,7 +89,7 @@ def _error_text(err: BaseException) -> str:
     for e in chain:
         if isinstance(e, ApplicationError):
             message = e.message or (e.type or "failed")
-            return message if (e.type in OWN_TYPES or not e.type or not e.message) else f"{e.type}: {message}"
+            return message if (e.type in OWN_LINE_TYPES or not e.type or not e.message) else f"{e.type}: {message}"
         if isinstance(e, ActivityTimeoutError):
             return f"{what} timed out: {_TIMEOUTS.get(e.type, e.message) if e.type is not None else e.message}"
         if isinstance(e, CancelledError):

@@ -35,7 +35,8 @@ FLEET_DB = Path(".bifrost/fleet.db")  # the default of `bifrost worker --fleet-d
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 async def _watch(client: Client, ids: list[str], console: Console) -> list[RolloutState]:

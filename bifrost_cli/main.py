@@ -15,7 +15,7 @@ import re
 import signal
 import sys
 import traceback
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args
 
@@ -32,11 +32,13 @@ from workflows.plan import Plan, PlanError, build_plan
 from workflows.request import MAX_TEXT, MAX_WAVE, MAX_WHO, RequestError, RolloutRequest, load_request
 
 if TYPE_CHECKING:  # the Temporal SDK and the workflows load only in commands that talk to a server
+    from rich.table import Table
     from temporalio.workflow import UpdateMethodMultiParam
 
     from workflows.rollout import RolloutWorkflow
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 # markup=False: a value or field name containing "[/red]" prints as written, never as a style tag
 console = Console(markup=False, emoji=False, highlight=False)
@@ -200,7 +202,7 @@ def plan(file: str) -> None:
                   f"workflow id: {req.workflow_id}")
 
 
-def _plan_table(req, p):
+def _plan_table(req: RolloutRequest, p: Plan) -> Table:
     from bifrost_cli.render import plan_table
 
     return plan_table(req, p)
@@ -423,7 +425,7 @@ def _rid(rollout_id: str) -> str:
     return rid
 
 
-def _by_option(f):
+def _by_option(f: F) -> F:
     return click.option("--as", "who", default=_identity, show_default="$BIFROST_USER or your login",
                         help="identity recorded in the audit trail")(f)
 

@@ -97,7 +97,8 @@ def _static_details(req: RolloutRequest) -> str:
 
 async def query_status(handle: WorkflowHandle[Any, Any]) -> RolloutState:
     """The rollout's `status` query."""
-    return await handle.query(STATUS_QUERY, result_type=RolloutState)
+    state: RolloutState = await handle.query(STATUS_QUERY, result_type=RolloutState)
+    return state
 
 
 async def follow_rollout(handle: WorkflowHandle[Any, RolloutState], console: Console, interval: float = 1.0) -> RolloutState:

@@ -185,7 +185,7 @@ async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> i
 
     client = await connect()
     try:
-        handle: WorkflowHandle = await start_traffic(client, inp, task_queue)
+        handle: WorkflowHandle[Any, Any] = await start_traffic(client, inp, task_queue)
     except WorkflowAlreadyStartedError:
         running = await client.get_workflow_handle(inp.workflow_id).query(EvacuationWorkflow.status)
         _fail(f"refused, nothing was changed: another traffic change of {inp.service} is running: {running.direction} "

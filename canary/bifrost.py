@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtr
 
-from canary.config import Direction, JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec
+from canary.config import JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec
 from canary.findings import precheck, prepare, samples_of, scored
 from canary.ranks import UStat, shift_estimate_and_interval, u_statistic
 from canary.scoring import verdict_for, weighted_sum
-from common.types import NO_VERDICT, REGRESSED
+from common.types import NO_VERDICT, REGRESSED, Direction
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_RATIO_MARGIN = 1.05  # without allowed_increase/decrease, changes of the mean under 5% are not regressions

@@ -10,39 +10,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from common.types import (
-    Classification,
-    Direction,
-    EffectMeasure,
-    JudgeMode,
-    MetricKind,
-    NanStrategy,
-    OutlierPolicy,
-    Verdict,
-)
+from common.metric_spec import MetricSpec as MetricSpec  # shared vocabulary: the request and the traffic plan name metrics too
+from common.types import Classification, Direction, EffectMeasure, JudgeMode, Verdict
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # typed by people: `true` is not a number, "5" not an int
-
-
-class MetricSpec(_Strict):
-    """How one metric is judged. `direction` says which change is bad."""
-
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]*$")
-    kind: MetricKind = "other"
-    groups: list[str] = Field(default_factory=list)
-    direction: Direction = "increase"
-    critical: bool = False
-    must_have_data: bool = False
-    muted: bool = False
-    nan_strategy: NanStrategy = "remove"
-    outliers: OutlierPolicy = "keep"
-    effect_size: EffectMeasure = "mean_ratio"
-    allowed_increase: float | None = Field(default=None, gt=0)
-    allowed_decrease: float | None = Field(default=None, gt=0)
-    critical_increase: float | None = Field(default=None, gt=0)
-    critical_decrease: float | None = Field(default=None, gt=0)
 
 
 class Thresholds(_Strict):

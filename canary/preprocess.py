@@ -25,14 +25,14 @@ def handle_nans(values: np.ndarray, strategy: NanStrategy) -> np.ndarray:
     nan = np.isnan(values)
     if not nan.any():
         return values
-    if strategy == "replace":
-        return np.where(nan, 0.0, values)
-    return values[~nan]
+    kept: np.ndarray = np.where(nan, 0.0, values) if strategy == "replace" else values[~nan]
+    return kept
 
 
 def percentile(values: np.ndarray, p: float | Sequence[float]) -> np.ndarray | float:
     """R-7 percentile(s), p in 0..100."""
-    return np.percentile(values, p)
+    result: np.ndarray | float = np.percentile(values, p)
+    return result
 
 
 def iqr_outliers(values: np.ndarray, factor: float = IQR_FACTOR, reduce_sensitivity: bool = True) -> np.ndarray:
@@ -43,14 +43,16 @@ def iqr_outliers(values: np.ndarray, factor: float = IQR_FACTOR, reduce_sensitiv
     lower, upper = q1 - factor * (q3 - q1), q3 + factor * (q3 - q1)
     if reduce_sensitivity:
         lower, upper = min(p1, lower), max(p99, upper)
-    return (values < lower) | (values > upper)
+    mask: np.ndarray = (values < lower) | (values > upper)
+    return mask
 
 
 def ksigma_outliers(values: np.ndarray, k: float = 3.0) -> np.ndarray:
     """Boolean mask of points more than k population standard deviations from the mean."""
     if len(values) == 0:
         return np.zeros(0, dtype=bool)
-    return np.abs(values - values.mean()) > k * values.std()
+    mask: np.ndarray = np.abs(values - values.mean()) > k * values.std()
+    return mask
 
 
 def clean(

@@ -123,7 +123,8 @@ class _Matrix:
         total = int(widths.sum())
         row = np.repeat(np.arange(self.n), widths)
         offsets = np.cumsum(widths) - widths - lo
-        return self.rows[row] + self.cols[np.arange(total) - np.repeat(offsets, widths)]
+        values: np.ndarray = self.rows[row] + self.cols[np.arange(total) - np.repeat(offsets, widths)]
+        return values
 
 
 def _pivots(sample: np.ndarray, frac: float) -> tuple[float, float]:

@@ -96,7 +96,7 @@ def decode_text(data: bytes) -> str:
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class BoundedSafeLoader(_Base):
+class BoundedSafeLoader(_Base):  # type: ignore[misc]  # PyYAML ships no types: its loaders are Any
     """The safe loader, refusing more than MAX_ALIASES aliases, MAX_NODES expanded values or MAX_DEPTH levels.
 
     The check runs on the composed node graph, before any Python object is built, so an alias bomb is

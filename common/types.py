@@ -10,6 +10,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+# Temporal failure types Bifrost raises on purpose: declared once, in common/failures.py (re-exported here).
+from common.failures import EVACUATION_FAILED as EVACUATION_FAILED
+from common.failures import INVALID_PAYLOAD as INVALID_PAYLOAD
+from common.failures import INVALID_REQUEST as INVALID_REQUEST
+from common.failures import OUTCOME_FAILURE_TYPES as OUTCOME_FAILURE_TYPES
+from common.failures import REFUSED as REFUSED
+from common.failures import USER_FACING_FAILURE_TYPES as USER_FACING_FAILURE_TYPES
+
 EnvKind = Literal["test", "prod"]
 ENV_KINDS: tuple[EnvKind, ...] = ("test", "prod")
 Role = Literal["primary", "canary", "baseline"]
@@ -72,17 +80,3 @@ class Notification(BaseModel):
     event: str
     text: str
     stage: str | None = None
-
-
-# Temporal failure types Bifrost raises on purpose. A rollout or stage that did not reach its goal ends as a
-# failure of the type naming its outcome (so the Temporal UI shows it red), with its state as the details.
-OUTCOME_FAILURE_TYPES: dict[str, str] = {
-    "rolled_back": "RolledBack", "rejected": "Rejected", "aborted": "Aborted", "failed": "Failed",
-}
-REFUSED = "Refused"  # an update's validator said no
-INVALID_PAYLOAD = "InvalidPayload"  # a payload (workflow input, update argument) did not match its model
-INVALID_REQUEST = "InvalidRequest"  # a request that cannot be planned
-EVACUATION_FAILED = "EvacuationFailed"  # an evacuation or restore that stopped part-way (its state says where)
-USER_FACING_FAILURE_TYPES: frozenset[str] = frozenset(
-    {*OUTCOME_FAILURE_TYPES.values(), REFUSED, INVALID_PAYLOAD, INVALID_REQUEST, EVACUATION_FAILED}
-)

@@ -23,6 +23,21 @@ ALLOWED: dict[str, set[str]] = {
 }
 
 
+# The request model and its plan come first in the flow: they may read the shared vocabulary (common, the pure
+# traffic plan in common/traffic, the judge's settings in canary) but nothing that runs a rollout.
+REQUEST_MODULES = {"workflows.request", "workflows.plan", "workflows.windows"}
+REQUEST_MAY_IMPORT = {"common", "canary"}
+
+# The simulated fleet is one adapter among others: only the registry that wires adapters (and the worker and
+# CLI that start it) know it; real activities and workflows talk to the adapter interfaces.
+SIMULATED_FLEET = ("activities.adapters.simulated", "activities.adapters.simulated_traffic")
+MAY_KNOW_THE_FLEET = {"activities.adapters.registry", *SIMULATED_FLEET}
+
+
+def _is_simulated(module: str) -> bool:
+    return any(module == m or module.startswith(m + ".") for m in SIMULATED_FLEET)
+
+
 def _layer(module: str) -> str | None:
     if module == "activities.adapters" or module.startswith("activities.adapters."):
         return "activities.adapters"
@@ -74,6 +89,11 @@ def _violations(graph: dict[str, set[str]]) -> list[str]:
             other = _layer(target)
             if other != layer and other not in ALLOWED[layer]:
                 wrong.append(f"{module} -> {target}")
+            elif module in REQUEST_MODULES and target not in REQUEST_MODULES and other not in REQUEST_MAY_IMPORT:
+                wrong.append(f"{module} -> {target} (the request model may import only {sorted(REQUEST_MAY_IMPORT)})")
+            elif (_is_simulated(target) and module not in MAY_KNOW_THE_FLEET
+                  and layer in ("activities", "activities.adapters", "workflows")):
+                wrong.append(f"{module} -> {target} (only the registry wires the simulated fleet)")
     return wrong
 
 
@@ -107,4 +127,17 @@ def test_the_checker_sees_wrong_way_imports():
     graph = {"activities.lock": {"workflows.lock"}, "activities.adapters.targets": {"activities.deploy"},
              "canary.judge": {"common.types"}}
     assert sorted(_violations(graph)) == ["activities.adapters.targets -> activities.deploy", "activities.lock -> workflows.lock"]
+    assert "common.traffic.plan" in {t for t in _graph()["workflows.request"]}
+
+
+def test_the_checker_sees_the_request_reach_into_activities_and_activities_reach_into_the_fleet():
+    """The two imports issue #18 removed: the request model on the activities' traffic plan, a real activity on
+    the simulated fleet's traffic model."""
+    graph = {"workflows.request": {"activities.traffic.shift", "common.traffic.plan", "canary.config"},
+             "activities.traffic.shift": {"activities.adapters.simulated_traffic", "activities.adapters.registry"},
+             "activities.adapters.registry": {"activities.adapters.simulated"}}
+    assert sorted(_violations(graph)) == [
+        "activities.traffic.shift -> activities.adapters.simulated_traffic (only the registry wires the simulated fleet)",
+        "workflows.request -> activities.traffic.shift (the request model may import only ['canary', 'common'])",
+    ]
     assert "workflows.lock" in _imports(ROOT / "workflows" / "rollout.py")

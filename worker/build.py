@@ -25,7 +25,7 @@ from activities.deploy import DeployActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
 from activities.peers import PeerActivities
-from activities.traffic import TrafficActivities
+from activities.traffic.shift import TrafficActivities
 from worker.limits import WorkerLimits
 from worker.telemetry import worker_interceptors
 from workflows.evacuation import EvacuationWorkflow

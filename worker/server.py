@@ -43,7 +43,7 @@ def search_attribute_args() -> list[str]:
 class DevServer:
     """A running dev server process; `stop()` ends it and waits until its ports are free."""
 
-    process: subprocess.Popen
+    process: subprocess.Popen[bytes]
     address: str
     ui_url: str | None
 

@@ -20,8 +20,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
-from activities.errors import OWN_TYPES
 from common import metrics
+from common.failures import ADAPTER_ERROR_KINDS
 
 OTLP_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"  # the standard variable: `bifrost worker --otlp-endpoint` defaults to it
 SERVICE_NAME = "bifrost"
@@ -139,9 +139,6 @@ class _CountAdapterErrors(ActivityInboundInterceptor):
             if err.type in ADAPTER_ERROR_KINDS:
                 metrics.adapter_error(activity.metric_meter(), activity=activity.info().activity_type, kind=err.type)
             raise
-
-
-ADAPTER_ERROR_KINDS: frozenset[str] = frozenset(t for t in OWN_TYPES if t.endswith("Error"))
 
 
 class MetricsInterceptor(Interceptor):

@@ -19,19 +19,18 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from activities.traffic import CONFLICT, REFUSED, TrafficActivities
-    from activities.traffic_models import (
+    from activities.traffic.messages import (
         HealthInput,
         HealthResult,
-        PlanInput,
         ReadTrafficInput,
         RegionHealth,
         ScaleInput,
         SetWeightsInput,
         SetWeightsResult,
-        TrafficPlan,
     )
+    from activities.traffic.shift import CONFLICT, REFUSED, TrafficActivities
     from common import metrics
+    from common.traffic.models import PlanInput, TrafficPlan
     from common.types import EVACUATION_FAILED, MetricWindow, StageRef
     from workflows import options, search
     from workflows.traffic_details import evacuation_details

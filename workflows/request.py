@@ -28,11 +28,11 @@ from pydantic import (
     model_validator,
 )
 
-from activities.traffic_plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from canary.config import JudgeConfig, MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
 from common.text import MAX_IDENTITY, Identity
+from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from common.types import ENV_KINDS, ConcurrencyPolicy, EnvKind, RollbackScope, stage_key
 
 _NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"  # a DNS-1123 label: Kubernetes object names, our region names

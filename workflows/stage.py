@@ -42,8 +42,8 @@ with workflow.unsafe.imports_passed_through():
         StageOnly,
     )
     from activities.peers import PeerActivities, PeerQuery
-    from activities.traffic import TrafficActivities
-    from activities.traffic_models import HealthInput, RegionHealth
+    from activities.traffic.messages import HealthInput, RegionHealth
+    from activities.traffic.shift import TrafficActivities
     from canary.config import Decision
     from common import metrics
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus

@@ -12,10 +12,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.traffic_models import RestoreTarget, TrafficDirection, TrafficPlan
-from activities.traffic_plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from canary.config import JudgeConfig
 from common.text import Identity
+from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
+from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from common.types import EnvKind
 from workflows.request import (
     MAX_ANALYSIS_MINUTES,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from http import HTTPStatus
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from activities.adapters.secrets import redact
 from canary.config import MetricSamples, MetricSpec
+from common.failures import AdapterErrorKind
 from common.types import MetricWindow, Role, StageRef
 
 MAX_DETAIL = 300  # characters of a server's own explanation kept in a message
@@ -42,7 +43,12 @@ class AdapterError(Exception):
     object (e.g. "DELETE deployments/shop/checkout-canary"), `status` the HTTP status or AWS error code,
     `detail` the server's own explanation (cut to MAX_DETAIL characters) and `hint` what to do. Only
     `operation` is required: an error with no other field is that one sentence.
+
+    `kind` is the ApplicationError type it leaves an activity as (common/failures.py's table): a subclass
+    declares its own or inherits its parent's, so a new error class is never a type the table lacks.
     """
+
+    kind: ClassVar[AdapterErrorKind] = "AdapterError"
 
     def __init__(
         self,
@@ -85,17 +91,31 @@ class AdapterError(Exception):
 class DeployError(AdapterError):
     """A deploy step failed (bad image, forbidden, not found, rollout stuck, API down)."""
 
+    kind = "DeployError"
+
 
 class MetricsError(AdapterError):
     """Metrics could not be read (bad query, permissions, source down)."""
+
+    kind = "MetricsError"
 
 
 class TrafficError(AdapterError):
     """Traffic weights could not be read or set (unknown record, invalid weights, DNS API down)."""
 
+    kind = "TrafficError"
+
 
 class NotifyError(AdapterError):
     """A notification was not delivered. The notifier logs it and never raises it: chat must not fail a rollout."""
+
+    kind = "NotifyError"
+
+
+class ReportError(AdapterError):
+    """A report could not be stored (folder not writable, bucket missing or forbidden, S3 down) or linked."""
+
+    kind = "ReportError"
 
 
 class Deployer(Protocol):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +16,7 @@ from activities.adapters.base import Deployer, DeployError, MetricsError, Metric
 from activities.adapters.reports import LocalReportStore, ReportStore, S3ReportStore
 from activities.adapters.secrets import remember_secrets_from_env
 from activities.adapters.simulated import SimulatedFleet
-from activities.adapters.simulated_traffic import SimulatedLoad, SimulatedRecordSets
+from activities.adapters.simulated_traffic import ObservedDeployer, ObservedRouter, SimulatedRecordSets
 from activities.adapters.targets import (
     AwsConfig,
     CloudWatchConfig,
@@ -71,7 +71,6 @@ class AdapterRegistry:
     notifier: "WebhookNotifier | None" = None  # None: notifications are only logged
     reports: ReportStore | None = None  # from the targets file's `reports`; None: the worker's local folder
     traffic_targets: dict[str, TrafficTarget] = field(default_factory=dict)  # key: "region/env"
-    load: SimulatedLoad | None = None  # the simulated fleet's traffic model; told every weight change
 
     def deployer(self, stage: StageRef) -> Deployer:
         return self.deployers.get(stage.key, self.default_deployer)
@@ -89,6 +88,8 @@ class AdapterRegistry:
         from activities.adapters.route53 import RegionTraffic, Route53Traffic
 
         router = target.router_for(stage.service)
+        if isinstance(router, ObservedRouter):
+            router = router.inner
         return RegionTraffic(router, target.set_identifier) if isinstance(router, Route53Traffic) else None
 
     def traffic_target(self, region: str, environment: str) -> TrafficTarget | None:
@@ -97,7 +98,7 @@ class AdapterRegistry:
 
     @classmethod
     def simulated(cls, fleet: SimulatedFleet) -> "AdapterRegistry":
-        return cls(default_deployer=fleet, default_metrics=fleet, load=fleet.load)
+        return cls(default_deployer=fleet, default_metrics=fleet)
 
 
 def _aws_connection(aws: AwsConfig) -> Any:
@@ -282,7 +283,6 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
         default_deployer=b.deployer(defaults.deployer) if defaults else unconfigured,
         default_metrics=b.metrics(defaults.metrics) if defaults else unconfigured,
     )
-    registry.load = fleet.load
     if defaults is not None and isinstance(defaults.deployer, SimulatedDeployerConfig) and defaults.deployer.replicas is not None:
         fleet.load.default_replicas = defaults.deployer.replicas
     traffic = _TrafficBuilder(targets)
@@ -295,6 +295,7 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
             registry.metric_sources[t.key] = b.metrics(t.metrics)
         if t.traffic is not None:
             registry.traffic_targets[t.key] = traffic.target(t)
+    _let_the_fleet_observe(registry, fleet)
     if targets.notifications.webhooks:
         from activities.adapters.webhooks import Webhook, WebhookNotifier
 
@@ -305,3 +306,49 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
     if targets.reports is not None:
         registry.reports = report_store_from_config(targets.reports, targets.aws)
     return registry
+
+
+def _let_the_fleet_observe(registry: AdapterRegistry, fleet: SimulatedFleet) -> None:
+    """Put the simulated fleet's own adapters around what it must learn from, so its samples follow the traffic.
+
+    Where a stage's metrics are simulated, the fleet's traffic model must know that stage's replicas (when a
+    real deployer runs it) and its record set's weights: the routers of those record sets and those deployers
+    are wrapped in `ObservedRouter` / `ObservedDeployer`. Nothing is wrapped where every metric is real."""
+    load = fleet.load
+
+    def simulated_metrics(key: str) -> bool:
+        return registry.metric_sources.get(key, registry.default_metrics) is fleet
+
+    for key, deployer in list(registry.deployers.items()):
+        if deployer is not fleet and simulated_metrics(key):
+            registry.deployers[key] = ObservedDeployer(deployer, load)
+    if registry.default_deployer is not fleet and registry.default_metrics is fleet:
+        registry.default_deployer = ObservedDeployer(registry.default_deployer, load)
+    # record sets are per service, known only when asked: every set of an environment whose metrics are simulated
+    environments = {t.environment for k, t in registry.traffic_targets.items() if simulated_metrics(k)}
+    observed: dict[tuple[str, int], ObservedRouter] = {}  # (service, id of the record set's router) -> its wrapper
+
+    def observe(target: TrafficTarget) -> TrafficTarget:
+        inner_for = target.router_for
+        env = target.environment
+
+        def members(service: str, inner: TrafficRouter) -> dict[str, str]:
+            return {t.region: t.set_identifier for t in registry.traffic_targets.values()
+                    if t.environment == env and _unwrap(t.router_for(service)) is inner}
+
+        def router_for(service: str) -> TrafficRouter:
+            inner = inner_for(service)
+            key = (service, id(inner))
+            if key not in observed:
+                observed[key] = ObservedRouter(inner, load, service, env, lambda: members(service, inner))
+            return observed[key]
+
+        return replace(target, router_for=router_for)
+
+    for key, target in list(registry.traffic_targets.items()):
+        if target.environment in environments:
+            registry.traffic_targets[key] = observe(target)
+
+
+def _unwrap(router: TrafficRouter) -> TrafficRouter:
+    return router.inner if isinstance(router, ObservedRouter) else router

@@ -19,15 +19,11 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from activities.adapters.base import AdapterError
+from activities.adapters.base import ReportError as ReportError  # the tree lives in base.py; importers of it here keep working
 from activities.adapters.secrets import SecretError
 
 CONTENT_TYPE = "text/html; charset=utf-8"
 _PERMANENT = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR}  # retrying cannot help
-
-
-class ReportError(AdapterError):
-    """A report could not be stored (folder not writable, bucket missing or forbidden, S3 down)."""
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -132,7 +132,7 @@ class SimulatedFleet:
         self.busy_timeout_seconds = busy_timeout_seconds
         self._conn: sqlite3.Connection | None = None  # opened on first use: a worker that never uses it makes no file
         self._lock = threading.Lock()  # one connection per fleet; its threads take turns
-        self.load = SimulatedLoad()  # traffic hook: shares, replicas and overload live in simulated_traffic.py
+        self.load = SimulatedLoad()  # shares, replicas and overload: simulated_traffic.py; the registry wires its observers
 
     # -- storage ---------------------------------------------------------------------------------
     @property
@@ -352,7 +352,7 @@ class SimulatedFleet:
 
         await self._run(stage, "cleanup", "-", remove)
 
-    # -- traffic hook: replicas and overload come from simulated_traffic.SimulatedLoad ---------------
+    # -- replicas: the traffic model (simulated_traffic.SimulatedLoad) holds them unless scaled here --------
     async def replicas(self, stage: StageRef) -> int:
         stored = await self._run(stage, None, None, lambda s: s.replicas)
         return stored if stored is not None else self.load.replicas(stage)
@@ -377,7 +377,10 @@ class SimulatedFleet:
         return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
     def _series(self, stage: StageRef, metric: MetricSpec, window: MetricWindow, role: Role, version: str | None) -> list[float]:
-        n = self._count(window)
+        # the region's traffic: a drained region yields no samples, a loaded one more (and more requests per
+        # sample); an overloaded region is slower and sheds requests
+        load = self.load.effect(stage, window)
+        n = min(self.scenario.max_samples, round(self._count(window) * load.traffic))
         if n == 0 or version is None:
             return []
         rng = self._rng(stage.key, metric.name, role, version, n)
@@ -386,7 +389,6 @@ class SimulatedFleet:
             effect = None
         lat = effect.latency_factor if effect else 1.0
         err = effect.error_factor if effect else 1.0
-        load = self.load.effect(stage, window)  # traffic hook: an overloaded region is slower and sheds requests
         lat *= load.latency_factor
         s = self.scenario
         if metric.kind == "latency":
@@ -394,7 +396,8 @@ class SimulatedFleet:
             values = rng.lognormal(mu, s.latency_sigma, n)
         elif metric.kind == "error_rate":
             p = min(1.0, s.base_error_rate * err + load.error_rate)
-            values = rng.binomial(s.requests_per_interval, p, n) / s.requests_per_interval
+            requests = max(1, round(s.requests_per_interval * load.traffic))
+            values = rng.binomial(requests, p, n) / requests
         else:
             values = rng.normal(1.0, 0.05, n)
         return [float(v) for v in values]

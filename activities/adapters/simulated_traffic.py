@@ -1,9 +1,14 @@
 """Traffic and capacity of the simulated fleet: weighted record sets in memory, replicas per region, and overload.
 
 `SimulatedRecordSet` is a `TrafficRouter` without DNS. `SimulatedLoad` remembers, over time, each region's
-share of a service's traffic and its primary's replicas; the simulated metric source asks it how overloaded a
-region was during a window, so latency and errors rise when a region's load passes its capacity, as they do
-on a real fleet that receives traffic it was not scaled for.
+share of a service's traffic and its primary's replicas; the simulated metric source asks it how much traffic
+a region had during a window and how overloaded it was, so a drained region yields no samples, a loaded one
+more, and latency and errors rise when a region's load passes its capacity, as they do on a real fleet that
+receives traffic it was not scaled for.
+
+The model learns what happens through its own adapters, which the registry puts around the routers and
+deployers of stages whose metrics it simulates: `ObservedRouter` (every weight read or set) and
+`ObservedDeployer` (every replica count read or set). The traffic activities never know it is there.
 
 The model: a service's demand is fixed when its weights are first seen, at `utilization` (default 60%) of the
 capacity of the regions serving it then. A region's load is demand x its share; its capacity is replicas x
@@ -15,13 +20,13 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from temporalio import activity
 
-from activities.adapters.base import TrafficError
-from common.types import MetricWindow, StageRef
+from activities.adapters.base import Deployer, TrafficError, TrafficRouter
+from common.types import MetricWindow, Role, StageRef
 
 DEFAULT_REPLICAS = 4
 KNEE = 0.7  # utilisation where latency starts to grow
@@ -41,6 +46,7 @@ class LoadEffect:
     utilization: float = 0.0
     latency_factor: float = 1.0
     error_rate: float = 0.0
+    traffic: float = 1.0  # the region's share of the service's traffic over an even split: 0 drained, 1.5 loaded
 
 
 def overload(utilization: float) -> LoadEffect:
@@ -142,17 +148,19 @@ class SimulatedLoad:
         line.add(now, shares)
 
     def effect(self, stage: StageRef, window: MetricWindow) -> LoadEffect:
-        """The overload of a stage at the end of `window`; no effect for services whose traffic was never seen."""
+        """The traffic and overload of a stage at the end of `window`; no effect for regions whose traffic was never seen."""
         key = (stage.service, stage.environment)
         line = self._shares.get(key)
         shares = line.at(window.end) if line is not None else None
-        if not isinstance(shares, dict):
+        if not isinstance(shares, dict) or stage.region not in shares:
             return LoadEffect()
-        load = self._demand[key] * shares.get(stage.region, 0.0)
+        share = shares[stage.region]
+        load = self._demand[key] * share
         capacity = self._replicas_at(stage, window.end) * self.replica_rps
         if load <= 0:
-            return LoadEffect()
-        return overload(load / capacity if capacity > 0 else math.inf)
+            return LoadEffect(traffic=0.0)
+        effect = overload(load / capacity if capacity > 0 else math.inf)
+        return replace(effect, traffic=share * len(shares))
 
 
 class SimulatedRecordSet:
@@ -213,3 +221,69 @@ class SimulatedRecordSets:
                 rs.add(set_id, weight, ttl)
             self._sets[key] = rs
         return self._sets[key]
+
+
+class ObservedRouter:
+    """A `TrafficRouter` that tells the simulated fleet's traffic model every weight it reads or sets.
+
+    `regions()` maps each region of the record set to its set identifier (the registry knows them)."""
+
+    def __init__(self, router: TrafficRouter, load: SimulatedLoad, service: str, environment: str,
+                 regions: Callable[[], dict[str, str]]) -> None:
+        self.inner = router
+        self.load = load
+        self.service = service
+        self.environment = environment
+        self.regions = regions
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def _observe(self, weights: dict[str, int]) -> dict[str, int]:
+        regions = self.regions()
+        if regions:
+            self.load.observe_weights(self.service, self.environment, {r: weights.get(sid, 0) for r, sid in regions.items()})
+        return weights
+
+    async def weights(self) -> dict[str, int]:
+        return self._observe(await self.inner.weights())
+
+    async def set_weights(self, wanted: dict[str, int], *, expect: dict[str, int] | None = None) -> dict[str, int]:
+        return self._observe(await self.inner.set_weights(wanted, expect=expect))
+
+    async def ttl_seconds(self) -> int:
+        return await self.inner.ttl_seconds()
+
+
+class ObservedDeployer:
+    """A real `Deployer` whose primary's replica counts the simulated traffic model learns, for stages whose
+    metrics are simulated: overload then follows the real capacity."""
+
+    def __init__(self, deployer: Deployer, load: SimulatedLoad) -> None:
+        self.inner = deployer
+        self.load = load
+
+    async def current_version(self, stage: StageRef) -> str | None:
+        return await self.inner.current_version(stage)
+
+    async def deploy(self, stage: StageRef, role: Role, version: str, image: str | None, replicas: int) -> None:
+        await self.inner.deploy(stage, role, version, image, replicas)
+
+    async def promote(self, stage: StageRef, version: str, image: str) -> str | None:
+        return await self.inner.promote(stage, version, image)
+
+    async def rollback(self, stage: StageRef, to_version: str | None, image: str | None) -> None:
+        await self.inner.rollback(stage, to_version, image)
+
+    async def cleanup(self, stage: StageRef) -> None:
+        await self.inner.cleanup(stage)
+
+    async def replicas(self, stage: StageRef) -> int:
+        count = await self.inner.replicas(stage)
+        self.load.observe_replicas(stage, count)
+        return count
+
+    async def scale(self, stage: StageRef, replicas: int) -> None:
+        await self.inner.scale(stage, replicas)  # returns once that many are ready
+        self.load.observe_replicas(stage, replicas)

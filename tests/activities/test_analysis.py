@@ -170,3 +170,34 @@ async def test_a_store_that_cannot_write_fails_the_render_not_the_verdict(tmp_pa
     with pytest.raises(ApplicationError, match="cannot write report") as err:
         await env.run(acts.render_report, ReportInput.for_canary(analysis_input(), judged.result))
     assert err.value.type == "ReportError" and err.value.non_retryable  # a file where the folder should be stays so
+
+
+async def test_a_canary_in_a_drained_region_is_never_judged_a_pass(store: LocalReportStore):
+    """Issue #19 item 5: eu-west-1 drained through the real traffic activity (which knows nothing of the simulated
+    fleet) leaves its canary no samples, so its analysis is insufficient data, not `pass 100`; once the traffic is
+    back it passes again."""
+    from activities.adapters.registry import registry_from_targets
+    from activities.adapters.targets import parse_targets
+    from activities.traffic.messages import SetWeightsInput
+    from activities.traffic.shift import TrafficActivities
+
+    sim = fleet()
+    sim.load.clock = lambda: START - timedelta(hours=1)  # when the weights change: before the analysis window
+    registry = registry_from_targets(parse_targets({
+        "defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}},
+        "targets": [{"region": r, "environment": "prod", "traffic": {"simulated": {"weight": 100}}}
+                    for r in ("us-east-1", "eu-west-1")]}), sim)
+    traffic, analysis = TrafficActivities(registry), AnalysisActivities(registry, store)
+    env = ActivityEnvironment()
+    regions = {"us-east-1": "us-east-1", "eu-west-1": "eu-west-1"}
+
+    async def move(eu_west_1: int, expect: dict[str, int]) -> None:
+        await env.run(traffic.set_weights, SetWeightsInput(service="checkout", region="eu-west-1", regions=regions,
+                                                           weights={"eu-west-1": eu_west_1}, expect=expect))
+
+    await move(0, {"us-east-1": 100, "eu-west-1": 100})
+    drained = await env.run(analysis.analyze_canary, analysis_input())
+    assert drained.result.verdict == "insufficient_data"
+    sim.load.clock = lambda: START - timedelta(minutes=30)
+    await move(100, {"us-east-1": 100, "eu-west-1": 0})
+    assert (await env.run(analysis.analyze_canary, analysis_input())).result.verdict == "pass"

@@ -24,8 +24,9 @@ from temporalio.testing import ActivityEnvironment
 from activities.adapters.registry import AdapterRegistry, registry_from_targets
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import parse_targets
-from activities.traffic import TrafficActivities
-from activities.traffic_models import PlanInput, SetWeightsInput
+from activities.traffic.messages import SetWeightsInput
+from activities.traffic.shift import TrafficActivities
+from common.traffic.models import PlanInput
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import MotoServer
 from tests.workflows.evacuation_helpers import evacuation, running_worker, start, wait_for

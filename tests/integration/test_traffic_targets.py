@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import statistics
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from activities.adapters.registry import registry_from_targets
 from activities.adapters.targets import TargetsError, parse_targets
+from canary.config import MetricSpec
+from common.types import MetricWindow, StageRef
 
 PROM = {"kind": "prometheus", "url": "http://prom:9090",
         "queries": {"latency_p99": "q{version}", "error_rate": "e{version}"}}
@@ -123,8 +127,89 @@ async def test_the_simulated_fleet_slows_down_and_sheds_when_a_region_is_overloa
     latency = MetricSpec(name="latency_p99", kind="latency")
     before = await fleet.fetch(use1, latency, window(4), ("primary", None), ("primary", "1.0.0"))
     after = await fleet.fetch(use1, latency, window(6), ("primary", None), ("primary", "1.0.0"))
-    ratio = sum(after.canary) / sum(before.canary)
-    assert ratio == pytest.approx(overload(0.9).latency_factor)
+    assert (len(before.canary), len(after.canary)) == (60, 90)  # half the traffic instead of a third: 1.5x the samples
+    mean = statistics.fmean
+    assert mean(after.canary) / mean(before.canary) == pytest.approx(overload(0.9).latency_factor, rel=0.05)
     clock[0] += timedelta(minutes=5)
     await fleet.scale(use1, 8)  # capacity doubles: 45% load
     assert fleet.load.effect(use1, window(11)).latency_factor == 1.0 and await fleet.replicas(use1) == 8
+
+
+def _stage(region: str, service: str = "pay") -> StageRef:
+    return StageRef(service=service, region=region, environment="prod")
+
+
+def _window(end: datetime) -> MetricWindow:
+    return MetricWindow(start=end - timedelta(minutes=1), end=end, interval_seconds=1)
+
+
+async def test_the_fleets_samples_follow_the_weights_set_through_the_router_alone():
+    """Issue #19 item 5: weights moved through the adapter interface (as the traffic activities do, knowing nothing
+    of the fleet) reach the simulated metrics: a drained region yields no samples, its receivers more."""
+    from activities.adapters.simulated import FleetScenario, SimulatedFleet
+
+    clock = [datetime(2026, 1, 1, tzinfo=UTC)]
+    fleet = SimulatedFleet(FleetScenario(min_samples=60))
+    fleet.load.clock = lambda: clock[0]
+    reg = registry_from_targets(parse_targets({
+        "defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}},
+        "targets": [target(r, {"simulated": {"weight": 100}}) for r in ("us-east-1", "eu-west-1", "ap-south-1")]}), fleet)
+    router = reg.traffic_target("eu-west-1", "prod").router_for("pay")  # type: ignore[union-attr]
+    latency = MetricSpec(name="latency_p99", kind="latency")
+    errors = MetricSpec(name="error_rate", kind="error_rate")
+
+    async def samples(region: str, metric: MetricSpec = latency) -> int:
+        got = await reg.metrics(_stage(region)).fetch(_stage(region), metric, _window(clock[0]), ("baseline", "0.9.0"),
+                                                      ("canary", "1.0.0"))
+        assert len(got.baseline) == len(got.canary)  # both sides see the region's traffic
+        return len(got.canary)
+
+    assert [await samples(r) for r in ("us-east-1", "eu-west-1")] == [60, 60]  # nothing seen yet: an even split
+    await router.weights()  # a read is seen too: an even split
+    clock[0] += timedelta(minutes=5)
+    await router.set_weights({"eu-west-1": 0}, expect={"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100})
+    clock[0] += timedelta(minutes=5)
+    assert await samples("eu-west-1") == 0 and await samples("eu-west-1", errors) == 0  # drained: no samples at all
+    assert await samples("us-east-1") == 90 and await samples("ap-south-1", errors) == 90  # a half share, not a third
+    await router.set_weights({"eu-west-1": 100})
+    clock[0] += timedelta(minutes=5)
+    assert [await samples(r) for r in ("us-east-1", "eu-west-1", "ap-south-1")] == [60, 60, 60]
+    assert await samples("eu-west-1", errors) == 60
+
+
+async def test_a_real_deployers_replicas_reach_the_fleet_through_its_own_adapter():
+    """A stage run by a real deployer but measured by the simulated fleet: the fleet learns its replicas when
+    anything reads or scales them through the registry's deployer, so pre-warm relieves overload."""
+    from activities.adapters.simulated import SimulatedFleet
+
+    class Deployer:  # the interface a real deployer implements, holding replicas only
+        def __init__(self) -> None:
+            self.count = 4
+
+        async def replicas(self, stage: StageRef) -> int:
+            return self.count
+
+        async def scale(self, stage: StageRef, replicas: int) -> None:
+            self.count = replicas
+
+    fleet = SimulatedFleet()
+    reg = registry_from_targets(parse_targets({"defaults": {"metrics": {"kind": "simulated"}, "deployer": {"kind": "simulated"}},
+                                               "targets": [{"region": "us-east-1", "environment": "prod"}]}), fleet)
+    real = Deployer()
+    reg.deployers["us-east-1/prod"] = real  # type: ignore[assignment]
+    from activities.adapters.registry import _let_the_fleet_observe
+
+    _let_the_fleet_observe(reg, fleet)
+    deployer = reg.deployer(_stage("us-east-1"))
+    assert deployer is not real and fleet.load.replicas(_stage("us-east-1")) == 4
+    real.count = 6
+    assert await deployer.replicas(_stage("us-east-1")) == 6 and fleet.load.replicas(_stage("us-east-1")) == 6
+    await deployer.scale(_stage("us-east-1"), 9)
+    assert real.count == 9 and fleet.load.replicas(_stage("us-east-1")) == 9
+
+
+def test_nothing_is_wrapped_where_every_metric_is_real():
+    reg = registry_from_targets(parse_targets({"targets": [
+        target("us-east-1", {"route53": R53}, metrics=PROM), target("eu-west-1", {"route53": R53}, metrics=PROM)]}))
+    router = reg.traffic_target("us-east-1", "prod").router_for("pay")  # type: ignore[union-attr]
+    assert type(router).__name__ == "Route53Traffic"

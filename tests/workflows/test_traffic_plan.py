@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activities.traffic_models import PlanInput, RestoreTarget
-from activities.traffic_plan import (
+from common.traffic.models import PlanInput, RestoreTarget
+from common.traffic.plan import (
     Member,
     PlanRefused,
     capacity_plan,

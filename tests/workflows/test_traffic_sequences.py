@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from activities.traffic_models import PlanInput, RestoreTarget
-from activities.traffic_plan import Member, PlanRefused, capacity_plan, plan_shift
+from common.traffic.models import PlanInput, RestoreTarget
+from common.traffic.plan import Member, PlanRefused, capacity_plan, plan_shift
 
 LEVELS = [[67, 33, 0], [30, 10, 0], [50, 0], [0], [80, 40]]
 RPS = 100

@@ -271,7 +271,8 @@ class KubernetesDeployer:
         return version_of(dep, self._container(dep))
 
     def _as_dict(self, obj: object) -> dict[str, Any]:
-        return self._api_client().sanitize_for_serialization(obj)
+        serialized: dict[str, Any] = self._api_client().sanitize_for_serialization(obj)
+        return serialized
 
     # -- waiting -----------------------------------------------------------------------------------
     async def _wait_rollout(self, failed: str, purpose: str, ns: str, name: str, image: str | None) -> None:

@@ -16,26 +16,26 @@ from activities.adapters.registry import AdapterRegistry, TrafficTarget
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
 from activities.metering import meter
-from activities.traffic_models import (
+from activities.traffic.messages import (
     HealthInput,
     HealthResult,
-    PlanInput,
     ReadTrafficInput,
     RegionVerdict,
     ScaleInput,
     ScaleResult,
     SetWeightsInput,
     SetWeightsResult,
-    TrafficPlan,
     TrafficSnapshot,
 )
-from activities.traffic_plan import Member, PlanRefused, capacity_plan, plan_shift
 from canary.config import MetricSamples, MetricSpec
 from common import metrics
-from common.types import INVALID_REQUEST, EnvKind, StageRef
+from common.failures import INVALID_REQUEST, TRAFFIC_CONFLICT
+from common.traffic.models import PlanInput, TrafficPlan
+from common.traffic.plan import Member, PlanRefused, capacity_plan, plan_shift
+from common.types import EnvKind, StageRef
 
-REFUSED = INVALID_REQUEST  # non-retryable (workflows/options.NON_RETRYABLE): the request cannot be done as asked
-CONFLICT = "TrafficConflict"  # someone else moved the weights: stop, do not fight
+REFUSED = INVALID_REQUEST  # never retried (common/failures.py): the request cannot be done as asked
+CONFLICT = TRAFFIC_CONFLICT  # never retried: someone else moved the weights, stop, do not fight
 
 
 def refuse(what: str, problems: list[str]) -> ApplicationError:
@@ -68,17 +68,10 @@ class TrafficActivities:
             if t.environment == environment and t.router_for(service) is router
         }
 
-    def _observe(self, service: str, environment: str, weights: dict[str, int], regions: dict[str, str]) -> None:
-        """Tell the simulated fleet's traffic model the new weights (harmless when nothing is simulated)."""
-        if self.registry.load is not None and regions:
-            self.registry.load.observe_weights(service, environment, {r: weights.get(sid, 0) for r, sid in regions.items()})
+    def _report_weights(self, service: str, environment: str, weights: dict[str, int], regions: dict[str, str]) -> None:
+        """Bifrost's own metric of the record set's weights, by region where the regions are known."""
         by_region = {r: weights.get(sid, 0) for r, sid in regions.items()} if regions else weights
         metrics.traffic_weights(meter(), service=service, environment=environment, weights=by_region)
-
-    def _observe_replicas(self, stage: StageRef, replicas: int) -> None:
-        """Tell the simulated fleet's traffic model a primary's replicas (a no-op for the simulated deployer itself)."""
-        if self.registry.load is not None:
-            self.registry.load.observe_replicas(stage, replicas)
 
     def _stage(self, service: str, region: str, environment: EnvKind) -> StageRef:
         return StageRef(service=service, region=region, environment=environment)
@@ -117,7 +110,6 @@ class TrafficActivities:
             stage = self._stage(inp.service, region, inp.environment)
             try:
                 replicas[region] = await self.registry.deployer(stage).replicas(stage)
-                self._observe_replicas(stage, replicas[region])
             except AdapterError as err:
                 if err.retryable:
                     raise
@@ -128,7 +120,7 @@ class TrafficActivities:
             regions = capacity_plan(inp, shift, weights, members, replicas)
         except PlanRefused as err:
             raise refuse(what, err.problems) from err
-        self._observe(inp.service, inp.environment, weights, {m.region: m.set_identifier for m in members.values()})
+        self._report_weights(inp.service, inp.environment, weights, {m.region: m.set_identifier for m in members.values()})
         wait = max([ttl, *(t.min_wait_seconds for t in self.registry.traffic_targets.values() if t.region in members
                           and t.environment == inp.environment)])
         notes = []
@@ -156,7 +148,7 @@ class TrafficActivities:
         current = await router.weights()
         wanted = {**current, **inp.weights}
         if current == wanted:
-            self._observe(inp.service, inp.environment, current, inp.regions)
+            self._report_weights(inp.service, inp.environment, current, inp.regions)
             return SetWeightsResult(weights=current, changed=False)
         if current != inp.expect:
             raise ApplicationError(
@@ -165,7 +157,7 @@ class TrafficActivities:
                 type=CONFLICT, non_retryable=True)
         activity.logger.info("%s: set weights %s (%s)", router.name, inp.weights, inp.why)
         after = await router.set_weights(inp.weights, expect=inp.expect)
-        self._observe(inp.service, inp.environment, after, inp.regions)
+        self._report_weights(inp.service, inp.environment, after, inp.regions)
         return SetWeightsResult(weights=after, changed=True)
 
     @activity.defn
@@ -186,7 +178,6 @@ class TrafficActivities:
         activity.logger.info("scale %s from %d to %d replicas", inp.stage.key, before, inp.replicas)
         await deployer.scale(inp.stage, inp.replicas)
         after = await deployer.replicas(inp.stage)
-        self._observe_replicas(inp.stage, after)
         return ScaleResult(before=before, after=after)
 
     @activity.defn

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from activities.traffic_models import PlanInput, RegionPlan, RegionRole
-from canary.config import MetricSpec
+from common.metric_spec import MetricSpec
+from common.traffic.models import PlanInput, RegionPlan, RegionRole
 
 DEFAULT_STEPS = [67, 33, 0]
 MAX_STEPS = 20

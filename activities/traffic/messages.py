@@ -1,0 +1,101 @@
+"""Inputs and outputs of the traffic activities besides the plan (common/traffic/models.py): one pydantic argument each.
+
+Weights are keyed by set identifier (what the record set holds); replicas and health by region.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from canary.config import JudgeConfig, MetricSpec, MonitorResult
+from common.types import EnvKind, MetricWindow, StageRef
+
+
+class SetWeightsInput(BaseModel):
+    """Move the record set to `weights` if it still holds `expect`; a no-op when it already holds `weights`."""
+
+    service: str
+    environment: EnvKind = "prod"
+    region: str = Field(description="a region of the record set: its target says where the record is")
+    weights: dict[str, int]
+    expect: dict[str, int]
+    regions: dict[str, str] = Field(default_factory=dict, description="region -> set identifier, to report shares by region")
+    why: str = ""
+
+
+class SetWeightsResult(BaseModel):
+    weights: dict[str, int]
+    changed: bool = Field(description="False when the record set already held the weights (a retried or replayed step)")
+
+
+class ScaleInput(BaseModel):
+    """Scale a stage's primary up to at least (`up`) or down to at most (`down`) `replicas`, and wait until ready."""
+
+    stage: StageRef
+    replicas: int = Field(ge=0)
+    direction: Literal["up", "down"] = "up"
+    max_replicas: int | None = None
+
+
+class ScaleResult(BaseModel):
+    before: int
+    after: int
+
+
+class RegionHealth(BaseModel):
+    region: str
+    metrics: list[MetricSpec]
+
+
+class HealthInput(BaseModel):
+    """Judge each region's primary after a step (`window`) against its own pre-shift window (`baseline_window`)."""
+
+    service: str
+    environment: EnvKind = "prod"
+    regions: list[RegionHealth]
+    baseline_window: MetricWindow
+    window: MetricWindow
+    judge: JudgeConfig
+    look: int = Field(ge=1)
+    max_looks: int = Field(ge=1)
+
+
+class RegionVerdict(BaseModel):
+    region: str
+    version: str | None
+    monitor: MonitorResult | None = None
+    note: str = ""
+
+
+class HealthResult(BaseModel):
+    alarm: bool
+    regions: list[RegionVerdict]
+
+    @property
+    def summary(self) -> str:
+        parts = []
+        for r in self.regions:
+            text = r.monitor.summary if r.monitor is not None else r.note
+            parts.append(f"{r.region}: {text}")
+        return "; ".join(parts)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{r.region} {reason}" for r in self.regions if r.monitor is not None and r.monitor.alarm
+                for reason in r.monitor.reasons]
+
+
+class ReadTrafficInput(BaseModel):
+    """Read the record set's weights and the replicas of some regions (to report the truth at the end)."""
+
+    service: str
+    environment: EnvKind = "prod"
+    region: str
+    replicas_of: list[str] = Field(default_factory=list)
+
+
+class TrafficSnapshot(BaseModel):
+    weights: dict[str, int]
+    replicas: dict[str, int]
