@@ -20,6 +20,7 @@ prints the worker process's CPU per stage for each, its batches, and the ratio t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import uuid
@@ -156,7 +157,6 @@ class _Sink:
 async def telemetry_cost(args: argparse.Namespace) -> None:
     """Worker CPU per stage without and with metrics + tracing, alternating batches on one dev server."""
     import asyncio
-    import os
 
     from worker.connect import connect
     from worker.telemetry import Telemetry, metrics_runtime, tracing_interceptor
@@ -245,14 +245,17 @@ async def main(args: argparse.Namespace) -> None:
     queue = f"bench-{uuid.uuid4().hex[:6]}"
     fleet = SimulatedFleet(FleetScenario(min_samples=60, effects=[VersionEffect(version=BAD, error_factor=8)]))
     walls: list[tuple[float, str, int]] = []
+    cpus: list[float] = []  # this process's CPU (user + system, all threads) per rollout: the worker's, and the client's
     try:
         async with build_worker(env.client, AdapterRegistry.simulated(fleet), task_queue=queue,
                                 reports_dir="/tmp/bifrost-bench-reports", reports=NoReports() if args.no_reports else None):
             for i in range(0 if args.hop_only else args.runs):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), os.times()
                 handle = await start_rollout(env.client, request(i), queue)
                 result = await outcome(handle)
                 walls.append((time.perf_counter() - t0, handle.id, len(result.stages)))
+                c1 = os.times()
+                cpus.append(c1.user - c0.user + c1.system - c0.system)
                 assert result.status == "succeeded", result.reason
             if not args.hop_only:  # a failing judgement: how soon does the rollback start?
                 failing = await start_rollout(env.client, request(args.runs, BAD), queue)
@@ -291,6 +294,10 @@ async def main(args: argparse.Namespace) -> None:
     print(f"  rollout wall time: median {median_wall:.2f} s (min {warm[0][0]:.2f}, max {warm[-1][0]:.2f}) over "
           f"{len(warm)} warm runs; first (cold worker) {walls[0][0]:.2f} s")
     print(f"  overhead per stage: {per_stage * 1000:.0f} ms")
+    warm_cpu = sorted(cpus[1:] or cpus)
+    print(f"  worker process CPU per rollout (user + system, all threads; the client runs in it too, reports are drawn "
+          f"in a child process): median {warm_cpu[len(warm_cpu) // 2]:.2f} s (min {warm_cpu[0]:.2f}, max {warm_cpu[-1]:.2f}); "
+          f"first {cpus[0]:.2f} s; load average {os.getloadavg()[0]:.1f}")
     print(f"  all history work of that rollout: {tree.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)} workflow tasks, "
           f"{tree.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)} activities in {sum(1 for _ in tree.all_runs())} "
           f"histories (rollout, stages, lock)")

@@ -27,6 +27,7 @@ from activities.notify import NotifyActivities
 from activities.peers import PeerActivities
 from activities.traffic.shift import TrafficActivities
 from worker.limits import WorkerLimits
+from worker.sandbox import workflow_runner
 from worker.telemetry import worker_interceptors
 from workflows.evacuation import EvacuationWorkflow
 from workflows.lock import ServiceLockWorkflow
@@ -187,6 +188,7 @@ def build_worker(
         client,
         task_queue=task_queue,
         workflows=WORKFLOWS,
+        workflow_runner=workflow_runner(),  # the SDK's sandbox, minus two host-side costs (worker/sandbox.py)
         activities=activities,  # render_report too: stages begun before ReportWorkflow draw on this queue
         graceful_shutdown_timeout=graceful_shutdown,
         render_pool=owned,

@@ -13,6 +13,7 @@ from temporalio.worker import Replayer
 
 from worker.build import WORKFLOWS
 from worker.converter import DATA_CONVERTER
+from worker.sandbox import workflow_runner
 
 HISTORIES = sorted((Path(__file__).resolve().parent.parent / "histories").glob("*.json"))
 
@@ -39,5 +40,5 @@ def test_histories_are_recorded():
 async def test_replay(path: Path):
     data = json.loads(path.read_text())
     history = WorkflowHistory.from_json(data["workflow_id"], data["history"])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER, workflow_runner=workflow_runner())
     await replayer.replay_workflow(history)
