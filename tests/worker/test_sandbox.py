@@ -56,3 +56,4 @@ async def test_the_contexts_match_the_stock_sandboxs():
     ours, stock = _instance(workflow_runner()), _instance(SandboxedWorkflowRunner())
     assert ours.get_serialization_context(None) == stock.get_serialization_context(None)
     assert ours.get_external_store_context(None) == stock.get_external_store_context(None)
+
