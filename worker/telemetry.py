@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry import context, trace
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Interceptor as ClientInterceptor
+from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkflowInterceptorClassInput
 
 from common import metrics
 from common.failures import ADAPTER_ERROR_KINDS
@@ -90,8 +94,6 @@ def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None,
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-    from temporalio.contrib.opentelemetry import TracingInterceptor
-
     if sample_ratio is not None and not 0 <= sample_ratio <= 1:
         raise TelemetryOptionError(f"--trace-sample-ratio must be between 0 and 1, got {sample_ratio}")
     sampler = ParentBased(TraceIdRatioBased(sample_ratio)) if sample_ratio is not None else None
@@ -104,7 +106,7 @@ def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None,
         endpoint = otlp_endpoint.rstrip("/")
         endpoint = endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))  # flushed at exit
-    return TracingInterceptor(provider.get_tracer("bifrost"))
+    return SampledTracing(provider.get_tracer("bifrost"))
 
 
 def telemetry(*, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
@@ -128,6 +130,67 @@ def client_telemetry() -> Telemetry:
         return telemetry(otlp_endpoint=endpoint)
     except TelemetryOptionError:
         raise TelemetryOptionError(f"{OTLP_ENV} must start with http:// or https://, got {endpoint!r}") from None
+
+
+# -- tracing that costs nothing for a trace the sampler dropped ---------------------------------------------------
+def _sampled() -> bool:
+    return bool(trace.get_current_span().get_span_context().trace_flags.sampled)
+
+
+_IDS = RandomIdGenerator()
+
+
+class _TracedWorkflow(TracingWorkflowInboundInterceptor):
+    """The SDK's workflow interceptor, which makes no span (and so no host call) in a workflow without a traced parent.
+
+    The host would create none anyway (`always_create_workflow_spans` is off); this skips building the call. It runs
+    in the sandbox with this module's globals: `trace` is the host's opentelemetry, as the SDK's interceptor uses."""
+
+    def _completed_span(self, span_name: str, **kwargs: Any) -> None:
+        if trace.get_current_span() is trace.INVALID_SPAN:
+            return None
+        return super()._completed_span(span_name, **kwargs)
+
+
+class _TracedActivity(ActivityInboundInterceptor):
+    """Traces an activity only when its caller sent a trace header; otherwise runs it under an unsampled parent, so
+    the activity's own client calls (the lock's signal, peer queries) start no trace of their own either."""
+
+    def __init__(self, next: ActivityInboundInterceptor, traced: ActivityInboundInterceptor, header_key: str) -> None:
+        super().__init__(next)
+        self.traced = traced
+        self.header_key = header_key
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        if self.header_key in input.headers:
+            return await self.traced.execute_activity(input)
+        ids = _IDS
+        unsampled = trace.NonRecordingSpan(trace.SpanContext(ids.generate_trace_id(), ids.generate_span_id(),
+                                                             is_remote=True, trace_flags=trace.TraceFlags(0)))
+        token = context.attach(trace.set_span_in_context(unsampled))
+        try:
+            return await self.next.execute_activity(input)
+        finally:
+            context.detach(token)
+
+
+class SampledTracing(TracingInterceptor):
+    """The SDK's TracingInterceptor, except that a trace its sampler dropped propagates nothing further.
+
+    With `--trace-sample-ratio` most rollouts are not traced, yet the stock interceptor still sends a trace header with
+    every activity, child, signal and query, decodes it on the other side and makes a non-recording span there
+    (docs/benchmarks.md, telemetry cost). Here an unsampled client call sends no header; a workflow without one makes
+    no spans and sends none; an activity without one runs untraced. A sampled rollout is traced exactly as before."""
+
+    def _context_to_headers(self, headers: Mapping[str, Payload]) -> Mapping[str, Payload]:
+        return super()._context_to_headers(headers) if _sampled() else headers
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _TracedActivity(next, super().intercept_activity(next), self.header_key)
+
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[TracingWorkflowInboundInterceptor]:
+        super().workflow_interceptor_class(input)
+        return _TracedWorkflow
 
 
 # -- adapter errors by kind ----------------------------------------------------------------------------------------

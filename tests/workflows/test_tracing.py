@@ -37,3 +37,27 @@ async def test_a_rollout_is_one_trace_across_client_workflows_and_activities(env
     assert names["RunActivity:request_service_lock"] >= 1, names  # the lock, through an activity's own client call
     others = {s.context.trace_id for s in spans if s.attributes and s.attributes.get("temporalWorkflowID", "").startswith(handle.id)}
     assert others == {trace_id}, "a span of this rollout landed in another trace"
+
+
+async def test_a_rollout_its_sampler_dropped_sends_no_trace_headers(env, task_queue, tmp_path) -> None:
+    """An unsampled rollout costs no header on any call (worker/telemetry.py SampledTracing), and exports nothing."""
+    from temporalio.api.enums.v1 import EventType
+
+    exporter = InMemorySpanExporter()
+    client = await Client.connect(env.client.service_client.config.target_host, namespace=env.client.namespace,
+                                  data_converter=DATA_CONVERTER,
+                                  interceptors=[tracing_interceptor(None, exporter=exporter, sample_ratio=0.0)])
+    async with running_worker(client, fleet(), task_queue, tmp_path):
+        handle = await start(client, make_request(), task_queue)
+        result = await outcome(handle)
+    assert result.status == "succeeded"
+    assert exporter.get_finished_spans() == ()
+    events = [e async for e in env.client.get_workflow_handle(handle.id).fetch_history_events()]
+    scheduled = [e.activity_task_scheduled_event_attributes for e in events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    children = [e.start_child_workflow_execution_initiated_event_attributes for e in events
+                if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+    assert scheduled and children
+    assert not any("_tracer-data" in a.header.fields for a in [*scheduled, *children])
+    started = events[0].workflow_execution_started_event_attributes
+    assert "_tracer-data" not in started.header.fields
