@@ -28,9 +28,9 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
-from activities.errors import OWN_TYPES
+from common.failures import FAILURE_TYPES
 from common.problems import payload_problems
-from common.types import INVALID_PAYLOAD, USER_FACING_FAILURE_TYPES
+from common.types import INVALID_PAYLOAD
 
 
 class _ModelJSONConverter(PydanticJSONPlainPayloadConverter):
@@ -56,8 +56,9 @@ class BifrostPayloadConverter(CompositePayloadConverter):
                            for c in DefaultPayloadConverter.default_encoding_payload_converters))
 
 
-# Failures raised on purpose, with a message written for a person: no Python frames anywhere in their chain.
-QUIET_FAILURE_TYPES: frozenset[str] = USER_FACING_FAILURE_TYPES | OWN_TYPES
+# Every failure type raised on purpose (common/failures.py: outcomes, refusals, adapter errors), its message written
+# for a person: no Python frames anywhere in its chain.
+QUIET_FAILURE_TYPES: frozenset[str] = frozenset(FAILURE_TYPES)
 
 
 class BifrostFailureConverter(DefaultFailureConverter):

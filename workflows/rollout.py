@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
     from canary.config import StagePlace
-    from common import metrics
+    from common import metrics, notices
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from common.types import (
         INVALID_REQUEST,
@@ -80,6 +80,12 @@ with workflow.unsafe.imports_passed_through():
 
 
 EARLY_REPORTS_PATCH = "reports-before-stage-start"  # a stage's report that overtook its start is taken
+# Telling people when they are needed (common/notices.py); each guards new notify activities and timers.
+NOTIFY_APPROVAL_PATCH = "notify-approval-pending"  # approval_pending, then approval_reminder at an interval
+NOTIFY_WINDOW_PATCH = "notify-window-closed"
+NOTIFY_PAUSED_PATCH = "notify-paused"
+NOTIFY_QUEUED_PATCH = "notify-queued"
+QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # a lock not granted by then: another rollout holds it
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,8 @@ class RolloutWorkflow:
         self._progress_pokes: dict[str, list[StageState]] = {}
         self._confirming: dict[str, asyncio.Lock] = {}
         self._metered: tuple[RolloutStatus, datetime] | None = None  # the status last counted (metrics), and since when
+        self._window_noticed: set[str] = set()  # the closed windows people were last told about
+        self._watchers: list[asyncio.Task[None]] = []  # notices that wait for a hold to last (queued, reminders)
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -166,6 +174,8 @@ class RolloutWorkflow:
 
     async def _execute(self, plan: Plan) -> None:
         self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
+        if workflow.patched(NOTIFY_QUEUED_PATCH):  # notify
+            self._background(self._notice_if_queued())
         if not await self.lock.acquire(give_up=lambda: self.stop is not None, answered=self._lock_answered):
             raise _Stopped()
         self._set_status("running")
@@ -326,6 +336,55 @@ class RolloutWorkflow:
             summary=f"notify {event}", **options.NOTIFY,
         )))
 
+    # -- telling people when they are needed (common/notices.py builds each notice) ------------------
+    def _about(self) -> dict[str, str]:
+        return {"rollout_id": self.state.rollout_id, "service": self.req.service, "version": self.req.version}
+
+    def _tell(self, n: Notification) -> None:
+        """Send a notice without waiting: it never delays or fails the rollout."""
+        self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
+            NotifyActivities.notify, n, summary=f"notify {n.event}", **options.NOTIFY)))
+
+    def _background(self, watcher: Any) -> None:
+        self._watchers.append(asyncio.ensure_future(watcher))
+
+    async def _notice_if_queued(self) -> None:
+        """Tell people the rollout waits behind another one, if the lock is not granted soon."""
+        try:
+            await workflow.wait_condition(lambda: self.state.status != "queued" or self.stop is not None,
+                                          timeout=QUEUED_NOTICE_AFTER, timeout_summary="notice if still queued")
+        except TimeoutError:
+            self._tell(notices.queued(**self._about()))
+
+    async def _notice_approval(self, wave: Wave, gates: list[str], times_out_at: datetime) -> None:
+        """approval_pending now, then a bounded number of reminders while the same gates still wait."""
+        a = self.req.approvals
+        stages = [s.key for s in wave.stages]
+
+        def notice(reminder: int) -> Notification:
+            left = max(a.max_reminders - reminder, 0) if a.remind_every_minutes else None
+            return notices.approval_pending(**self._about(), wave=wave.index, gates=gates, stages=stages,
+                                            approvers=list(a.approvers), times_out_at=times_out_at,
+                                            reminder=reminder, reminders_left=left)
+
+        def answered() -> bool:
+            return self.state.awaiting_wave != wave.index or not self.state.pending_approvals or self.stop is not None
+
+        self._tell(notice(0))
+        if not a.remind_every_minutes:
+            return
+        for reminder in range(1, a.max_reminders + 1):
+            every = timedelta(minutes=a.remind_every_minutes)
+            if times_out_at - workflow.now() <= every:
+                return  # the gate times out first: its rejection is the next thing people hear
+            try:
+                await workflow.wait_condition(answered, timeout=every, timeout_summary=f"approval reminder {reminder}")
+                return
+            except TimeoutError:
+                if answered():
+                    return
+                self._tell(notice(reminder))
+
     def _signal_stage(self, key: str, signal: Any, arg: Any) -> None:
         """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
         handle = workflow.get_external_workflow_handle(self._child_id(key))
@@ -371,6 +430,8 @@ class RolloutWorkflow:
             self.state.pending_approvals, self.state.awaiting_wave = pending, wave.index
             self._set_status("awaiting_approval", waiting_for=f"approval of wave {wave.index} (gates: {', '.join(pending)})")
             hours = self.req.approvals.timeout_hours
+            if workflow.patched(NOTIFY_APPROVAL_PATCH):  # notify
+                self._background(self._notice_approval(wave, pending, workflow.now() + timedelta(hours=hours)))
             try:
                 await workflow.wait_condition(
                     lambda: not self.state.pending_approvals or self.stop is not None,
@@ -395,6 +456,9 @@ class RolloutWorkflow:
         self._raise_if_stopped()
         if self.state.pause is not None:
             self._set_status("paused", waiting_for=f"resume (held before {where})")
+            if workflow.patched(NOTIFY_PAUSED_PATCH):  # notify
+                p = self.state.pause
+                self._tell(notices.paused(**self._about(), by=p.by, reason=p.reason, where=where))
             await workflow.wait_condition(lambda: self.state.pause is None or self.stop is not None)
             self._raise_if_stopped()
             self._set_status("running")
@@ -418,6 +482,9 @@ class RolloutWorkflow:
             until = min(known) if known else None
             when = f"{until:%Y-%m-%d %H:%M} UTC" if until is not None else "never (freeze dates cover 400 days)"
             self._set_status("waiting_window", waiting_for=f"deployment window of {', '.join(sorted(closed))} (opens {when})")
+            if set(closed) != self._window_noticed and workflow.patched(NOTIFY_WINDOW_PATCH):  # notify
+                self._window_noticed = set(closed)
+                self._tell(notices.window_closed(**self._about(), wave=wave.index, stages=sorted(closed), opens_at=until))
             overrides = len(self.window_overrides)
             try:
                 await workflow.wait_condition(
