@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deploy import DeployActivities
@@ -86,6 +86,13 @@ NOTIFY_WINDOW_PATCH = "notify-window-closed"
 NOTIFY_PAUSED_PATCH = "notify-paused"
 NOTIFY_QUEUED_PATCH = "notify-queued"
 QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # a lock not granted by then: another rollout holds it
+# A rollout reset from the Web UI while it ran: the server (1.27+) keeps the previous run's stages running, with
+# no parent to conclude them, and the new run could not start them again (WorkflowAlreadyStarted). It asks the
+# orphan to cancel (what the parent-close policy would have done: a working stage stops and rolls back, one
+# waiting for its verdict keeps the version) and starts the stage once the orphan has closed.
+RESET_STAGE_START_PATCH = "stage-start-waits-for-previous-run"
+PREVIOUS_STAGE_WAIT = timedelta(seconds=2)
+PREVIOUS_STAGE_TRIES = 60
 
 
 @dataclass(frozen=True)
@@ -514,8 +521,8 @@ class RolloutWorkflow:
             assert st is not None
             st.status = "deploying"
             self.launched.add(s.key)
-            self.children[s.key] = await workflow.start_child_workflow(
-                StageWorkflow.run,
+            self.children[s.key] = await self._start_stage(
+                s.key,
                 StageInput(
                     rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
                     image=self.req.image, region=s.region, environment=s.environment, wave=wave.index,
@@ -523,10 +530,7 @@ class RolloutWorkflow:
                     on_failure=regions[s.region].on_failure, evacuation=self.req.evacuation,
                     requested_by=self.req.requested_by, place=self._place(s.key),
                 ),
-                id=self._child_id(s.key),
-                task_queue=workflow.info().task_queue,
-                parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"{self.req.service} {self.req.version} in {s.key} (wave {wave.index})",
+                f"{self.req.service} {self.req.version} in {s.key} (wave {wave.index})",
             )
             if self.state.pause is not None:
                 self._signal_stage(s.key, StageWorkflow.set_hold, True)
@@ -540,6 +544,24 @@ class RolloutWorkflow:
             self._stop_working(keys, why)
             await self._until(lambda: self._settled(keys))
             self._collect(keys)
+
+    async def _start_stage(self, key: str, inp: StageInput, summary: str) -> workflow.ChildWorkflowHandle[Any, StageState]:
+        """Start stage `key`; after a reset, first let the previous run's workflow of the stage close."""
+        for attempt in range(1, PREVIOUS_STAGE_TRIES + 1):
+            try:
+                return await workflow.start_child_workflow(
+                    StageWorkflow.run, inp, id=self._child_id(key), task_queue=workflow.info().task_queue,
+                    parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL, static_summary=summary,
+                )
+            except WorkflowAlreadyStartedError:
+                if attempt == PREVIOUS_STAGE_TRIES or not workflow.patched(RESET_STAGE_START_PATCH):
+                    raise
+                if attempt == 1:
+                    self._audit("bifrost", "cancel-orphaned-stage", key, "its workflow from a previous run of this "
+                                "rollout (before a reset) still runs; asked to cancel")
+                    await workflow.get_external_workflow_handle(self._child_id(key)).cancel()
+                await workflow.sleep(PREVIOUS_STAGE_WAIT, summary=f"{key}: its workflow from a previous run is still ending")
+        raise AssertionError("unreachable")
 
     def _settled(self, keys: list[str]) -> bool:
         """Every stage has either ended (its workflow closed) or finished its work and waits for the verdict."""
