@@ -4,25 +4,29 @@
   version queued behind it long enough for `rollout_queued`; both to the end (patches notify-*).
 - reset-holding: a rollout reset to its first task while it held the lock at a gate; the new run gets the lock
   again and cancels its orphaned stage (patches lock-regrant-to-waiting-holder, stage-start-waits-for-previous-run).
+- notify-traffic: an evacuation that tells its start, each step and its end (patch notify-traffic-moves).
 """
 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 
 from bifrost_cli.ops import outcome, start_rollout
+from tests.workflows import evacuation_helpers as evac
 from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.record_histories import _children, _save, _save_runs, _wait, start_recording
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Approve, OverrideWindow, Pause, Resume
 
-GROUPS = ("notify-holds", "reset-holding")
+GROUPS = ("notify-holds", "reset-holding", "notify-traffic")
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 
 
@@ -75,6 +79,12 @@ async def record() -> None:
             await outcome(new_run)
             await _save_runs(client, "reset-holding", hr.id)
             await _save(client, "reset-holding-stage", [*await _children(client, hr.id), f"service-lock/{r.service}"])
+        registry, _ = evac.simulated_registry()
+        with tempfile.TemporaryDirectory() as tmp:
+            async with evac.running_worker(client, registry, "record-traffic", Path(tmp)):
+                he = await evac.start(client, evac.evacuation(evac.service()), "record-traffic")
+                await he.result()
+                await _save(client, "notify-traffic", [he.id])
     finally:
         await env.shutdown()
 
