@@ -23,11 +23,11 @@ from bifrost_cli.ops import outcome, start_rollout
 from tests.workflows import evacuation_helpers as evac
 from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.record_histories import _children, _save, _save_runs, _wait, start_recording
+from tests.workflows.record_signal_histories import ONE_REGION
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Approve, OverrideWindow, Pause, Resume
 
 GROUPS = ("notify-holds", "reset-holding", "notify-traffic")
-ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 
 
 async def record() -> None:
