@@ -17,8 +17,9 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import ActivityEnvironment
 
-from activities.adapters.registry import AdapterRegistry
+from activities.adapters.registry import AdapterRegistry, registry_from_targets
 from activities.adapters.simulated import SimulatedFleet
+from activities.adapters.targets import TargetsError, parse_targets
 from activities.adapters.webhooks import Webhook, WebhookNotifier
 from activities.notify import NotifyActivities
 from common.types import Notification
@@ -233,3 +234,12 @@ async def test_traffic_moves_are_told_at_the_start_each_step_and_the_end(env, ta
     fields = {f["text"].split("\n")[0]: f["text"].split("\n")[1] for f in _posts(webhook_receiver)[-1]["blocks"][1]["fields"]}
     assert fields["*Region*"] == "eu-west-1" and fields["*Weights*"] == "ap-south-1 150, eu-west-1 0, us-east-1 150"
     assert f"{UI}/namespaces/default/workflows/{quote(h.id, safe='')}/" in texts[-1]
+
+
+def test_the_targets_file_carries_the_ui_url_and_refuses_one_that_is_not_a_web_url():
+    targets = parse_targets({"notifications": {"ui_url": UI, "webhooks": [{"name": "r", "url_env": "TEST_WEBHOOK_URL"}]}})
+    registry = registry_from_targets(targets, SimulatedFleet())
+    assert registry.notifier is not None and registry.notifier.ui_url == UI
+    with pytest.raises(TargetsError) as err:
+        parse_targets({"notifications": {"ui_url": "javascript:alert(1)"}})
+    assert "notifications.ui_url: must be an http:// or https:// URL" in str(err.value)
