@@ -92,6 +92,9 @@ QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # a lock not granted by then: anoth
 # waiting for its verdict keeps the version) and starts the stage once the orphan has closed.
 RESET_STAGE_START_PATCH = "stage-start-waits-for-previous-run"
 PREVIOUS_STAGE_WAIT = timedelta(seconds=2)
+# A resubmitted rollout resumes from the failed stage: a wave whose every stage already runs the version (read at
+# the start) changes nothing, so its gates and windows are not asked again (its stages end `skipped`).
+DONE_WAVES_PATCH = "gates-skip-waves-already-done"
 PREVIOUS_STAGE_TRIES = 60
 
 
@@ -431,6 +434,10 @@ class RolloutWorkflow:
     async def _before_wave(self, wave: Wave) -> None:
         """Safe point: honour pause, approval gates and deployment windows before a wave starts."""
         await self._wait_unpaused(f"wave {wave.index}")
+        if self._already_done(wave) and workflow.patched(DONE_WAVES_PATCH):
+            self._audit("bifrost", "wave-already-done", f"wave-{wave.index}",
+                        f"every stage already runs {self.req.version}: no gate or window to wait for")
+            return
         gates = self._gates_for(wave)
         pending = [g for g in gates if g not in self.state.approved]
         if pending:
@@ -454,6 +461,11 @@ class RolloutWorkflow:
             self._set_status("running")
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
+
+    def _already_done(self, wave: Wave) -> bool:
+        """Every stage of the wave ran the new version when the rollout read them (a resubmission after a failure)."""
+        rows = [self.state.stage(s.key) for s in wave.stages]
+        return all(st is not None and st.version_before == self.req.version for st in rows)
 
     def _gates_for(self, wave: Wave) -> list[str]:
         keys = {s.key for s in wave.stages}

@@ -4,6 +4,8 @@
   version queued behind it long enough for `rollout_queued`; both to the end (patches notify-*).
 - reset-holding: a rollout reset to its first task while it held the lock at a gate; the new run gets the lock
   again and cancels its orphaned stage (patches lock-regrant-to-waiting-holder, stage-start-waits-for-previous-run).
+- resubmit-done-waves: a rollout (scope stage) failed at its third wave, resubmitted: the waves already on the
+  version skip their gate (patch gates-skip-waves-already-done).
 - notify-traffic: an evacuation that tells its start, each step and its end (patch notify-traffic-moves).
 """
 
@@ -27,7 +29,7 @@ from tests.workflows.record_signal_histories import ONE_REGION
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Approve, OverrideWindow, Pause, Resume
 
-GROUPS = ("notify-holds", "reset-holding", "notify-traffic")
+GROUPS = ("notify-holds", "reset-holding", "notify-traffic", "resubmit-done-waves")
 
 
 async def record() -> None:
@@ -79,6 +81,17 @@ async def record() -> None:
             await outcome(new_run)
             await _save_runs(client, "reset-holding", hr.id)
             await _save(client, "reset-holding-stage", [*await _children(client, hr.id), f"service-lock/{r.service}"])
+        failing = fleet(effects=[{"version": "2.0.0", "regions": ["eu-west-1"], "environments": ["test"],
+                                  "fail_deploy": True}])
+        async with running_worker(client, failing, "record"):
+            q = make_request(rollback_scope="stage", approvals={"gates": [{"wave": 2}]})
+            hq = await start_rollout(client, q, "record")
+            await _wait(hq, lambda s: s.status == "awaiting_approval")
+            await hq.execute_update(RolloutWorkflow.approve, Approve(wave=2, approver="alice"))
+            await outcome(hq)
+            failing.scenario.effects = []
+            await outcome(await start_rollout(client, q, "record"))
+            await _save_runs(client, "resubmit-done-waves", hq.id)
         registry, _ = evac.simulated_registry()
         with tempfile.TemporaryDirectory() as tmp:
             async with evac.running_worker(client, registry, "record-traffic", Path(tmp)):

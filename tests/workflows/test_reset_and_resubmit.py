@@ -64,12 +64,22 @@ async def _failed_at_eu_west(env: Any, task_queue: str, f: SimulatedFleet) -> tu
 async def test_resubmitting_after_a_failure_resumes_from_the_failed_stage(env, task_queue):
     f = fleet(effects=[VersionEffect(version="2.0.0", regions=["eu-west-1"], environments=["test"], fail_deploy=True)])
     async with running_worker(env.client, f, task_queue):
-        req, _ = await _failed_at_eu_west(env, task_queue, f)
+        req = make_request(rollback_scope="stage", approvals={"gates": [{"wave": 2}, {"wave": 6}]})
+        h = await start_rollout(env.client, req, task_queue)
+        await _wait_for(h, lambda s: s.status == "awaiting_approval")
+        await h.execute_update(RolloutWorkflow.approve, Approve(wave=2, approver="alice"))
+        assert (await outcome(h)).status == "rolled_back"
         before = deploys(f, "2.0.0")
+        assert before.keys() == {*FIRST_FOUR, "eu-west-1/test"}
         f.scenario.effects = []  # the cause is fixed; the same request is sent again
         again = await start_rollout(env.client, req, task_queue)
+        # wave 2 (already on 2.0.0) is not gated again; wave 6, which has not run, is
+        waiting = await _wait_for(again, lambda s: s.status == "awaiting_approval")
+        assert waiting.awaiting_wave == 6
+        await again.execute_update(RolloutWorkflow.approve, Approve(wave=6, approver="alice"))
         state = await outcome(again)
     assert state.status == "succeeded", state.reason
+    assert [e.target for e in state.audit if e.action == "wave-already-done"] == [f"wave-{w}" for w in range(1, 5)]
     skipped = {s.key: s.status for s in state.stages if s.key in FIRST_FOUR}
     assert skipped == dict.fromkeys(FIRST_FOUR, "skipped")  # already on 2.0.0: not deployed, judged or soaked again
     after = deploys(f, "2.0.0")
