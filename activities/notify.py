@@ -7,6 +7,7 @@ import logging
 from temporalio import activity
 
 from activities.adapters.registry import AdapterRegistry
+from activities.adapters.secrets import redact
 from activities.adapters.webhooks import WebhookNotifier
 from common.types import Notification
 
@@ -22,11 +23,13 @@ class NotifyActivities:
     @activity.defn(name="notify")
     async def notify(self, n: Notification) -> bool:
         """Send `n` to the webhooks that want its event; True when all accepted it. Never raises."""
-        log.info("notify %s %s %s: %s", n.rollout_id, n.event, n.stage or "", n.text)
+        log.info("notify %s %s %s: %s", n.rollout_id, n.event, n.stage or "", redact(n.text))
         if self.notifier is None:
             return True
+        info = activity.info()
         try:
-            return await self.notifier.send(n)
+            return await self.notifier.send(n, namespace=info.workflow_namespace or "default", run_id=info.workflow_run_id
+                                            if info.workflow_id == n.rollout_id else None)
         except Exception as err:  # defensive: the contract is "never fails a rollout"
             log.warning("notification %s for %s failed: %s", n.event, n.rollout_id, type(err).__name__)
             return False

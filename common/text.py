@@ -4,7 +4,7 @@ Anyone who may send an update may type anything into a field (docs/security.md Â
 `approver`, `requested_by`) are refused unless they are one line of plain ASCII, so that a Cyrillic "Ð°" can
 never pass for a Latin "a" and no name can start a forged audit line. Free text (reasons, comments, errors
 from the outside world) is accepted as written and escaped where it is shown: `markdown` for the Temporal
-UI's details and summaries, `html` for reports, `terminal` for the CLI.
+UI's details and summaries, `html` for reports, `terminal` for the CLI, `slack` for chat webhooks.
 """
 
 from __future__ import annotations
@@ -44,6 +44,19 @@ def markdown(text: str) -> str:
     if start is None:
         return flat
     return f"{flat[:start.end()]}\\{flat[start.end():]}" if start.group(1)[0].isdigit() else f"\\{flat}"
+
+
+_SLACK_ENTITIES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_SLACK_FORMAT = re.compile(r"(?<![A-Za-z0-9])([*_~`])|([*_~`])(?![A-Za-z0-9])")  # not inside a word like latency_p99
+_ZWSP = "\u200b"
+
+
+def slack(text: str) -> str:
+    """Text shown as itself in Slack mrkdwn: one line; `& < >` as the entities Slack asks for (so no `<!channel>`,
+    `<@U123>` or `<url|label>` can be formed); a zero-width space before each of * _ ~ and the backtick that is not inside a word
+    (Slack has no escape for them, and the space keeps them from pairing into bold, italics, strikethrough or code;
+    inside a word, as in latency_p99, Slack does not format and the name stays as typed)."""
+    return _SLACK_FORMAT.sub(lambda m: _ZWSP + (m.group(1) or m.group(2)), visible(text).translate(_SLACK_ENTITIES))
 
 
 def html(text: str) -> str:

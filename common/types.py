@@ -71,8 +71,14 @@ class MetricWindow(BaseModel):
     interval_seconds: int = 60
 
 
+HoldKind = Literal["paused", "approval", "window", "lock"]
+
+
 class Notification(BaseModel):
-    """A rollout or stage event for humans (chat webhooks); never fails a rollout."""
+    """A rollout or stage event for humans (chat webhooks); never fails a rollout.
+
+    The fields after `stage` say what a person needs to act (built by `common.notices`); all are optional, so
+    a notification recorded before they existed still decodes."""
 
     rollout_id: str
     service: str
@@ -80,3 +86,14 @@ class Notification(BaseModel):
     event: str
     text: str
     stage: str | None = None
+    hold: HoldKind | None = None  # the rollout waits for this: a resume, an approval, a window, the service lock
+    wave: int | None = None
+    stages: list[str] = []  # the stages held back or moved
+    gates: list[str] = []
+    approvers: list[str] = []  # who may approve (the request's allow-list); empty: anyone who may send updates
+    reminder: int = 0  # 0: the first notice; n: the n-th reminder
+    reminders_left: int | None = None
+    until: datetime | None = None  # when the wait ends on its own: a window opens, an approval times out
+    region: str | None = None  # traffic: the region moved
+    weights: dict[str, int] = {}  # traffic: each region's weight after the move
+

@@ -4,8 +4,10 @@
   input the request model would refuse) becomes an `InvalidPayload` failure naming the field, instead of
   "Failed decoding arguments" and an SDK stack. For a workflow input that fails the run at once (it cannot
   wedge retrying its first task); for an update it rejects the update before any history is written.
-- Failures Bifrost raises on purpose (refusals, outcomes such as RolledBack) carry no stack trace: the UI
-  shows the message a release manager needs, not Python frames.
+- Failures Bifrost raises on purpose (refusals, outcomes such as RolledBack, adapter errors such as
+  DeployError) carry no stack trace, and neither does anything chained to them (the stage's internal reason,
+  an activity's failure it wraps): the UI shows the message a release manager needs, not Python frames or
+  the worker's file paths.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from temporalio.converter import (
 )
 from temporalio.exceptions import ApplicationError
 
+from common.failures import FAILURE_TYPES
 from common.problems import payload_problems
-from common.types import INVALID_PAYLOAD, USER_FACING_FAILURE_TYPES
+from common.types import INVALID_PAYLOAD
 
 
 class _ModelJSONConverter(PydanticJSONPlainPayloadConverter):
@@ -59,14 +62,28 @@ class BifrostPayloadConverter(CompositePayloadConverter):
         super().__init__(*_ENCODINGS)
 
 
+# Every failure type raised on purpose (common/failures.py: outcomes, refusals, adapter errors), its message written
+# for a person: no Python frames anywhere in its chain.
+QUIET_FAILURE_TYPES: frozenset[str] = frozenset(FAILURE_TYPES)
+
+
 class BifrostFailureConverter(DefaultFailureConverter):
-    """Drops the stack trace of the failures Bifrost raises on purpose; keeps it for everything else (bugs)."""
+    """Drops the stack traces of the failures Bifrost raises on purpose and of their causes; keeps them for bugs."""
 
     def to_failure(self, exception: BaseException, payload_converter: PayloadConverter,
                    failure: temporalio.api.failure.v1.Failure) -> None:
         super().to_failure(exception, payload_converter, failure)
-        if isinstance(exception, ApplicationError) and exception.type in USER_FACING_FAILURE_TYPES:
-            failure.stack_trace = ""
+        if isinstance(exception, ApplicationError) and exception.type in QUIET_FAILURE_TYPES:
+            _drop_stack_traces(failure)
+
+
+def _drop_stack_traces(failure: temporalio.api.failure.v1.Failure) -> None:
+    """Clear the stack trace of `failure` and of every cause chained to it (the SDK chains `__context__` too)."""
+    while True:
+        failure.stack_trace = ""
+        if not failure.HasField("cause"):
+            return
+        failure = failure.cause
 
 
 DATA_CONVERTER = dataclasses.replace(
@@ -75,4 +92,4 @@ DATA_CONVERTER = dataclasses.replace(
     failure_converter_class=BifrostFailureConverter,
 )
 
-__all__ = ["DATA_CONVERTER", "BifrostFailureConverter", "BifrostPayloadConverter"]
+__all__ = ["DATA_CONVERTER", "QUIET_FAILURE_TYPES", "BifrostFailureConverter", "BifrostPayloadConverter"]

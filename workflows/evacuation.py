@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from activities.notify import NotifyActivities
     from activities.traffic.messages import (
         HealthInput,
         HealthResult,
@@ -29,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         SetWeightsResult,
     )
     from activities.traffic.shift import CONFLICT, REFUSED, TrafficActivities
-    from common import metrics
+    from common import metrics, notices
     from common.traffic.models import PlanInput, TrafficPlan
     from common.types import EVACUATION_FAILED, MetricWindow, StageRef
     from workflows import options, search
@@ -111,6 +112,9 @@ def _text(err: BaseException) -> str:
     return cause.message if isinstance(cause, ApplicationError) else str(cause)
 
 
+NOTIFY_TRAFFIC_PATCH = "notify-traffic-moves"  # traffic_started / traffic_step / traffic_ended notices
+
+
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
 class EvacuationWorkflow:
     """One evacuation or restore of one region of one service."""
@@ -123,6 +127,7 @@ class EvacuationWorkflow:
         self.paused = False
         self.stop: AbortShift | None = None
         self.approved: ApproveShift | None = None
+        self._outbox: list[asyncio.Future[bool]] = []  # notices on their way; the end waits for them
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -222,6 +227,8 @@ class EvacuationWorkflow:
         checks = [RegionHealth(region=r.region, metrics=r.health) for r in plan.gaining if r.health]
         n = len(plan.steps)
         wait = timedelta(seconds=self.state.wait_seconds)
+        self._notice(notices.TRAFFIC_STARTED, f"{n} steps {plan.levels} toward {plan.steps[-1] if plan.steps else {}}",
+                     self.state.weights_now)
         for i, weights in enumerate(plan.steps, 1):
             await self._wait_unpaused(f"step {i}/{n}")
             rec = StepRecord(index=i, level=plan.levels[i - 1], weights=weights, started_at=workflow.now())
@@ -232,6 +239,8 @@ class EvacuationWorkflow:
             rec.changed, rec.applied_at = res.changed, workflow.now()
             self.state.step = i
             self._audit("bifrost", "step", f"{i}/{n}: {rec.level}% → {res.weights}" + ("" if res.changed else " (already in place)"))
+            self._notice(notices.TRAFFIC_STEP, f"step {i}/{n} ({rec.level}%) applied; health check after the TTL",
+                         res.weights)
             self._set_status("shifting", waiting_for=f"{wait.total_seconds():g} s (TTL) after step {i}/{n}, then a health check")
             try:
                 await workflow.wait_condition(lambda: self.stop is not None, timeout=wait,
@@ -353,6 +362,9 @@ class EvacuationWorkflow:
         self.state.ended_at = workflow.now()
         self._audit("bifrost", status, reason)
         self._set_status(status, reason=reason)
+        if self.state.steps:  # traffic moved (or was meant to): say where it ended
+            self._notice(notices.TRAFFIC_ENDED, f"{status}: {reason}", self.state.weights_now)
+        await asyncio.gather(*self._outbox, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if status in ("refused", "failed"):
             message = reason if status == "refused" else f"{self.inp.direction} of {self.inp.region} failed: {reason}"
@@ -361,6 +373,15 @@ class EvacuationWorkflow:
         return self.state
 
     # -- helpers -----------------------------------------------------------------------------------
+    def _notice(self, event: str, text: str, weights: dict[str, int]) -> None:
+        """Tell people that traffic moves (never waits, never fails the evacuation); see common/notices.py."""
+        if not workflow.patched(NOTIFY_TRAFFIC_PATCH):
+            return
+        n = notices.traffic(workflow_id=self.state.workflow_id, service=self.inp.service, direction=self.inp.direction,
+                            region=self.inp.region, event=event, text=text, weights=weights)
+        self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
+            NotifyActivities.notify, n, summary=f"notify {event}", **options.NOTIFY)))
+
     def _stage(self, region: str) -> StageRef:
         return StageRef(service=self.inp.service, region=region, environment=self.inp.environment)
 

@@ -55,6 +55,9 @@ LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal with
 
 # What a re-check found in the lock's state about this rollout: taken, refused (reason) or superseded (version).
 LockAnswer = tuple[Literal["granted", "refused", "superseded"], str]
+# A holder that asks again and confirms it waits (a rollout reset to before it got the lock, from the Web UI) is
+# granted again; before, the request was taken as a retry and the new run waited for ever, holding the lock.
+REGRANT_PATCH = "lock-regrant-to-waiting-holder"
 
 
 @workflow.defn(name=LOCK_WORKFLOW, failure_exception_types=options.FAIL_ON_BUGS)
@@ -139,6 +142,12 @@ class ServiceLockWorkflow:
 
     def _admit(self, req: LockRequest) -> None:
         """Queue, refuse or supersede by the request's policy (the request is confirmed)."""
+        holder = self.state.holder
+        if holder is not None and holder.workflow_id == req.workflow_id and holder == req \
+                and workflow.patched(REGRANT_PATCH):
+            self.state.log.append(f"granted {req.workflow_id} again: it holds the lock and asks for it (a reset run)")
+            self.outbox.append((req.workflow_id, GRANTED_SIGNAL, self.state.service))
+            return
         known = [self.state.holder, *self.state.queue]
         if any(k is not None and k.workflow_id == req.workflow_id for k in known):
             return  # a retried request: already holding or waiting

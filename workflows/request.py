@@ -387,6 +387,10 @@ class Approvals(_Model):
     gates: list[ApprovalGate] = Field(default_factory=list, max_length=1000)
     timeout_hours: float = Field(default=72.0, gt=0, le=MAX_APPROVAL_HOURS)
     on_timeout: Literal["reject"] = "reject"
+    remind_every_minutes: float | None = Field(
+        default=None, gt=0, le=MAX_APPROVAL_HOURS * 60,
+        description="while a gate waits, notify again at this interval; unset: only the first notice")
+    max_reminders: int = Field(default=3, ge=0, le=100, description="at most this many reminders per gate")
 
 
 class Change(_Model):

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deploy import DeployActivities
@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
     from canary.config import StagePlace
-    from common import metrics
+    from common import metrics, notices
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from common.types import (
         INVALID_REQUEST,
@@ -80,6 +80,22 @@ with workflow.unsafe.imports_passed_through():
 
 
 EARLY_REPORTS_PATCH = "reports-before-stage-start"  # a stage's report that overtook its start is taken
+# Telling people when they are needed (common/notices.py); each guards new notify activities and timers.
+NOTIFY_APPROVAL_PATCH = "notify-approval-pending"  # approval_pending, then approval_reminder at an interval
+NOTIFY_WINDOW_PATCH = "notify-window-closed"
+NOTIFY_PAUSED_PATCH = "notify-paused"
+NOTIFY_QUEUED_PATCH = "notify-queued"
+QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # a lock not granted by then: another rollout holds it
+# A rollout reset from the Web UI while it ran: the server (1.27+) keeps the previous run's stages running, with
+# no parent to conclude them, and the new run could not start them again (WorkflowAlreadyStarted). It asks the
+# orphan to cancel (what the parent-close policy would have done: a working stage stops and rolls back, one
+# waiting for its verdict keeps the version) and starts the stage once the orphan has closed.
+RESET_STAGE_START_PATCH = "stage-start-waits-for-previous-run"
+PREVIOUS_STAGE_WAIT = timedelta(seconds=2)
+# A resubmitted rollout resumes from the failed stage: a wave whose every stage already runs the version (read at
+# the start) changes nothing, so its gates and windows are not asked again (its stages end `skipped`).
+DONE_WAVES_PATCH = "gates-skip-waves-already-done"
+PREVIOUS_STAGE_TRIES = 60
 
 
 @dataclass(frozen=True)
@@ -122,6 +138,8 @@ class RolloutWorkflow:
         self._progress_pokes: dict[str, list[StageState]] = {}
         self._confirming: dict[str, asyncio.Lock] = {}
         self._metered: tuple[RolloutStatus, datetime] | None = None  # the status last counted (metrics), and since when
+        self._window_noticed: set[str] = set()  # the closed windows people were last told about
+        self._watchers: list[asyncio.Task[None]] = []  # notices that wait for a hold to last (queued, reminders)
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -166,6 +184,8 @@ class RolloutWorkflow:
 
     async def _execute(self, plan: Plan) -> None:
         self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
+        if workflow.patched(NOTIFY_QUEUED_PATCH):  # notify
+            self._background(self._notice_if_queued())
         if not await self.lock.acquire(give_up=lambda: self.stop is not None, answered=self._lock_answered):
             raise _Stopped()
         self._set_status("running")
@@ -326,6 +346,55 @@ class RolloutWorkflow:
             summary=f"notify {event}", **options.NOTIFY,
         )))
 
+    # -- telling people when they are needed (common/notices.py builds each notice) ------------------
+    def _about(self) -> dict[str, str]:
+        return {"rollout_id": self.state.rollout_id, "service": self.req.service, "version": self.req.version}
+
+    def _tell(self, n: Notification) -> None:
+        """Send a notice without waiting: it never delays or fails the rollout."""
+        self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
+            NotifyActivities.notify, n, summary=f"notify {n.event}", **options.NOTIFY)))
+
+    def _background(self, watcher: Any) -> None:
+        self._watchers.append(asyncio.ensure_future(watcher))
+
+    async def _notice_if_queued(self) -> None:
+        """Tell people the rollout waits behind another one, if the lock is not granted soon."""
+        try:
+            await workflow.wait_condition(lambda: self.state.status != "queued" or self.stop is not None,
+                                          timeout=QUEUED_NOTICE_AFTER, timeout_summary="notice if still queued")
+        except TimeoutError:
+            self._tell(notices.queued(**self._about()))
+
+    async def _notice_approval(self, wave: Wave, gates: list[str], times_out_at: datetime) -> None:
+        """approval_pending now, then a bounded number of reminders while the same gates still wait."""
+        a = self.req.approvals
+        stages = [s.key for s in wave.stages]
+
+        def notice(reminder: int) -> Notification:
+            left = max(a.max_reminders - reminder, 0) if a.remind_every_minutes else None
+            return notices.approval_pending(**self._about(), wave=wave.index, gates=gates, stages=stages,
+                                            approvers=list(a.approvers), times_out_at=times_out_at,
+                                            reminder=reminder, reminders_left=left)
+
+        def answered() -> bool:
+            return self.state.awaiting_wave != wave.index or not self.state.pending_approvals or self.stop is not None
+
+        self._tell(notice(0))
+        if not a.remind_every_minutes:
+            return
+        for reminder in range(1, a.max_reminders + 1):
+            every = timedelta(minutes=a.remind_every_minutes)
+            if times_out_at - workflow.now() <= every:
+                return  # the gate times out first: its rejection is the next thing people hear
+            try:
+                await workflow.wait_condition(answered, timeout=every, timeout_summary=f"approval reminder {reminder}")
+                return
+            except TimeoutError:
+                if answered():
+                    return
+                self._tell(notice(reminder))
+
     def _signal_stage(self, key: str, signal: Any, arg: Any) -> None:
         """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
         handle = workflow.get_external_workflow_handle(self._child_id(key))
@@ -365,12 +434,18 @@ class RolloutWorkflow:
     async def _before_wave(self, wave: Wave) -> None:
         """Safe point: honour pause, approval gates and deployment windows before a wave starts."""
         await self._wait_unpaused(f"wave {wave.index}")
+        if self._already_done(wave) and workflow.patched(DONE_WAVES_PATCH):
+            self._audit("bifrost", "wave-already-done", f"wave-{wave.index}",
+                        f"every stage already runs {self.req.version}: no gate or window to wait for")
+            return
         gates = self._gates_for(wave)
         pending = [g for g in gates if g not in self.state.approved]
         if pending:
             self.state.pending_approvals, self.state.awaiting_wave = pending, wave.index
             self._set_status("awaiting_approval", waiting_for=f"approval of wave {wave.index} (gates: {', '.join(pending)})")
             hours = self.req.approvals.timeout_hours
+            if workflow.patched(NOTIFY_APPROVAL_PATCH):  # notify
+                self._background(self._notice_approval(wave, pending, workflow.now() + timedelta(hours=hours)))
             try:
                 await workflow.wait_condition(
                     lambda: not self.state.pending_approvals or self.stop is not None,
@@ -387,6 +462,11 @@ class RolloutWorkflow:
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
 
+    def _already_done(self, wave: Wave) -> bool:
+        """Every stage of the wave ran the new version when the rollout read them (a resubmission after a failure)."""
+        rows = [self.state.stage(s.key) for s in wave.stages]
+        return all(st is not None and st.version_before == self.req.version for st in rows)
+
     def _gates_for(self, wave: Wave) -> list[str]:
         keys = {s.key for s in wave.stages}
         return [g.key for g in self.req.approvals.gates if g.wave == wave.index or (g.stage in keys)]
@@ -395,6 +475,9 @@ class RolloutWorkflow:
         self._raise_if_stopped()
         if self.state.pause is not None:
             self._set_status("paused", waiting_for=f"resume (held before {where})")
+            if workflow.patched(NOTIFY_PAUSED_PATCH):  # notify
+                p = self.state.pause
+                self._tell(notices.paused(**self._about(), by=p.by, reason=p.reason, where=where))
             await workflow.wait_condition(lambda: self.state.pause is None or self.stop is not None)
             self._raise_if_stopped()
             self._set_status("running")
@@ -418,6 +501,9 @@ class RolloutWorkflow:
             until = min(known) if known else None
             when = f"{until:%Y-%m-%d %H:%M} UTC" if until is not None else "never (freeze dates cover 400 days)"
             self._set_status("waiting_window", waiting_for=f"deployment window of {', '.join(sorted(closed))} (opens {when})")
+            if set(closed) != self._window_noticed and workflow.patched(NOTIFY_WINDOW_PATCH):  # notify
+                self._window_noticed = set(closed)
+                self._tell(notices.window_closed(**self._about(), wave=wave.index, stages=sorted(closed), opens_at=until))
             overrides = len(self.window_overrides)
             try:
                 await workflow.wait_condition(
@@ -447,8 +533,8 @@ class RolloutWorkflow:
             assert st is not None
             st.status = "deploying"
             self.launched.add(s.key)
-            self.children[s.key] = await workflow.start_child_workflow(
-                StageWorkflow.run,
+            self.children[s.key] = await self._start_stage(
+                s.key,
                 StageInput(
                     rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
                     image=self.req.image, region=s.region, environment=s.environment, wave=wave.index,
@@ -456,10 +542,7 @@ class RolloutWorkflow:
                     on_failure=regions[s.region].on_failure, evacuation=self.req.evacuation,
                     requested_by=self.req.requested_by, place=self._place(s.key),
                 ),
-                id=self._child_id(s.key),
-                task_queue=workflow.info().task_queue,
-                parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"{self.req.service} {self.req.version} in {s.key} (wave {wave.index})",
+                f"{self.req.service} {self.req.version} in {s.key} (wave {wave.index})",
             )
             if self.state.pause is not None:
                 self._signal_stage(s.key, StageWorkflow.set_hold, True)
@@ -473,6 +556,24 @@ class RolloutWorkflow:
             self._stop_working(keys, why)
             await self._until(lambda: self._settled(keys))
             self._collect(keys)
+
+    async def _start_stage(self, key: str, inp: StageInput, summary: str) -> workflow.ChildWorkflowHandle[Any, StageState]:
+        """Start stage `key`; after a reset, first let the previous run's workflow of the stage close."""
+        for attempt in range(1, PREVIOUS_STAGE_TRIES + 1):
+            try:
+                return await workflow.start_child_workflow(
+                    StageWorkflow.run, inp, id=self._child_id(key), task_queue=workflow.info().task_queue,
+                    parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL, static_summary=summary,
+                )
+            except WorkflowAlreadyStartedError:
+                if attempt == PREVIOUS_STAGE_TRIES or not workflow.patched(RESET_STAGE_START_PATCH):
+                    raise
+                if attempt == 1:
+                    self._audit("bifrost", "cancel-orphaned-stage", key, "its workflow from a previous run of this "
+                                "rollout (before a reset) still runs; asked to cancel")
+                    await workflow.get_external_workflow_handle(self._child_id(key)).cancel()
+                await workflow.sleep(PREVIOUS_STAGE_WAIT, summary=f"{key}: its workflow from a previous run is still ending")
+        raise AssertionError("unreachable")
 
     def _settled(self, keys: list[str]) -> bool:
         """Every stage has either ended (its workflow closed) or finished its work and waits for the verdict."""

@@ -302,7 +302,7 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
         registry.notifier = WebhookNotifier([
             Webhook(name=w.name, url_env=w.url_env, events=frozenset(w.events), timeout_seconds=w.timeout_seconds)
             for w in targets.notifications.webhooks
-        ])
+        ], ui_url=targets.notifications.ui_url)
     if targets.reports is not None:
         registry.reports = report_store_from_config(targets.reports, targets.aws)
     return registry

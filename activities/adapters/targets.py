@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from canary.config import MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, validation_problems
+from common.text import visible, web_url
 from common.types import EnvKind, stage_key
 
 _ENV = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -316,6 +317,15 @@ class WebhookConfig(_Model):
 
 class Notifications(_Model):
     webhooks: list[WebhookConfig] = Field(default_factory=list)
+    ui_url: str | None = Field(default=None, description="the Temporal Web UI's base URL (e.g. https://temporal.example.com): "
+                                                         "every message links to its rollout's page there")
+
+    @field_validator("ui_url")
+    @classmethod
+    def _web_url(cls, v: str | None) -> str | None:
+        if v is not None and web_url(v) is None:
+            raise ValueError(f"must be an http:// or https:// URL without spaces or quotes (got {visible(v)[:80]!r})")
+        return v
 
 
 class TargetsFile(_Model):

@@ -10,23 +10,26 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
 from activities.adapters.base import NotifyError, http_status
 from activities.adapters.secrets import SecretError, redact, resolve_secret
+from common.text import slack, web_url
 from common.types import Notification
 
 log = logging.getLogger(__name__)
 
-_ICONS = {"started": ":rocket:", "completed": ":white_check_mark:", "failed": ":x:", "rolled_back": ":rewind:",
-          "rollback": ":rewind:", "paused": ":double_vertical_bar:", "awaiting_approval": ":raising_hand:"}
+_ICONS = {"approval": ":raising_hand:", "window": ":clock3:", "queued": ":hourglass_flowing_sand:",
+          "traffic": ":twisted_rightwards_arrows:", "started": ":rocket:", "completed": ":white_check_mark:",
+          "failed": ":x:", "rolled_back": ":rewind:", "rollback": ":rewind:", "paused": ":double_vertical_bar:"}
+HELD = "held"  # a webhook's `events` entry that picks every notification the rollout waits on (a hold)
 
 
 @dataclass(frozen=True)
 class Webhook:
-    """One chat webhook; `events` empty means every event."""
+    """One chat webhook; `events` empty means every event ("held" picks every hold: approval, window, pause, lock)."""
 
     name: str
     url_env: str
@@ -34,41 +37,87 @@ class Webhook:
     timeout_seconds: float = 5.0
     max_attempts: int = 2
 
-    def wants(self, event: str) -> bool:
-        return not self.events or event in self.events
+    def wants(self, event: str, hold: str | None = None) -> bool:
+        return not self.events or event in self.events or (hold is not None and HELD in self.events)
 
 
-def slack_payload(n: Notification) -> dict[str, object]:
-    """Slack incoming-webhook JSON; `text` alone also works for Mattermost, Rocket.Chat and most chat tools."""
+def _s(text: str) -> str:
+    """Free text for Slack mrkdwn: credentials masked first, then escaped (`common.text.slack`)."""
+    return slack(redact(text))
+
+
+def _fields(n: Notification) -> list[tuple[str, str]]:
+    """The facts a person acts on, as (label, value) pairs: only those the notification carries."""
+    rows: list[tuple[str, str]] = []
+    if n.wave is not None:
+        rows.append(("Wave", str(n.wave)))
+    if n.stages:
+        rows.append(("Stages", ", ".join(n.stages)))
+    if n.gates:
+        rows.append(("Gates", ", ".join(n.gates)))
+    if n.hold == "approval":
+        rows.append(("Who may approve", ", ".join(n.approvers) or "anyone who may send updates"))
+    if n.until is not None:
+        rows.append(("Times out" if n.hold == "approval" else "Opens", f"{n.until:%Y-%m-%d %H:%M} UTC"))
+    if n.reminders_left is not None:
+        rows.append(("Reminders left", str(n.reminders_left)))
+    if n.region is not None:
+        rows.append(("Region", n.region))
+    if n.weights:
+        rows.append(("Weights", ", ".join(f"{k} {v}" for k, v in sorted(n.weights.items()))))
+    return rows
+
+
+def workflow_link(ui_url: str | None, namespace: str, workflow_id: str, run_id: str | None = None) -> str | None:
+    """The Temporal Web UI page of a workflow (its ids URL-encoded), or None without a usable UI base URL."""
+    base = web_url(ui_url)
+    if base is None:
+        return None
+    page = f"{base.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
+    return f"{page}/{quote(run_id, safe='')}/history" if run_id else page
+
+
+def slack_payload(n: Notification, link: str | None = None) -> dict[str, object]:
+    """Slack incoming-webhook JSON a chat service posts as it is; `text` alone also works for Mattermost,
+    Rocket.Chat and most chat tools. Every value is escaped for Slack mrkdwn and masked for credentials;
+    `link` (the Web UI page) must be a URL from `workflow_link`."""
     icon = next((v for k, v in _ICONS.items() if k in n.event), ":information_source:")
-    where = f" in {n.stage}" if n.stage else ""
-    headline = f"{icon} *{n.service} {n.version}*{where}: {n.event}"
-    return {
-        "text": f"{headline} — {n.text}",
-        "blocks": [
-            {"type": "section", "text": {"type": "mrkdwn", "text": f"{headline}\n{n.text}"}},
-            {"type": "context", "elements": [{"type": "mrkdwn", "text": f"rollout `{n.rollout_id}`"}]},
-        ],
-    }
+    what = f"{n.service} {n.version}".strip()
+    where = f" in {_s(n.stage)}" if n.stage else ""
+    headline = f"{icon} *{_s(what)}*{where}: {_s(n.event)}"
+    body = _s(n.text)
+    open_it = f"<{link}|Open in the Temporal Web UI>" if link else ""
+    text = f"{headline} — {body}" + (f" — {open_it}" if open_it else "")
+    blocks: list[dict[str, object]] = [{"type": "section", "text": {"type": "mrkdwn", "text": f"{headline}\n{body}"}}]
+    fields = _fields(n)
+    if fields:
+        blocks.append({"type": "section", "fields": [{"type": "mrkdwn", "text": f"*{label}*\n{_s(value)}"}
+                                                     for label, value in fields[:10]]})  # Slack allows 10 fields
+    context = f"rollout `{_s(n.rollout_id)}`" if n.version else f"workflow `{_s(n.rollout_id)}`"
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context + (f" · {open_it}" if open_it else "")}]})
+    return {"text": text, "blocks": blocks}
 
 
 class WebhookNotifier:
     """Posts notifications to the configured webhooks; returns whether every wanted webhook accepted it."""
 
     def __init__(self, webhooks: list[Webhook], *, transport: httpx.AsyncBaseTransport | None = None,
-                 backoff_seconds: float = 0.5) -> None:
+                 backoff_seconds: float = 0.5, ui_url: str | None = None) -> None:
         self.webhooks = list(webhooks)
+        self.ui_url = ui_url  # the Temporal Web UI's base URL (targets file `notifications.ui_url`): links in messages
         self._transport = transport
         self.backoff_seconds = backoff_seconds
 
-    async def send(self, n: Notification) -> bool:
-        wanted = [w for w in self.webhooks if w.wants(n.event)]
+    async def send(self, n: Notification, *, namespace: str = "default", run_id: str | None = None) -> bool:
+        """Post `n` to every webhook that wants it, with a link to workflow `n.rollout_id` (`run_id`) in the Web UI."""
+        wanted = [w for w in self.webhooks if w.wants(n.event, n.hold)]
         if not wanted:
             return True
-        results = await asyncio.gather(*(self._post(w, n) for w in wanted))
+        payload = slack_payload(n, workflow_link(self.ui_url, namespace, n.rollout_id, run_id))
+        results = await asyncio.gather(*(self._post(w, n, payload) for w in wanted))
         return all(results)
 
-    async def _post(self, hook: Webhook, n: Notification) -> bool:
+    async def _post(self, hook: Webhook, n: Notification, payload: dict[str, object]) -> bool:
         failed = f"could not deliver {n.event} of {n.rollout_id}"
         target = f"POST webhook {hook.name}"  # never the URL: it holds the key
         try:
@@ -78,7 +127,6 @@ class WebhookNotifier:
             log.warning("%s", NotifyError(failed, target=target, status=f"{hook.url_env} is not set",
                                           hint="export it in the worker's environment (the targets file only names it)"))
             return False
-        payload = slack_payload(n)
         error: NotifyError | None = None
         try:
             async with httpx.AsyncClient(timeout=hook.timeout_seconds, transport=self._transport) as client:

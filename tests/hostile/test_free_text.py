@@ -4,21 +4,28 @@ line of plain ASCII; reasons and comments are escaped for the UI's Markdown, the
 from __future__ import annotations
 
 import io
+import json
+import re
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from pydantic import ValidationError
 from rich.console import Console
 
+from activities.adapters.secrets import remember_secret
+from activities.adapters.webhooks import slack_payload
 from bifrost_cli.main import cli
 from bifrost_cli.render import print_status
 from canary.config import JudgeConfig, MetricSamples, MetricSpec
 from canary.judge import judge
 from canary.report import render_html
-from common.text import identity_problem, markdown, terminal, web_url
+from common import notices
+from common.text import identity_problem, markdown, slack, terminal, web_url
 from tests.workflows.helpers import make_request
 from workflows.details import rollout_details, stage_details
 from workflows.models import AuditEntry, PauseInfo, RolloutState, StageState
@@ -203,3 +210,30 @@ def test_terminal_text_is_one_line_without_control_characters():
     for text in NASTY:
         shown = terminal(text)
         assert shown.isprintable() and "\n" not in shown
+
+
+# -- chat webhooks (Slack mrkdwn) ---------------------------------------------------------------------------------
+
+SLACK_NASTY = ["<!channel> deploy now", "<@U024BE7LH> approve", "<https://evil.example|the runbook>", "*bold* _it_ ~s~ `c`",
+               "a & b", "line one\nline two", "token https://hooks.example/x?token=t0p-s3cr3t-value"]
+
+
+@given(st.text(max_size=80))
+def test_slack_text_forms_no_mention_link_entity_or_formatting(text):
+    out = slack(text)
+    assert "<" not in out and ">" not in out and "\n" not in out
+    assert re.sub(r"&(amp|lt|gt);", "", out).count("&") == 0
+    for m in re.finditer(r"[*_~`]", out):  # a formatting character starts no span: inside a word, or after a ZWSP
+        inside = 0 < m.start() < len(out) - 1 and out[m.start() - 1].isalnum() and out[m.start() + 1].isalnum()
+        assert inside or out[m.start() - 1: m.start()] == "\u200b", (text, out)
+
+
+@pytest.mark.parametrize("text", SLACK_NASTY + NASTY)
+def test_a_chat_notice_shows_free_text_as_text_and_no_credential(text):
+    remember_secret("k3y-s3cret-webhook-path")
+    n = notices.paused(rollout_id="rollout/payments/2.0.0", service="payments", version="2.0.0", by="alice",
+                       reason=f"{text} k3y-s3cret-webhook-path", where="wave 2")
+    payload = json.dumps(slack_payload(n, "https://temporal.example/namespaces/default/workflows/x"))
+    for raw in ("<!channel>", "<@U024BE7LH>", "<https://evil.example", "k3y-s3cret", "t0p-s3cr3t", "*bold*", IMG):
+        assert raw not in payload
+    assert "<https://temporal.example/namespaces/default/workflows/x|Open in the Temporal Web UI>" in payload

@@ -32,6 +32,12 @@ def test_histories_are_recorded():
     lockwait = "".join(p.read_text() for p in HISTORIES if p.name.startswith("lockwait-"))
     markers = {base64.b64decode(m).decode() for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', lockwait)}
     assert any("lock-wait-rechecks" in m for m in markers) and '"timerStartedEventAttributes"' in lockwait
+    # the notices and a reset while holding the lock (record_notify_histories.py): each patch is in them
+    notify = "".join(p.read_text() for p in HISTORIES if p.name.startswith(("notify-", "reset-holding-", "resubmit-")))
+    markers = {base64.b64decode(m).decode(errors="ignore") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', notify)}
+    for patch in ("notify-approval-pending", "notify-window-closed", "notify-paused", "notify-queued", "notify-traffic-moves",
+                  "lock-regrant-to-waiting-holder", "stage-start-waits-for-previous-run", "gates-skip-waves-already-done"):
+        assert any(patch in m for m in markers), patch
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 

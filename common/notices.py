@@ -1,0 +1,73 @@
+"""What Bifrost tells people when they are needed: one pure builder per event, shared by workflows and tests.
+
+A notice says what a person must do and by when: an approval pending (which wave, which gates, who may
+approve, when it times out) and its reminders, a closed deployment window the rollout waits for, a hold
+(paused, queued behind the service lock), and traffic moving (an evacuation or restore starting, each step,
+its end). The text is plain: the webhook adapter escapes it for the chat service and adds the Web UI link.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from common.types import Notification
+
+# Every event Bifrost sends, for the targets file's `events` filter (docs/targets.md). "held" picks every hold.
+APPROVAL_PENDING = "approval_pending"
+APPROVAL_REMINDER = "approval_reminder"
+WINDOW_CLOSED = "window_closed"
+ROLLOUT_PAUSED = "rollout_paused"
+ROLLOUT_QUEUED = "rollout_queued"
+TRAFFIC_STARTED = "traffic_started"
+TRAFFIC_STEP = "traffic_step"
+TRAFFIC_ENDED = "traffic_ended"
+HELD = "held"
+
+
+def _when(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "never"
+
+
+def approval_pending(*, rollout_id: str, service: str, version: str, wave: int, gates: list[str], stages: list[str],
+                     approvers: list[str], times_out_at: datetime, reminder: int = 0,
+                     reminders_left: int | None = None) -> Notification:
+    """Wave `wave` waits for an approval; `reminder` > 0 for the n-th reminder while it still waits."""
+    who = ", ".join(approvers) if approvers else "anyone who may send updates"
+    text = (f"wave {wave} ({', '.join(stages)}) waits for approval of {', '.join(gates)}; may approve: {who}; "
+            f"rejected automatically at {_when(times_out_at)}")
+    if reminder:
+        text = f"reminder {reminder}: {text}"
+    return Notification(rollout_id=rollout_id, service=service, version=version,
+                        event=APPROVAL_REMINDER if reminder else APPROVAL_PENDING, text=text, hold="approval",
+                        wave=wave, stages=list(stages), gates=list(gates), approvers=list(approvers), reminder=reminder,
+                        reminders_left=reminders_left, until=times_out_at)
+
+
+def window_closed(*, rollout_id: str, service: str, version: str, wave: int, stages: list[str],
+                  opens_at: datetime | None) -> Notification:
+    """Wave `wave` waits for the deployment window of `stages`; None: no window opens within 400 days."""
+    text = (f"wave {wave} waits for the deployment window of {', '.join(stages)}; it opens {_when(opens_at)} "
+            "(an approver may start it earlier with override_window)")
+    return Notification(rollout_id=rollout_id, service=service, version=version, event=WINDOW_CLOSED, text=text,
+                        hold="window", wave=wave, stages=list(stages), until=opens_at)
+
+
+def paused(*, rollout_id: str, service: str, version: str, by: str, reason: str, where: str) -> Notification:
+    """The rollout holds at a safe point because `by` paused it."""
+    return Notification(rollout_id=rollout_id, service=service, version=version, event=ROLLOUT_PAUSED,
+                        text=f"held before {where}: paused by {by} ({reason or 'no reason given'}); resume to go on",
+                        hold="paused")
+
+
+def queued(*, rollout_id: str, service: str, version: str) -> Notification:
+    """The rollout waits for the service lock: another rollout of the service holds it."""
+    return Notification(rollout_id=rollout_id, service=service, version=version, event=ROLLOUT_QUEUED,
+                        text=f"queued: another {service} rollout holds the service lock; this one starts when it ends",
+                        hold="lock")
+
+
+def traffic(*, workflow_id: str, service: str, direction: str, region: str, event: str, text: str,
+            weights: dict[str, int]) -> Notification:
+    """Traffic of `region` moves (an evacuation or restore): started, a step, or ended."""
+    return Notification(rollout_id=workflow_id, service=service, version="", event=event,
+                        text=f"{direction} of {region}: {text}", region=region, weights=dict(weights))
