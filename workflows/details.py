@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
+
+from temporalio.common import SearchAttributeUpdate
 
 from common.text import markdown as md
 from common.text import visible, web_url
 from common.types import TERMINAL
-from workflows.models import AuditEntry, RolloutState, RolloutSummary, StageState
+from workflows import search
+from workflows.controls import AuditEntry, find_hold
+from workflows.models import RolloutState, RolloutSummary, StageState
 from workflows.plan import Plan
 
 WHO = "<your name>"
@@ -71,7 +76,7 @@ def status_cell(st: StageState) -> str:
 def stage_table(state: RolloutState) -> str:
     rows = [_row(["wave", "stage", "status", "version", "verdict", "soak"]), "|---|---|---|---|---|---|"]
     for st in state.stages:
-        mark = "**" if st.key in (state.current_stage or "").split(", ") and not state.finished else ""
+        mark = "**" if st.key in state.current_stages and not state.finished else ""
         rows.append(_row([str(st.wave), f"{mark}{st.key}{mark}", md(status_cell(st)), versions_cell(st),
                           verdict_cell(st), soak_cell(st)]))
     return "\n".join(rows)
@@ -103,16 +108,23 @@ def audit_line(a: AuditEntry) -> str:
     return f"{a.at:%m-%d %H:%M} {a.who}: {a.action}{target}{detail}"
 
 
-def how_to_act(state: RolloutState, *, paused: bool, waiting_window: set[str], soaking: list[str]) -> list[tuple[str, dict[str, object]]]:
+def waiting_window(state: RolloutState) -> list[str]:
+    """The stages held back by a closed deployment window (the window hold's targets)."""
+    h = find_hold(state.holds, "window")
+    return sorted(h.targets) if h is not None else []
+
+
+def how_to_act(state: RolloutState, *, soaking: list[str]) -> list[tuple[str, dict[str, object]]]:
     """The updates a release manager can send now, each with an example JSON payload."""
     if state.status in TERMINAL:
         return []
+    paused, window = state.pause is not None, waiting_window(state)
     out: list[tuple[str, dict[str, object]]] = []
     if state.awaiting_wave is not None:
         out.append(("approve", {"wave": state.awaiting_wave, "approver": WHO, "comment": "looks good"}))
         out.append(("reject", {"wave": state.awaiting_wave, "approver": WHO, "reason": "why"}))
-    if waiting_window:
-        out.append(("override_window", {"stage": sorted(waiting_window)[0], "by": WHO, "reason": "why"}))
+    if window:
+        out.append(("override_window", {"stage": window[0], "by": WHO, "reason": "why"}))
     if soaking:
         out.append(("skip_soak", {"stage": soaking[0], "by": WHO, "reason": "why"}))
     out.append(("resume", {"by": WHO}) if paused else ("pause", {"by": WHO, "reason": "why"}))
@@ -120,7 +132,7 @@ def how_to_act(state: RolloutState, *, paused: bool, waiting_window: set[str], s
     return out
 
 
-def rollout_details(state: RolloutState, plan: Plan | None, *, waiting_window: set[str], soaking: list[str]) -> str:
+def rollout_details(state: RolloutState, plan: Plan | None, *, soaking: list[str]) -> str:
     """The rollout's dashboard in Markdown."""
     s = state
     head = f"## {s.service} `{s.version}` — **{s.status.replace('_', ' ').upper()}**"
@@ -135,16 +147,46 @@ def rollout_details(state: RolloutState, plan: Plan | None, *, waiting_window: s
             wait += f" — {approval_releases(plan, s.awaiting_wave)}"
         paras.append(wait)
     if s.pause is not None and not s.finished:
-        why = f": “{md(s.pause.reason)}”" if s.pause.reason else ""
-        paras.append(f"**Paused** by {md(s.pause.by)} at {_when(s.pause.at)}{why} — holds {holds_at(s)}")
+        why = f": “{md(s.pause.why)}”" if s.pause.why else ""
+        paras.append(f"**Paused** by {md(s.pause.by)} at {_when(s.pause.since)}{why} — holds {holds_at(s)}")
     paras.append(stage_table(s))
-    examples = how_to_act(s, paused=s.pause is not None, waiting_window=waiting_window, soaking=soaking)
+    examples = how_to_act(s, soaking=soaking)
     if examples:
         paras.append("**How to act** (More actions → Send an Update, or the `bifrost` CLI):\n\n"
                      + "\n".join(f"- `{name}` `{json.dumps(example)}`" for name, example in examples))
     if s.audit:
         paras.append("**Recent actions**\n\n" + "\n".join(f"- {md(audit_line(a))}" for a in s.audit[-AUDIT_LINES:]))
     return "\n\n".join(paras)
+
+
+def in_progress(state: RolloutState) -> str:
+    """The stages the rollout works on or waits for now, as BifrostStage shows them."""
+    if state.finished:
+        return ""
+    if state.status == "rolling_back" and state.current_stages:
+        return ", ".join(state.current_stages)
+    if state.awaiting_wave is not None:
+        return ", ".join(st.key for st in state.wave_stages(state.awaiting_wave))
+    if state.status == "waiting_window":
+        return ", ".join(waiting_window(state))
+    return ", ".join(state.current_stages)
+
+
+def rollout_search(state: RolloutState, plan: Plan | None, requested_by: str) -> list[SearchAttributeUpdate[Any]]:
+    """The rollout's search attributes, all from its state: status, the stages in progress, the furthest
+    environment it has changed while it runs."""
+    env = "-"
+    started = [st.wave for st in state.stages if st.status != "pending"]
+    if plan is not None and started and not state.finished:
+        env = plan.waves[max(started) - 1].kind
+    return [
+        search.SERVICE.value_set(state.service),
+        search.VERSION.value_set(state.version),
+        search.STATUS.value_set(state.status),
+        search.STAGE.value_set(in_progress(state) or "-"),
+        search.ENVIRONMENT.value_set(env),
+        search.REQUESTED_BY.value_set(requested_by),
+    ]
 
 
 def rollout_summary(state: RolloutState) -> RolloutSummary:

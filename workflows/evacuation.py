@@ -34,18 +34,18 @@ with workflow.unsafe.imports_passed_through():
     from common.traffic.models import PlanInput, TrafficPlan
     from common.types import EVACUATION_FAILED, MetricWindow, StageRef
     from workflows import options, search
+    from workflows.controls import Ack, Controls, Stopped, refused
     from workflows.traffic_details import evacuation_details
     from workflows.traffic_models import (
         EVACUATION_TERMINAL,
         AbortShift,
         ApproveShift,
         EvacuationInput,
+        EvacuationPhase,
         EvacuationState,
-        EvacuationStatus,
         StepRecord,
-        TrafficAudit,
     )
-    from workflows.updates import Ack, Pause, Resume, refused
+    from workflows.updates import Pause, Resume
 
 NON_RETRYABLE = [*options.NON_RETRYABLE, REFUSED, CONFLICT]
 # Every activity on the path heartbeats (activities/heartbeat.py), so a dead worker's activity moves to another
@@ -86,10 +86,6 @@ READ = options.ActivityOptions(
 CHANGE = ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
 
 
-class _Stopped(Exception):
-    """Internal: an abort arrived; unwind to the abort handling."""
-
-
 class _Alarm(Exception):
     """Internal: the health check after step `step` alarmed (or could not be done)."""
 
@@ -124,17 +120,19 @@ class EvacuationWorkflow:
         self.inp = inp
         self.state = EvacuationState.of(inp, workflow.info().workflow_id)
         self.plan: TrafficPlan | None = None
-        self.paused = False
-        self.stop: AbortShift | None = None
+        what = "evacuation" if inp.direction == "evacuate" else "restore"
+        self.controls: Controls[AbortShift] = Controls(self.state, noun=f"{what} of {inp.region}",
+                                                       terminal=EVACUATION_TERMINAL)
         self.approved: ApproveShift | None = None
         self._outbox: list[asyncio.Future[bool]] = []  # notices on their way; the end waits for them
+        self._metered: str | None = None
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: EvacuationInput) -> EvacuationState:
         self.state.started_at = workflow.now()
         self._audit(inp.requested_by, inp.direction, f"{inp.region}: {inp.reason or '(no reason given)'}")
-        self._set_status("planning", waiting_for="the plan: reading the record set and replicas")
+        self._set_status("planning", doing="the plan: reading the record set and replicas")
         problems = inp.problems()
         if problems:
             lines = "\n".join(f"  - {p}" for p in problems)
@@ -150,7 +148,7 @@ class EvacuationWorkflow:
         except ActivityError as err:
             cause = _cause(err)
             refused = isinstance(cause, ApplicationError) and cause.type == REFUSED
-            status: EvacuationStatus = "refused" if refused else "failed"
+            status: EvacuationPhase = "refused" if refused else "failed"
             why = _text(err) if refused else f"could not plan (nothing was changed): {_text(err)}"
             return await self._end(status, why)
         except asyncio.CancelledError:
@@ -169,29 +167,32 @@ class EvacuationWorkflow:
             await self._scale_down()
         except _Alarm as alarm:
             return await self._revert_after_alarm(alarm)
-        except _Stopped:
+        except Stopped:
             return await self._aborted()
         except asyncio.CancelledError:
             return await self._end("aborted", f"cancelled at step {self.state.step}: traffic left where it is (no revert)")
         except (ActivityError, ApplicationError) as err:
             return await self._end("failed", f"{_text(err)}; stopped at step {self.state.step}, nothing reverted")
-        done: EvacuationStatus = "evacuated" if inp.direction == "evacuate" else "restored"
+        done: EvacuationPhase = "evacuated" if inp.direction == "evacuate" else "restored"
         return await self._end(done, f"{inp.region} {done}: weights {self.state.weights_now}")
 
     async def _approval(self) -> None:
         if not self.inp.require_approval:
             return
         who = ", ".join(self.inp.approvers) or "anyone"
-        self._set_status("awaiting_approval", waiting_for=f"approve (by {who}) before anything changes")
+        self.controls.hold("approval", releases=f"approve (by {who}) before anything changes")
+        self._publish()
         try:
             await workflow.wait_condition(
-                lambda: self.approved is not None or self.stop is not None,
+                lambda: self.approved is not None or self.controls.stopping,
                 timeout=timedelta(minutes=self.inp.approval_timeout_minutes), timeout_summary="approval timeout",
             )
         except TimeoutError:
-            self.stop = AbortShift(by="bifrost", reason=f"no approval within {self.inp.approval_timeout_minutes:g} min")
-            self._audit("bifrost", "approval-timeout", self.stop.reason)
-        self._raise_if_stopped()
+            timeout = AbortShift(by="bifrost", reason=f"no approval within {self.inp.approval_timeout_minutes:g} min")
+            self.controls.halt(timeout)
+            self._audit("bifrost", "approval-timeout", timeout.reason)
+        self.controls.release("approval")
+        self.controls.raise_if_stopped()
 
     async def _prewarm(self) -> None:
         assert self.plan is not None
@@ -199,7 +200,7 @@ class EvacuationWorkflow:
         if not todo:
             self.state.prewarmed_at = workflow.now()
             return
-        self._set_status("pre_warming", waiting_for="receivers to be scaled and ready: " + ", ".join(
+        self._set_status("pre_warming", doing="receivers to be scaled and ready: " + ", ".join(
             f"{r.region} {r.replicas_before}→{r.prewarm_to}" for r in todo))
         results = await asyncio.gather(*(
             workflow.execute_activity_method(
@@ -234,25 +235,25 @@ class EvacuationWorkflow:
             rec = StepRecord(index=i, level=plan.levels[i - 1], weights=weights, started_at=workflow.now())
             self.state.steps.append(rec)
             metrics.evacuation_step(workflow.metric_meter(), service=inp.service, region=inp.region)
-            self._set_status("shifting", waiting_for=f"step {i}/{n}: weights {weights}")
+            self._set_status("shifting", doing=f"step {i}/{n}: weights {weights}")
             res = await self._set_weights(weights, f"step {i}/{n} ({rec.level}%)")
             rec.changed, rec.applied_at = res.changed, workflow.now()
             self.state.step = i
             self._audit("bifrost", "step", f"{i}/{n}: {rec.level}% → {res.weights}" + ("" if res.changed else " (already in place)"))
             self._notice(notices.TRAFFIC_STEP, f"step {i}/{n} ({rec.level}%) applied; health check after the TTL",
                          res.weights)
-            self._set_status("shifting", waiting_for=f"{wait.total_seconds():g} s (TTL) after step {i}/{n}, then a health check")
+            self._set_status("shifting", doing=f"{wait.total_seconds():g} s (TTL) after step {i}/{n}, then a health check")
             try:
-                await workflow.wait_condition(lambda: self.stop is not None, timeout=wait,
+                await workflow.wait_condition(lambda: self.controls.stopping, timeout=wait,
                                               timeout_summary=f"TTL after step {i}/{n}")
             except TimeoutError:
                 pass
-            self._raise_if_stopped()
+            self.controls.raise_if_stopped()
             rec.health_started_at = workflow.now()
             if not checks:
                 rec.health = "no region gains traffic: nothing to check"
                 continue
-            self._set_status("shifting", waiting_for=f"health check after step {i}/{n}")
+            self._set_status("shifting", doing=f"health check after step {i}/{n}")
             window = MetricWindow(start=rec.applied_at, end=workflow.now(), interval_seconds=inp.health_interval_seconds)
             try:
                 health: HealthResult = await workflow.execute_activity_method(
@@ -274,7 +275,7 @@ class EvacuationWorkflow:
         todo = [r for r in self.plan.regions if r.scale_down_to is not None]
         if not todo:
             return
-        self._set_status("scaling_down", waiting_for="receivers to scale back: " + ", ".join(
+        self._set_status("scaling_down", doing="receivers to scale back: " + ", ".join(
             f"{r.region} {r.replicas_before}→{r.scale_down_to}" for r in todo))
         await self._scale_back({r.region: r.scale_down_to or 0 for r in todo}, "scale down")
 
@@ -301,7 +302,7 @@ class EvacuationWorkflow:
         back = self.plan.steps[k - 2] if k >= 2 else self.state.weights_before
         where = f"step {k - 1} ({self.plan.levels[k - 2]}%)" if k >= 2 else "the weights before the first step"
         self._audit("bifrost", "alarm", f"after step {k}: {alarm.reasons}")
-        self._set_status("reverting", reason=f"alarm after step {k}: {alarm.reasons}", waiting_for=f"revert to {where}")
+        self._set_status("reverting", reason=f"alarm after step {k}: {alarm.reasons}", doing=f"revert to {where}")
         try:
             await self._set_weights(back, f"revert to {where} after an alarm")
         except (ActivityError, asyncio.CancelledError) as err:
@@ -312,21 +313,21 @@ class EvacuationWorkflow:
                                "pre-warmed regions keep their replicas")
 
     async def _aborted(self) -> EvacuationState:
-        stop = self.stop
+        stop = self.controls.stop
         assert stop is not None
         what = f"aborted by {stop.by}: {stop.reason}"
         if self.state.weights_now == self.state.weights_before and not self.state.scaled:
             return await self._end("aborted", f"{what}; nothing was changed")
         if not stop.revert:
             return await self._end("aborted", f"{what}; traffic and replicas left as they are (step {self.state.step})")
-        self._set_status("reverting", reason=what, waiting_for="the weights and replicas before")
+        self._set_status("reverting", reason=what, doing="the weights and replicas before")
         try:
             if self.state.weights_now != self.state.weights_before:
                 await self._set_weights(self.state.weights_before, "revert after abort")
                 self.state.step = 0
                 if self.state.scaled and self.plan is not None:
                     wait = timedelta(seconds=self.plan.wait_seconds + self.inp.extra_wait_seconds)
-                    self._set_status("reverting", waiting_for=f"{wait.total_seconds():g} s (TTL) before scaling back")
+                    self._set_status("reverting", doing=f"{wait.total_seconds():g} s (TTL) before scaling back")
                     await workflow.sleep(wait, summary="TTL before scaling back")
             if self.state.scaled:
                 await self._scale_back({r: self.state.replicas_before[r] for r in self.state.scaled
@@ -335,7 +336,7 @@ class EvacuationWorkflow:
             return await self._end("failed", f"{what}; the revert failed: {_text(err)}; check the weights and replicas by hand")
         return await self._end("aborted", f"{what}; weights and replicas put back as they were")
 
-    async def _end(self, status: EvacuationStatus, reason: str) -> EvacuationState:
+    async def _end(self, status: EvacuationPhase, reason: str) -> EvacuationState:
         """Read back the weights and replicas, set the final status, and return (or fail, for refused/failed)."""
         if self.plan is not None:
             try:
@@ -395,82 +396,65 @@ class EvacuationWorkflow:
         self.state.weights_now = res.weights
         return res
 
-    def _raise_if_stopped(self) -> None:
-        if self.stop is not None:
-            raise _Stopped()
-
     async def _wait_unpaused(self, where: str) -> None:
-        self._raise_if_stopped()
-        if self.paused:
-            self._set_status("paused", waiting_for=f"resume (held before {where})")
-            await workflow.wait_condition(lambda: not self.paused or self.stop is not None)
-            self._raise_if_stopped()
+        await self.controls.wait_unpaused(where, self._publish)
 
     def _audit(self, who: str, action: str, detail: str = "") -> None:
-        self.state.audit.append(TrafficAudit(at=workflow.now(), who=who, action=action, detail=detail))
+        self.controls.audit(who, action, None, detail)
 
-    def _set_status(self, status: EvacuationStatus, *, reason: str | None = None, waiting_for: str | None = None) -> None:
-        metrics.evacuation_status_changed(workflow.metric_meter(), service=self.inp.service, region=self.inp.region,
-                                          before=self.state.status, after=status)
-        self.state.status = status
+    def _set_status(self, phase: EvacuationPhase, *, reason: str | None = None, doing: str | None = None) -> None:
+        """Every transition: the phase, what it works on, and (derived from them and the holds) what is shown."""
         if reason is not None:
             self.state.reason = reason
-        self.state.waiting_for = None if status in EVACUATION_TERMINAL else waiting_for
-        workflow.upsert_search_attributes([
+        self.controls.enter(phase, doing=doing)
+        self._publish()
+
+    def _publish(self) -> None:
+        """The search attributes, the metrics and the UI's current details, all from the state."""
+        metrics.evacuation_status_changed(workflow.metric_meter(), service=self.inp.service, region=self.inp.region,
+                                          before=self._metered or self.state.status, after=self.state.status)
+        self._metered = self.state.status
+        self.controls.publish([
             search.SERVICE.value_set(self.inp.service),
-            search.STATUS.value_set(status),
+            search.STATUS.value_set(self.state.status),
             search.STAGE.value_set(f"{self.inp.region}/{self.inp.environment}"),
             search.REQUESTED_BY.value_set(self.inp.requested_by),
-        ])
-        workflow.set_current_details(evacuation_details(
-            self.state, paused=self.paused, awaiting_approval=status == "awaiting_approval"))
+        ], evacuation_details(self.state))
 
     # -- queries and updates -----------------------------------------------------------------------
     @workflow.query(description="Plan, weights and replicas before/now, every step and its health, audit trail.")
     def status(self) -> EvacuationState:
         return self.state
 
-    def _check_running(self) -> None:
-        if self.state.status in EVACUATION_TERMINAL or self.stop is not None:
-            what = "evacuation" if self.inp.direction == "evacuate" else "restore"
-            raise refused(f"the {what} of {self.inp.region} is already {'stopping' if self.stop else self.state.status}; "
-                             "nothing to do")
-
     @workflow.update(description='Hold before the next step (a running step and its TTL wait finish). JSON: {"by": "alice", "reason": "why"}.')
     def pause(self, req: Pause) -> Ack:
-        self.paused = True
-        self._audit(req.by, "pause", req.reason)
-        self._set_status(self.state.status, waiting_for="resume (holds before the next step)")
+        self.controls.pause(req.by, req.reason, holds_at="before the next step")
+        self._publish()
         return Ack(message=f"paused by {req.by}; holds before the next step")
 
     @pause.validator
     def _validate_pause(self, req: Pause) -> None:
-        self._check_running()
-        if self.paused:
-            raise refused("already paused; use resume")
+        self.controls.validate_pause()
 
     @workflow.update(description='Continue a paused evacuation. JSON: {"by": "alice"}.')
     def resume(self, req: Resume) -> Ack:
-        self.paused = False
-        self._audit(req.by, "resume")
-        self._set_status("shifting" if self.state.status == "paused" else self.state.status)
+        self.controls.resume(req.by)
+        self._publish()
         return Ack(message=f"resumed by {req.by}")
 
     @resume.validator
     def _validate_resume(self, req: Resume) -> None:
-        self._check_running()
-        if not self.paused:
-            raise refused("not paused")
+        self.controls.validate_resume()
 
     @workflow.update(description='Stop now; "revert": true puts the weights and replicas back as they were, false leaves them. JSON: {"by": "alice", "reason": "why", "revert": true}.')
     def abort(self, req: AbortShift) -> Ack:
-        self.stop = req
+        self.controls.halt(req)
         self._audit(req.by, "abort", f"{req.reason} (revert: {str(req.revert).lower()})")
         return Ack(message="stopping; " + ("reverting to the weights and replicas before" if req.revert else "leaving traffic where it is"))
 
     @abort.validator
     def _validate_abort(self, req: AbortShift) -> None:
-        self._check_running()
+        self.controls.check_running()
 
     @workflow.update(description='Let an evacuation waiting for approval start changing traffic. JSON: {"approver": "alice", "comment": "go"}.')
     def approve(self, req: ApproveShift) -> Ack:
@@ -480,8 +464,8 @@ class EvacuationWorkflow:
 
     @approve.validator
     def _validate_approve(self, req: ApproveShift) -> None:
-        self._check_running()
-        if self.state.status != "awaiting_approval" or self.approved is not None:
+        self.controls.check_running()
+        if self.controls.held("approval") is None or self.approved is not None:
             raise refused(f"not waiting for approval (status: {self.state.status}"
                              f"{'' if self.inp.require_approval else '; this evacuation did not ask for one'})")
         if self.inp.approvers and req.approver not in self.inp.approvers:

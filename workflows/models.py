@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from canary.config import JudgeResult, MonitorResult, StagePlace
 from common.types import TERMINAL, EnvKind, RolloutStatus, StageStatus, stage_key
+from workflows.controls import AuditEntry, Hold, find_hold
 from workflows.request import (
     _NAME,
     MAX_SERVICE_LEN,
@@ -25,6 +26,9 @@ from workflows.request import (
     EvacuationSettings,
     OnFailure,
 )
+
+# What the rollout is doing; `queued`, `paused`, `awaiting_approval` and `waiting_window` are holds, not phases.
+RolloutPhase = Literal["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
 
 # A stage's history budget: it continues as new during a soak once its history passes this many events,
 # far below Temporal's warning at 10,240, so a 48 h soak at 1-minute looks stays small in every run.
@@ -73,31 +77,6 @@ class SoakProgress(BaseModel):
     looks_done: int = 0
 
 
-class AuditEntry(BaseModel):
-    """One action on a rollout (or on a stage): who, what, when (workflow time) and why."""
-
-    at: datetime
-    who: str
-    action: str
-    target: str | None = None
-    detail: str = ""
-
-
-class StageResume(BaseModel):
-    """Everything a stage needs to go on in a new run (continue-as-new during its soak)."""
-
-    state: StageState
-    previous: str | None
-    soak: SoakProgress
-    hold: bool = False
-    skip_soak_reason: str | None = None
-    stop_reason: str | None = None
-    analysis: JudgeResult | None = None
-    last_look: MonitorResult | None = None
-    runs: int = 1
-    audit: list[AuditEntry] = Field(default_factory=list)
-
-
 class StageInput(BaseModel):
     """Everything a stage needs; no secrets, only names and settings.
 
@@ -132,14 +111,23 @@ class StageConclusion(BaseModel):
 
 
 class StageDetail(BaseModel):
-    """A running stage's `progress` query: its state plus the judge's and the soak monitor's last findings, and
-    the internal signals it ignored (their audit lines)."""
+    """A stage's whole state, carried whole through continue-as-new and answered by its `progress` query: the
+    stage as the rollout lists it, the judge's and the soak monitor's last findings, where its soak stands, what
+    the rollout ordered it (hold, stop, skip the soak), and its audit (internal signals it ignored)."""
 
     state: StageState
     analysis: JudgeResult | None = None
     last_look: MonitorResult | None = None
     runs: int = 1
     audit: list[AuditEntry] = Field(default_factory=list)
+    previous: str | None = Field(default=None, description="the version found before the stage changed anything")
+    soak: SoakProgress | None = Field(default=None, description="where the soak stands, once promoted")
+    hold: bool = Field(default=False, description="the rollout is paused: hold before promotion")
+    skip_soak_reason: str | None = None
+    stop_reason: str | None = None
+
+
+StageResume = StageDetail  # what a stage's next run takes over (StageInput.resume): the whole state
 
 
 class StageOrders(BaseModel):
@@ -152,30 +140,23 @@ class StageOrders(BaseModel):
     conclude: dict[str, StageConclusion] = Field(default_factory=dict, description="stage key -> the rollout's verdict")
 
 
-class PauseInfo(BaseModel):
-    """Who paused the rollout, why, and when."""
-
-    by: str
-    reason: str = ""
-    at: datetime
-
-
 class RolloutState(BaseModel):
     """The whole rollout: per-stage state and versions, approvals, audit trail; also its final result."""
 
     rollout_id: str
     service: str
     version: str
-    status: RolloutStatus = "planning"
+    phase: RolloutPhase = "planning"
+    holds: list[Hold] = Field(default_factory=list, description="what keeps the rollout from going on: the service "
+                              "lock, an approval, a deployment window, a pause (workflows/controls.py)")
+    doing: str | None = Field(default=None, description="what it works on now, when no hold holds it")
+    status: RolloutStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
+    waiting_for: str | None = Field(default=None, description="derived: what the hold in force waits for")
     waves: int = 0
     current_wave: int | None = None
-    current_stage: str | None = None
-    waiting_for: str | None = None
+    current_stages: list[str] = Field(default_factory=list, description="the stages the rollout works on now")
     stages: list[StageState] = Field(default_factory=list)
-    awaiting_wave: int | None = Field(default=None, description="the wave whose approval the rollout waits for")
-    pending_approvals: list[str] = Field(default_factory=list)
     approved: list[str] = Field(default_factory=list)
-    pause: PauseInfo | None = None
     audit: list[AuditEntry] = Field(default_factory=list)
     reason: str = ""
     started_at: datetime | None = None
@@ -183,6 +164,25 @@ class RolloutState(BaseModel):
 
     def stage(self, key: str) -> StageState | None:
         return next((s for s in self.stages if s.key == key), None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def awaiting_wave(self) -> int | None:
+        """The wave whose approval the rollout waits for (its approval hold)."""
+        h = find_hold(self.holds, "approval")
+        return h.wave if h is not None else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def pending_approvals(self) -> list[str]:
+        """The gates still to approve (its approval hold)."""
+        h = find_hold(self.holds, "approval")
+        return list(h.gates) if h is not None else []
+
+    @property
+    def pause(self) -> Hold | None:
+        """The pause, from when it is asked for (in force at the next safe point)."""
+        return find_hold(self.holds, "paused")
 
     def wave_stages(self, wave: int) -> list[StageState]:
         return [s for s in self.stages if s.wave == wave]

@@ -38,9 +38,10 @@ with workflow.unsafe.imports_passed_through():
         RolloutStatus,
         StageRef,
     )
-    from workflows import options, search
+    from workflows import options
     from workflows.clock import MIN_WINDOW_WAIT, wait_until
-    from workflows.details import rollout_details, rollout_summary
+    from workflows.controls import Controls, Stopped
+    from workflows.details import holds_at, rollout_details, rollout_search, rollout_summary, waiting_window
     from workflows.lock import (
         GRANTED_SIGNAL,
         LOCK_SIGNALS_PATCH,
@@ -50,8 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceLock,
     )
     from workflows.models import (
-        AuditEntry,
-        PauseInfo,
+        RolloutPhase,
         RolloutState,
         RolloutSummary,
         StageConclusion,
@@ -102,13 +102,9 @@ PREVIOUS_STAGE_TRIES = 60
 class Stop:
     """Why the rollout must stop early: the final status, the reason, and a rollback scope if one was chosen."""
 
-    status: RolloutStatus
+    status: RolloutPhase
     reason: str
     scope: RollbackScope | None = None
-
-
-class _Stopped(Exception):
-    """Internal: unwinds the main flow once `self.stop` is set."""
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -121,14 +117,14 @@ class RolloutWorkflow:
         info = workflow.info()
         self.state = RolloutState(rollout_id=info.workflow_id, service=request.service, version=request.version)
         self.plan: Plan | None = None
-        self.stop: Stop | None = None
+        self.controls: Controls[Stop] = Controls(
+            self.state, noun="rollout", terminal=TERMINAL, stop_word=lambda stop: stop.status,
+            on_cancel=lambda: self._halt(Stop("aborted", "workflow cancellation requested")))
         self.failed_stage: str | None = None
         self.window_overrides: set[str] = set()
-        self.waiting_window: set[str] = set()
         self.children: dict[str, workflow.ChildWorkflowHandle[Any, StageState]] = {}
         self.collected: set[str] = set()  # stages whose workflow has closed and whose end is recorded
         self.launched: set[str] = set()  # stages asked to start: their reports count before the start is confirmed
-        self.cancel_requested = False
         self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
         self._outbox: list[asyncio.Future[Any]] = []
         # what the rollout told its stages (the `stage_orders` query): a stage obeys a signal only as far as this says
@@ -148,19 +144,18 @@ class RolloutWorkflow:
         try:
             self.plan = build_plan(request, now=workflow.now())
         except PlanError as err:
-            self._set_status("failed", reason=f"invalid plan: {err}")
+            self._enter("failed", reason=f"invalid plan: {err}")
             raise ApplicationError(f"invalid plan: {err}", self.state, type=INVALID_REQUEST, non_retryable=True) from None
         self.state.waves = len(self.plan.waves)
         self.state.stages = [StageState.of(s.region, s.environment, w.index) for w in self.plan.waves for s in w.stages]
         self._audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
         try:
             await self._execute(self.plan)
-        except _Stopped:
+        except Stopped:
             pass
         except workflow.NondeterminismError:
             raise  # a worker with the right code can still resume this run
         except asyncio.CancelledError:
-            self.cancel_requested = True
             self._halt(Stop("aborted", "workflow cancellation requested"))
         except Exception as err:  # a bug must not wedge the rollout or hold the service's lock
             workflow.logger.exception("rollout failed unexpectedly")
@@ -174,7 +169,7 @@ class RolloutWorkflow:
         await self.lock.release()
         self._notify(f"rollout_{self.state.status}", self.state.reason)
         self.state.ended_at = workflow.now()
-        self._set_status(self.state.status)
+        self._publish()
         await asyncio.gather(*self._outbox, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.state.status != "succeeded":
@@ -183,42 +178,40 @@ class RolloutWorkflow:
         return self.state
 
     async def _execute(self, plan: Plan) -> None:
-        self._set_status("queued", waiting_for=f"the {self.req.service} lock (another version may be rolling out)")
+        self.state.phase = "running"
+        self.controls.hold("lock", releases=f"the {self.req.service} lock (another version may be rolling out)")
+        self._publish()
         if workflow.patched(NOTIFY_QUEUED_PATCH):  # notify
             self._background(self._notice_if_queued())
-        if not await self.lock.acquire(give_up=lambda: self.stop is not None, answered=self._lock_answered):
-            raise _Stopped()
-        self._set_status("running")
+        acquired = await self.lock.acquire(give_up=lambda: self.controls.stopping, answered=self._lock_answered)
+        self.controls.release("lock")
+        if not acquired:
+            raise Stopped()
+        self._publish()
         self._notify("rollout_started", f"rolling out across {len(plan.waves)} waves")
         await self._inventory(plan)
         for wave in plan.waves:
             self.state.current_wave = wave.index
-            self.state.current_stage = ", ".join(s.key for s in wave.stages)  # what a gate or window holds back
+            self.state.current_stages = [s.key for s in wave.stages]  # what a gate or window holds back
             await self._before_wave(wave)
             await self._run_wave(wave)
-            if self.failed_stage is not None or self.stop is not None:
+            if self.failed_stage is not None or self.controls.stopping:
                 return
 
+    @property
+    def stop(self) -> Stop | None:
+        return self.controls.stop
+
     def _halt(self, stop: Stop) -> None:
-        if self.stop is None:
-            self.stop = stop
+        self.controls.halt(stop)
 
     def _raise_if_stopped(self) -> None:
-        if self.stop is not None:
-            raise _Stopped()
+        self.controls.raise_if_stopped()
 
     async def _until(self, condition: Callable[[], bool], timeout: timedelta | None = None, summary: str | None = None) -> bool:
-        """Wait for `condition` (True) or the timeout (False) without being cut short by a cancellation request:
-        used where the rollout must finish what it started (stopping stages, rollbacks, reports)."""
-        while True:
-            try:
-                await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary)
-                return True
-            except TimeoutError:
-                return False
-            except asyncio.CancelledError:
-                self.cancel_requested = True
-                self._halt(Stop("aborted", "workflow cancellation requested"))
+        """Wait without being cut short by a cancellation request (it becomes an abort): used where the rollout
+        must finish what it started (stopping stages, rollbacks, reports)."""
+        return await self.controls.until(condition, timeout, summary)
 
     # -- messages from stages and the lock ---------------------------------------------------------
     @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage says its status changed; the rollout takes "
@@ -249,7 +242,7 @@ class RolloutWorkflow:
                     self._audit("bifrost", f"ignored {PROGRESS_SIGNAL}", key, problem)
             if truth is not None:
                 _take(self._row(key), truth)
-            self._set_status(self.state.status, waiting_for=self.state.waiting_for)
+            self._publish()
 
     def _take_report(self, report: StageState) -> None:
         """Before STAGE_SIGNALS_PATCH: the report itself was taken."""
@@ -261,7 +254,7 @@ class RolloutWorkflow:
         if report.key not in self.children and not (report.key in self.launched and workflow.patched(EARLY_REPORTS_PATCH)):
             return
         _take(st, report)
-        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
+        self._publish()
 
     async def _stage_progress(self, key: str) -> tuple[StageDetail | None, str]:
         """The stage's own account (its `progress` query, asked by an activity), or None and why not."""
@@ -322,7 +315,7 @@ class RolloutWorkflow:
                 self._audit("bifrost", "superseded", None, f"by version {version}")
                 self._halt(Stop("aborted", f"superseded by {self.req.service} {version}"))
             return
-        if self.stop is not None or self.state.status in TERMINAL:
+        if self.stop is not None or self.controls.finished:
             self._ignored(SUPERSEDED_SIGNAL, None, f"the rollout is already {self.stop.status if self.stop else self.state.status}")
             return
         confirmed, why = await self.lock.confirm_supersession()
@@ -335,7 +328,7 @@ class RolloutWorkflow:
     def _ignored(self, signal: str, target: str | None, why: str) -> None:
         """An internal signal that does not fit what its supposed sender says: ignored, one audit line."""
         self._audit("bifrost", f"ignored {signal}", target, why)
-        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
+        self._publish()
 
     def _notify(self, event: str, text: str, stage: str | None = None) -> None:
         """Tell humans (chat webhooks) without waiting: a notification never delays or fails the rollout."""
@@ -361,7 +354,7 @@ class RolloutWorkflow:
     async def _notice_if_queued(self) -> None:
         """Tell people the rollout waits behind another one, if the lock is not granted soon."""
         try:
-            await workflow.wait_condition(lambda: self.state.status != "queued" or self.stop is not None,
+            await workflow.wait_condition(lambda: self.controls.held("lock") is None or self.stop is not None,
                                           timeout=QUEUED_NOTICE_AFTER, timeout_summary="notice if still queued")
         except TimeoutError:
             self._tell(notices.queued(**self._about()))
@@ -429,7 +422,7 @@ class RolloutWorkflow:
         if errors:
             self._halt(Stop("failed", f"nothing was deployed: could not read the current versions: {error_text(errors[0])}",
                             "stage"))
-            raise _Stopped()
+            raise Stopped()
 
     async def _before_wave(self, wave: Wave) -> None:
         """Safe point: honour pause, approval gates and deployment windows before a wave starts."""
@@ -441,24 +434,24 @@ class RolloutWorkflow:
         gates = self._gates_for(wave)
         pending = [g for g in gates if g not in self.state.approved]
         if pending:
-            self.state.pending_approvals, self.state.awaiting_wave = pending, wave.index
-            self._set_status("awaiting_approval", waiting_for=f"approval of wave {wave.index} (gates: {', '.join(pending)})")
+            self.controls.hold("approval", releases=f"approval of wave {wave.index} (gates: {', '.join(pending)})",
+                               targets=[s.key for s in wave.stages], wave=wave.index, gates=pending)
+            self._publish()
             hours = self.req.approvals.timeout_hours
             if workflow.patched(NOTIFY_APPROVAL_PATCH):  # notify
                 self._background(self._notice_approval(wave, pending, workflow.now() + timedelta(hours=hours)))
             try:
                 await workflow.wait_condition(
-                    lambda: not self.state.pending_approvals or self.stop is not None,
+                    lambda: self.controls.held("approval") is None or self.stop is not None,
                     timeout=timedelta(hours=hours), timeout_summary=f"approval timeout for wave {wave.index}",
                 )
             except TimeoutError:
                 names = ", ".join(self.state.pending_approvals)
                 self._audit("bifrost", "approval-timeout", f"wave-{wave.index}", f"no answer within {hours:g} h")
                 self._halt(Stop("rejected", f"approval of wave {wave.index} ({names}) timed out after {hours:g} h"))
-                self.state.pending_approvals = []
-            self.state.awaiting_wave = None
+            self.controls.release("approval")
             self._raise_if_stopped()
-            self._set_status("running")
+            self._publish()
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
 
@@ -472,15 +465,15 @@ class RolloutWorkflow:
         return [g.key for g in self.req.approvals.gates if g.wave == wave.index or (g.stage in keys)]
 
     async def _wait_unpaused(self, where: str) -> None:
-        self._raise_if_stopped()
-        if self.state.pause is not None:
-            self._set_status("paused", waiting_for=f"resume (held before {where})")
+        def held() -> None:
+            self._publish()
             if workflow.patched(NOTIFY_PAUSED_PATCH):  # notify
-                p = self.state.pause
-                self._tell(notices.paused(**self._about(), by=p.by, reason=p.reason, where=where))
-            await workflow.wait_condition(lambda: self.state.pause is None or self.stop is not None)
-            self._raise_if_stopped()
-            self._set_status("running")
+                p = self.controls.paused
+                assert p is not None
+                self._tell(notices.paused(**self._about(), by=p.by, reason=p.why, where=where))
+
+        if await self.controls.wait_unpaused(where, held):
+            self._publish()
 
     async def _wait_windows(self, wave: Wave) -> None:
         regions = {r.name: r for r in self.req.regions}
@@ -494,13 +487,13 @@ class RolloutWorkflow:
                 if opens != now:
                     closed[s.key] = opens
             if not closed:
-                self.waiting_window.clear()
                 return
-            self.waiting_window = set(closed)
             known = [t for t in closed.values() if t is not None]
             until = min(known) if known else None
             when = f"{until:%Y-%m-%d %H:%M} UTC" if until is not None else "never (freeze dates cover 400 days)"
-            self._set_status("waiting_window", waiting_for=f"deployment window of {', '.join(sorted(closed))} (opens {when})")
+            self.controls.hold("window", releases=f"deployment window of {', '.join(sorted(closed))} (opens {when})",
+                               targets=sorted(closed))
+            self._publish()
             if set(closed) != self._window_noticed and workflow.patched(NOTIFY_WINDOW_PATCH):  # notify
                 self._window_noticed = set(closed)
                 self._tell(notices.window_closed(**self._about(), wave=wave.index, stages=sorted(closed), opens_at=until))
@@ -513,9 +506,10 @@ class RolloutWorkflow:
                 )
             except TimeoutError:
                 pass
+            self.controls.release("window")  # placed again below while a window is still closed
             self._raise_if_stopped()
             await self._wait_unpaused(f"wave {wave.index}")
-            self._set_status("running")
+            self._publish()
 
     def _place(self, key: str) -> StagePlace:
         """Stage `key`'s place in the plan's order: the judge splits the rollout's error budget by it."""
@@ -544,10 +538,10 @@ class RolloutWorkflow:
                 ),
                 f"{self.req.service} {self.req.version} in {s.key} (wave {wave.index})",
             )
-            if self.state.pause is not None:
+            if self.controls.paused is not None:
                 self._signal_stage(s.key, StageWorkflow.set_hold, True)
-        self.state.current_stage = ", ".join(keys)
-        self._set_status(self.state.status)
+        self.state.current_stages = list(keys)
+        self._publish()
         await self._until(lambda: self._settled(keys) or self._wave_failed(keys) or self.stop is not None)
         self._collect(keys)
         if not self._settled(keys):
@@ -629,16 +623,16 @@ class RolloutWorkflow:
         self._collect(started)
         if self.failed_stage is None and self.stop is None:
             await self._keep(started, "")
-            self._set_status("succeeded", reason="every stage succeeded")
+            self._enter("succeeded", reason="every stage succeeded")
             return
         stop = self.stop or Stop("rolled_back", f"{self.failed_stage}: {self._row(self.failed_stage or '').reason}")
         scope = stop.scope or self.req.rollback_scope
-        self._set_status("rolling_back", reason=stop.reason)
+        self._enter("rolling_back", reason=stop.reason)
         targets = [st.key for st in stages_to_roll_back(self.state.stages, scope) if st.key in self.children]
         await self._keep([k for k in started if k not in targets], f"kept: outside rollback scope {scope}")
         for key in targets:  # one at a time, latest wave first
-            self.state.current_stage = key
-            self._set_status("rolling_back")
+            self.state.current_stages = [key]
+            self._enter("rolling_back")
             self._audit("bifrost", "roll-back-stage", key, f"scope {scope}: {stop.reason}")
             self._order_conclusion(key, StageConclusion(
                 action="roll_back", reason=f"rolled back by the rollout (scope {scope}): {stop.reason}"))
@@ -647,8 +641,8 @@ class RolloutWorkflow:
         status, reason = stop.status, stop.reason
         if any(s.status == "failed" for s in self.state.stages):
             status, reason = "failed", reason + " — some stages could not be rolled back; see their reasons"
-        self.state.current_stage = None
-        self._set_status(status, reason=reason)
+        self.state.current_stages = []
+        self._enter(status, reason=reason)
 
     async def _keep(self, keys: list[str], reason: str) -> None:
         """Tell stages that finished their work to keep the new version, and record how they end."""
@@ -660,49 +654,28 @@ class RolloutWorkflow:
 
     # -- state, details, search attributes -------------------------------------------------------
     def _audit(self, who: str, action: str, target: str | None, detail: str = "") -> None:
-        self.state.audit.append(AuditEntry(at=workflow.now(), who=who, action=action, target=target, detail=detail))
+        self.controls.audit(who, action, target, detail)
 
-    def _set_status(self, status: RolloutStatus, *, reason: str | None = None, waiting_for: str | None = None) -> None:
-        """Every transition: the status, the search attributes, the UI's current details and the metrics stay in step."""
-        self.state.status = status
+    def _enter(self, phase: RolloutPhase, *, reason: str | None = None) -> None:
+        """A new phase (and why), then everything derived from it is published."""
+        if reason is not None:
+            self.state.reason = reason
+        if phase in TERMINAL:
+            self.state.current_stages = []
+        self.controls.enter(phase)
+        self._publish()
+
+    def _publish(self) -> None:
+        """Every change: the search attributes, the UI's current details and the metrics, all from the state."""
+        self.controls.sync()
+        status = self.state.status
         before, since = self._metered or (None, None)
         if status != before:
             metrics.rollout_status_changed(workflow.metric_meter(), service=self.req.service, before=before, after=status,
                                            since=since, now=workflow.now())
             self._metered = (status, workflow.now())
-        if reason is not None:
-            self.state.reason = reason
-        self.state.waiting_for = waiting_for
-        if status in TERMINAL:
-            self.state.current_stage = None
-        in_progress = self._in_progress()
-        env = "-"  # the furthest environment this rollout has changed, while it runs
-        started = [st.wave for st in self.state.stages if st.key in self.children]
-        if self.plan is not None and started and status not in TERMINAL:
-            env = self.plan.waves[max(started) - 1].kind
-        workflow.upsert_search_attributes([
-            search.SERVICE.value_set(self.req.service),
-            search.VERSION.value_set(self.req.version),
-            search.STATUS.value_set(status),
-            search.STAGE.value_set(in_progress or "-"),
-            search.ENVIRONMENT.value_set(env),
-            search.REQUESTED_BY.value_set(self.req.requested_by),
-        ])
-        workflow.set_current_details(rollout_details(self.state, self.plan, waiting_window=self.waiting_window,
-                                                     soaking=self._soaking()))
-
-    def _in_progress(self) -> str:
-        """The stages the rollout works on or waits for now, as BifrostStage shows them."""
-        s = self.state
-        if s.status in TERMINAL:
-            return ""
-        if s.status == "rolling_back" and s.current_stage:
-            return s.current_stage
-        if s.awaiting_wave is not None:
-            return ", ".join(st.key for st in s.wave_stages(s.awaiting_wave))
-        if s.status == "waiting_window":
-            return ", ".join(sorted(self.waiting_window))
-        return s.current_stage or ""
+        self.controls.publish(rollout_search(self.state, self.plan, self.req.requested_by),
+                              rollout_details(self.state, self.plan, soaking=self._soaking()))
 
     def _soaking(self) -> list[str]:
         """Running stages whose last reported status is the soak."""
@@ -721,7 +694,7 @@ class RolloutWorkflow:
     @workflow.query(name=STAGE_ORDERS_QUERY, description="Internal: what the rollout told its stages (hold, stop, skip a "
                                                          "soak, keep or roll back); a stage obeys a signal only as far as this says.")
     def stage_orders(self) -> StageOrders:
-        return StageOrders(hold=self.state.pause is not None, stop=self.stop_orders, skip_soak=self.skip_orders,
+        return StageOrders(hold=self.controls.paused is not None, stop=self.stop_orders, skip_soak=self.skip_orders,
                            conclude=self.conclusions)
 
     @workflow.query(name=LOCK_CLAIM_QUERY, description="Internal: this rollout's service-lock request and where it stands "
@@ -731,8 +704,7 @@ class RolloutWorkflow:
 
     # -- updates -----------------------------------------------------------------------------------
     def _check_running(self) -> None:
-        if self.state.status in TERMINAL or self.stop is not None:
-            raise refused(f"the rollout is already {self.stop.status if self.stop else self.state.status}; nothing to do")
+        self.controls.check_running()
 
     def _check_approver(self, who: str) -> None:
         allowed = self.req.approvals.approvers
@@ -761,7 +733,7 @@ class RolloutWorkflow:
         wave = self._gate_wave(req.stage, req.wave)
         gates = list(self.state.pending_approvals)
         self.state.approved.extend(gates)
-        self.state.pending_approvals = []
+        self.controls.release("approval")
         self._audit(req.approver, "approve", f"wave-{wave}", req.comment)
         return Ack(message=f"approved wave {wave} ({', '.join(gates)}) by {req.approver}")
 
@@ -776,7 +748,7 @@ class RolloutWorkflow:
         wave = self._gate_wave(req.stage, req.wave)
         self._audit(req.approver, "reject", f"wave-{wave}", req.reason)
         self._halt(Stop("rejected", f"wave {wave} rejected by {req.approver}: {req.reason}"))
-        self.state.pending_approvals = []
+        self.controls.release("approval")
         return Ack(message=f"rejected wave {wave}; rolling back")
 
     @reject.validator
@@ -787,35 +759,29 @@ class RolloutWorkflow:
 
     @workflow.update(description='Hold the rollout at the next safe point (before a wave, before promotion); soaks keep their clock. JSON: {"by": "alice", "reason": "why"}.')
     def pause(self, req: Pause) -> Ack:
-        self.state.pause = PauseInfo(by=req.by, reason=req.reason, at=workflow.now())
-        self._audit(req.by, "pause", None, req.reason)
+        self.controls.pause(req.by, req.reason, holds_at=holds_at(self.state))
         for key, h in self.children.items():
             if not h.done():
                 self._signal_stage(key, StageWorkflow.set_hold, True)
-        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
+        self._publish()
         return Ack(message=f"paused by {req.by}; holds at the next safe point")
 
     @pause.validator
     def _validate_pause(self, req: Pause) -> None:
-        self._check_running()
-        if self.state.pause is not None:
-            raise refused(f"the rollout is already paused (by {self.state.pause.by}); use resume")
+        self.controls.validate_pause()
 
     @workflow.update(description='Continue a paused rollout. JSON: {"by": "alice"}.')
     def resume(self, req: Resume) -> Ack:
-        self.state.pause = None
-        self._audit(req.by, "resume", None)
+        self.controls.resume(req.by)
         for key, h in self.children.items():
             if not h.done():
                 self._signal_stage(key, StageWorkflow.set_hold, False)
-        self._set_status(self.state.status, waiting_for=self.state.waiting_for)
+        self._publish()
         return Ack(message=f"resumed by {req.by}")
 
     @resume.validator
     def _validate_resume(self, req: Resume) -> None:
-        self._check_running()
-        if self.state.pause is None:
-            raise refused("the rollout is not paused")
+        self.controls.validate_resume()
 
     @workflow.update(description='Stop the rollout and roll back by the request\'s rollback scope. JSON: {"by": "alice", "reason": "why"}.')
     def abort(self, req: Abort) -> Ack:
@@ -865,8 +831,9 @@ class RolloutWorkflow:
         self._check_running()
         self._check_approver(req.by)
         self._check_stage(req.stage)
-        if req.stage not in self.waiting_window:
-            waiting = ", ".join(sorted(self.waiting_window)) or "none"
+        window = waiting_window(self.state)
+        if req.stage not in window:
+            waiting = ", ".join(window) or "none"
             raise refused(f"{req.stage} is not waiting for a deployment window; waiting: {waiting}")
 
     def _check_stage(self, key: str) -> None:

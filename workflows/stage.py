@@ -49,16 +49,15 @@ with workflow.unsafe.imports_passed_through():
     from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
     from workflows.clock import wait_until
+    from workflows.controls import audit_entry, until
     from workflows.details import stage_details
     from workflows.evacuation import EvacuationWorkflow
     from workflows.models import (
-        AuditEntry,
         SoakProgress,
         StageConclusion,
         StageDetail,
         StageInput,
         StageOrders,
-        StageResume,
         StageState,
     )
     from workflows.report import ReportWorkflow, report_workflow_id
@@ -94,16 +93,9 @@ class StageWorkflow:
     def __init__(self, inp: StageInput) -> None:
         self.inp = inp
         self.ref = StageRef(service=inp.service, region=inp.region, environment=inp.environment)
-        r = inp.resume
-        self.state = r.state if r else StageState.of(inp.region, inp.environment, inp.wave)
-        self.previous: str | None = r.previous if r else None
-        self.soak: SoakProgress | None = r.soak if r else None
-        self.hold = r.hold if r else False
-        self.skip_soak_reason: str | None = r.skip_soak_reason if r else None
-        self.stop_reason: str | None = r.stop_reason if r else None
-        self.detail = StageDetail(state=self.state, analysis=r.analysis if r else None,
-                                  last_look=r.last_look if r else None, runs=r.runs if r else 1,
-                                  audit=list(r.audit) if r else [])
+        self.detail = inp.resume.model_copy() if inp.resume else StageDetail(
+            state=StageState.of(inp.region, inp.environment, inp.wave))
+        self.state = self.detail.state
         self.conclusion: StageConclusion | None = None
         self.cancelled = False
         self._reported: StageStatus | None = None
@@ -121,7 +113,7 @@ class StageWorkflow:
                                  "Confirmed with the rollout.")
     async def set_hold(self, hold: bool) -> None:
         if not workflow.patched(STAGE_SIGNALS_PATCH):
-            self.hold = hold
+            self.detail.hold = hold
             return
         await self._confirm("set_hold", lambda o: "" if o.hold == hold else
                             f"the rollout is {'paused' if o.hold else 'not paused'}")
@@ -129,7 +121,7 @@ class StageWorkflow:
     @workflow.signal(description="Internal: end the soak now (sent by the rollout's skip_soak update; confirmed with the rollout).")
     async def skip_soak(self, reason: str) -> None:
         if not workflow.patched(STAGE_SIGNALS_PATCH):
-            self.skip_soak_reason = reason or "skipped"
+            self.detail.skip_soak_reason = reason or "skipped"
             return
         await self._confirm("skip_soak", lambda o: "" if self.ref.key in o.skip_soak else
                             "the rollout has not ended this stage's soak (only its skip_soak update can)")
@@ -159,8 +151,8 @@ class StageWorkflow:
         await self._confirm("conclude", fits)
 
     def _set_stop(self, reason: str) -> None:
-        if self.stop_reason is None:
-            self.stop_reason = reason or "stopped by the rollout"
+        if self.detail.stop_reason is None:
+            self.detail.stop_reason = reason or "stopped by the rollout"
 
     async def _confirm(self, signal: str, fits: Callable[[StageOrders], str]) -> None:
         """Ask the rollout what it ordered, obey that (not the signal), and note each signal that did not fit."""
@@ -175,16 +167,15 @@ class StageWorkflow:
             for name, check in pokes:
                 problem = why if orders is None else check(orders)
                 if problem:
-                    self.detail.audit.append(AuditEntry(at=workflow.now(), who="bifrost", action=f"ignored {name}",
-                                                        target=self.ref.key, detail=problem))
+                    self.detail.audit.append(audit_entry("bifrost", f"ignored {name}", self.ref.key, problem))
 
     def _obey(self, orders: StageOrders) -> None:
         key = self.ref.key
-        self.hold = orders.hold
+        self.detail.hold = orders.hold
         if key in orders.stop:
             self._set_stop(orders.stop[key])
-        if key in orders.skip_soak and self.skip_soak_reason is None:
-            self.skip_soak_reason = orders.skip_soak[key] or "skipped"
+        if key in orders.skip_soak and self.detail.skip_soak_reason is None:
+            self.detail.skip_soak_reason = orders.skip_soak[key] or "skipped"
         if key in orders.conclude and self.conclusion is None:
             self.conclusion = orders.conclude[key]
 
@@ -238,22 +229,13 @@ class StageWorkflow:
                 self._cancel_requested()
 
     async def _until(self, condition: Callable[[], bool], timeout: timedelta | None = None, summary: str = "") -> bool:
-        """Wait for `condition` (True) or the timeout (False); a cancellation request is noted, not raised."""
-        while True:
-            try:
-                await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary or None)
-                return True
-            except TimeoutError:
-                return False
-            except asyncio.CancelledError:
-                self._cancel_requested()
-                if condition():
-                    return True
-                # a cancellation cuts a timed wait short only through the condition (stop_reason)
+        """Wait for `condition` (True) or the timeout (False); a cancellation request is noted, not raised (it cuts
+        a timed wait short only through the condition: stop_reason)."""
+        return await until(condition, timeout, summary, on_cancel=self._cancel_requested)
 
     def _check_stop(self) -> None:
-        if self.stop_reason is not None:
-            raise _Failed(f"stopped: {self.stop_reason}")
+        if self.detail.stop_reason is not None:
+            raise _Failed(f"stopped: {self.detail.stop_reason}")
 
     # -- the stage ---------------------------------------------------------------------------------
     @workflow.run
@@ -263,30 +245,30 @@ class StageWorkflow:
             st.started_at = workflow.now()
             self._report("deploying", tell_rollout=False)  # the rollout marked it deploying when it started it
             try:
-                self.previous = await self._shielded(workflow.execute_local_activity_method(
+                self.detail.previous = await self._shielded(workflow.execute_local_activity_method(
                     DeployActivities.current_version, StageOnly(stage=self.ref),
                     summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL))
             except ActivityError as err:
                 st.reason = f"could not read the current version: {error_text(err)}"
                 return await self._end("failed")
-            st.version_before = st.version_now = self.previous
-            if self.previous == inp.version:
+            st.version_before = st.version_now = self.detail.previous
+            if self.detail.previous == inp.version:
                 st.reason = f"{self.ref.key} already runs {inp.version}"
                 self._report("skipped", st.reason)
                 return await self._end("skipped")
-            if self.stop_reason is not None:
-                st.reason = f"stopped before it changed anything: {self.stop_reason}"
+            if self.detail.stop_reason is not None:
+                st.reason = f"stopped before it changed anything: {self.detail.stop_reason}"
                 self._report("skipped", st.reason)
                 return await self._end("skipped")
         try:
             if inp.resume is None:
                 await self._deploy_and_judge()
                 await self._promote()
-            if self.soak is not None:
+            if self.detail.soak is not None:
                 await self._soak()  # may continue as new
         except _Failed as failed:
             st.reason = failed.reason
-            return await self._roll_back_and_end(mitigate=self.stop_reason is None)
+            return await self._roll_back_and_end(mitigate=self.detail.stop_reason is None)
         st.version_now = inp.version
         st.awaiting_verdict = workflow.info().parent is not None
         self._report("succeeded", f"now on `{inp.version}`")
@@ -320,12 +302,12 @@ class StageWorkflow:
 
     async def _deploy_and_judge(self) -> None:
         inp, canary = self.inp, self.inp.canary
-        self._report("deploying", f"canary `{inp.version}` and baseline `{self.previous}`", tell_rollout=False)
+        self._report("deploying", f"canary `{inp.version}` and baseline `{self.detail.previous}`", tell_rollout=False)
         deploys = [
             asyncio.ensure_future(self._shielded(workflow.execute_activity_method(
                 DeployActivities.deploy_baseline,
-                DeployInput(stage=self.ref, version=self.previous or inp.version, image=None, replicas=canary.baseline_replicas),
-                summary=f"baseline {self.previous} in {self.ref.key}", **options.DEPLOY))),
+                DeployInput(stage=self.ref, version=self.detail.previous or inp.version, image=None, replicas=canary.baseline_replicas),
+                summary=f"baseline {self.detail.previous} in {self.ref.key}", **options.DEPLOY))),
             asyncio.ensure_future(self._shielded(workflow.execute_activity_method(
                 DeployActivities.deploy_canary,
                 DeployInput(stage=self.ref, version=inp.version, image=inp.image, replicas=canary.canary_replicas),
@@ -341,7 +323,7 @@ class StageWorkflow:
         start = workflow.now()
         if canary.analysis_minutes > 0:
             self._report("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")
-            await self._until(lambda: self.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
+            await self._until(lambda: self.detail.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
                               f"canary window {self.ref.key}")
             self._check_stop()
         # sequential analysis needs a window to extend: without one (analysis_minutes 0) the judge decides once
@@ -352,7 +334,7 @@ class StageWorkflow:
                 stage=self.ref, rollout_id=inp.rollout_id, analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
                 metrics=canary.metrics, judge=canary.judge,
                 window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
-                baseline_version=self.previous, canary_version=inp.version, place=place, look=look,
+                baseline_version=self.detail.previous, canary_version=inp.version, place=place, look=look,
             )
             try:
                 analysis = await self._shielded(workflow.execute_activity_method(
@@ -382,15 +364,15 @@ class StageWorkflow:
         self.detail.analysis = decision.result
         self.state.extended = f"analysis extended: {decision.reason}"
         self._report("analyzing", self.state.extended)
-        await self._until(lambda: self.stop_reason is not None, timedelta(minutes=minutes),
+        await self._until(lambda: self.detail.stop_reason is not None, timedelta(minutes=minutes),
                           f"canary window {self.ref.key} (look {decision.look + 1})")
         self._check_stop()
 
     async def _promote(self) -> None:
         inp = self.inp
-        if self.hold:
+        if self.detail.hold:
             self._report("promoting", "rollout paused: holding before promotion")
-            await self._until(lambda: not self.hold or self.stop_reason is not None, summary="paused before promotion")
+            await self._until(lambda: not self.detail.hold or self.detail.stop_reason is not None, summary="paused before promotion")
             self._check_stop()
         soak = timedelta(hours=inp.soak_hours)
         self._report("promoting", f"promoting `{inp.version}`")
@@ -402,7 +384,7 @@ class StageWorkflow:
         except ActivityError as err:
             raise _Failed(f"promotion failed: {error_text(err)}") from None
         if promoted.previous_version is not None:
-            self.previous = promoted.previous_version
+            self.detail.previous = promoted.previous_version
             self.state.version_before = promoted.previous_version
         self.state.version_now = inp.version
         if promoted.cleanup_error:  # promoted: the new version stays; the leftovers need a person
@@ -411,14 +393,14 @@ class StageWorkflow:
         if soak > timedelta(0):
             start = workflow.now()
             interval = min(timedelta(minutes=inp.canary.soak_check_minutes), soak)
-            self.soak = SoakProgress(started_at=start, ends_at=start + soak, interval=interval,
+            self.detail.soak = SoakProgress(started_at=start, ends_at=start + soak, interval=interval,
                                      max_looks=max(1, math.ceil(soak / interval)))
-            self.state.soak_max_looks, self.state.soak_ends_at = self.soak.max_looks, self.soak.ends_at
+            self.state.soak_max_looks, self.state.soak_ends_at = self.detail.soak.max_looks, self.detail.soak.ends_at
 
     async def _soak(self) -> None:
         """Look at the promoted version every interval until the soak ends; alarm, stop or skip end it early."""
-        assert self.soak is not None
-        soak, st, canary = self.soak, self.state, self.inp.canary
+        assert self.detail.soak is not None
+        soak, st, canary = self.detail.soak, self.state, self.inp.canary
         every = max(1, math.ceil(soak.max_looks / SOAK_REPORTS))
         while soak.looks_done < soak.max_looks:
             look = soak.looks_done + 1
@@ -427,18 +409,18 @@ class StageWorkflow:
                          tell_rollout=self._reported != "soaking" or look % every == 0)
             wait = wait_until(due, workflow.now())
             if wait > timedelta(0):
-                await self._until(lambda: self.skip_soak_reason is not None or self.stop_reason is not None, wait,
+                await self._until(lambda: self.detail.skip_soak_reason is not None or self.detail.stop_reason is not None, wait,
                                   f"soak {self.ref.key} look {look}/{soak.max_looks}")
             self._check_stop()
-            if self.skip_soak_reason is not None:
-                st.reason = f"soak skipped: {self.skip_soak_reason}"
+            if self.detail.skip_soak_reason is not None:
+                st.reason = f"soak skipped: {self.detail.skip_soak_reason}"
                 break
             now = workflow.now()
             window_start = max(soak.started_at, now - timedelta(seconds=canary.interval_seconds * MAX_WINDOW_SAMPLES))
             check = SoakCheckInput(
                 stage=self.ref, rollout_id=self.inp.rollout_id, metrics=canary.metrics, judge=canary.judge,
                 window=MetricWindow(start=window_start, end=now, interval_seconds=canary.interval_seconds),
-                baseline_version=self.previous, canary_version=self.inp.version, look=look, max_looks=soak.max_looks,
+                baseline_version=self.detail.previous, canary_version=self.inp.version, look=look, max_looks=soak.max_looks,
                 place=self.inp.place,
             )
             try:
@@ -488,15 +470,10 @@ class StageWorkflow:
 
     async def _continue_as_new(self) -> None:
         """Start a fresh run that goes on with the soak: same input, plus everything this run learned."""
-        assert self.soak is not None
+        assert self.detail.soak is not None
         await asyncio.gather(*self._outbox, *self._background, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        resume = StageResume(
-            state=self.state, previous=self.previous, soak=self.soak, hold=self.hold,
-            skip_soak_reason=self.skip_soak_reason, stop_reason=self.stop_reason,
-            analysis=self.detail.analysis, last_look=self.detail.last_look, runs=self.detail.runs + 1,
-            audit=self.detail.audit,
-        )
+        resume = self.detail.model_copy(update={"runs": self.detail.runs + 1})
         workflow.continue_as_new(self.inp.model_copy(update={"resume": resume}))
 
     async def _roll_back_and_end(self, *, mitigate: bool = False) -> StageState:
@@ -518,13 +495,13 @@ class StageWorkflow:
         try:
             rolled = await self._shielded(workflow.execute_activity_method(
                 DeployActivities.rollback,
-                RollbackInput(stage=self.ref, to_version=self.previous, reason=st.reason),
-                summary=f"roll back {self.ref.key} to {self.previous}", **options.ROLLBACK))
+                RollbackInput(stage=self.ref, to_version=self.detail.previous, reason=st.reason),
+                summary=f"roll back {self.ref.key} to {self.detail.previous}", **options.ROLLBACK))
         except ActivityError as err:
             st.reason += f"; ROLLBACK FAILED: {error_text(err)} — fix by hand, then re-run"
             st.version_now = None
             return "failed"
-        st.version_now = self.previous
+        st.version_now = self.detail.previous
         if rolled.cleanup_error:
             st.reason += f"; {rolled.cleanup_error}"
         return "rolled_back"
@@ -576,7 +553,7 @@ class StageWorkflow:
     async def _restore_traffic(self, evacuated: EvacuationState) -> None:
         """Watch the rolled-back version for a while, then move the traffic back step by step (health-checked)."""
         st, e = self.state, self.inp.evacuation
-        self._report("restoring_traffic", f"checking {self.previous} in {self.inp.region} before the traffic returns")
+        self._report("restoring_traffic", f"checking {self.detail.previous} in {self.inp.region} before the traffic returns")
         started = workflow.now()
         await self._until(lambda: False, timedelta(minutes=e.health_check_minutes), f"health check {self.ref.key}")
         baseline_start = (st.started_at or started) - timedelta(minutes=e.health_check_minutes)
@@ -590,17 +567,17 @@ class StageWorkflow:
                             window=MetricWindow(start=started, end=workflow.now(), interval_seconds=e.health_interval_seconds),
                             judge=self.inp.canary.judge.model_copy(update={"min_samples": e.min_samples}),
                             look=1, max_looks=1),
-                summary=f"health of {self.previous} in {self.ref.key}", **options.ANALYSIS))
+                summary=f"health of {self.detail.previous} in {self.ref.key}", **options.ANALYSIS))
         except ActivityError as err:
             st.reason += f"; traffic left evacuated: the health check failed ({error_text(err)}); restore it with " \
                          f"`bifrost restore {self.inp.region} --service {self.inp.service}`"
             return
         if health.alarm:
-            st.reason += f"; traffic left evacuated: {self.previous} is not healthy ({health.summary}); restore it " \
+            st.reason += f"; traffic left evacuated: {self.detail.previous} is not healthy ({health.summary}); restore it " \
                          f"with `bifrost restore {self.inp.region} --service {self.inp.service}` once it is"
             return
-        self._report("restoring_traffic", f"{self.previous} is healthy: moving the traffic back to {self.inp.region}")
-        restore = evacuated.restore_input(requested_by="bifrost", reason=f"{self.previous} passed its health check")
+        self._report("restoring_traffic", f"{self.detail.previous} is healthy: moving the traffic back to {self.inp.region}")
+        restore = evacuated.restore_input(requested_by="bifrost", reason=f"{self.detail.previous} passed its health check")
         state, how = await self._traffic(restore)
         if state is not None and state.status == "restored":
             st.reason += f"; traffic restored (weights {state.weights_now})"

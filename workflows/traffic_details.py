@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from common.text import markdown as md
+from workflows.controls import find_hold
 from workflows.traffic_models import EVACUATION_TERMINAL, EvacuationState
 
 WHO = "<your name>"
@@ -39,9 +40,11 @@ def _weights_table(state: EvacuationState) -> str:
     return "\n".join(rows)
 
 
-def evacuation_details(state: EvacuationState, *, paused: bool, awaiting_approval: bool) -> str:
+def evacuation_details(state: EvacuationState) -> str:
     """Where the evacuation is, the weights, who asked and why, how to act, and the last audit entries."""
     s = state
+    pause = find_hold(s.holds, "paused")
+    paused, awaiting_approval = pause is not None, find_hold(s.holds, "approval") is not None
     verb = "Evacuating" if s.direction == "evacuate" else "Restoring"
     if s.status in EVACUATION_TERMINAL:
         verb = "Evacuation of" if s.direction == "evacuate" else "Restore of"
@@ -55,6 +58,9 @@ def evacuation_details(state: EvacuationState, *, paused: bool, awaiting_approva
         paras.append(f"Reason: {md(s.reason)}")
     if s.waiting_for:
         paras.append(f"Waiting for: {md(s.waiting_for)}")
+    if pause is not None and not pause.in_force and not s.finished:
+        why = f": “{md(pause.why)}”" if pause.why else ""
+        paras.append(f"Paused by {md(pause.by)}{why} — holds {md(pause.at)}")
     if s.weights_before or s.weights_now:
         paras.append(_weights_table(s))
     examples = how_to_act(s, paused=paused, awaiting_approval=awaiting_approval)

@@ -17,6 +17,7 @@ from common.text import Identity
 from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
 from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from common.types import EnvKind
+from workflows.controls import AuditEntry, Hold, Payload
 from workflows.request import (
     MAX_ANALYSIS_MINUTES,
     MAX_APPROVAL_HOURS,
@@ -28,6 +29,11 @@ from workflows.request import (
 
 EvacuationStatus = Literal[
     "planning", "awaiting_approval", "pre_warming", "shifting", "paused", "reverting", "scaling_down",
+    "evacuated", "restored", "reverted", "aborted", "refused", "failed",
+]
+# What the evacuation is doing; `awaiting_approval` and `paused` are holds (workflows/controls.py), not phases.
+EvacuationPhase = Literal[
+    "planning", "pre_warming", "shifting", "reverting", "scaling_down",
     "evacuated", "restored", "reverted", "aborted", "refused", "failed",
 ]
 EVACUATION_TERMINAL: frozenset[str] = frozenset({"evacuated", "restored", "reverted", "aborted", "refused", "failed"})
@@ -131,15 +137,6 @@ class StepRecord(BaseModel):
     health: str = ""
 
 
-class TrafficAudit(BaseModel):
-    """One action on an evacuation: who, what, when (workflow time) and why."""
-
-    at: datetime
-    who: str
-    action: str
-    detail: str = ""
-
-
 class EvacuationState(BaseModel):
     """The whole evacuation or restore: plan, weights and replicas before/now, steps, audit; also the result."""
 
@@ -148,11 +145,14 @@ class EvacuationState(BaseModel):
     region: str
     environment: EnvKind = "prod"
     direction: TrafficDirection = "evacuate"
-    status: EvacuationStatus = "planning"
+    phase: EvacuationPhase = "planning"
+    holds: list[Hold] = Field(default_factory=list, description="what keeps it from going on: a pause, an approval")
+    doing: str | None = Field(default=None, description="what it works on now, when no hold holds it")
+    status: EvacuationStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
     reason: str = Field(default="", description="why it ended, or is where it is")
     requested_by: str = ""
     request_reason: str = ""
-    waiting_for: str | None = None
+    waiting_for: str | None = Field(default=None, description="derived: the hold in force, else what it is doing")
     record_set: str = ""
     receivers: list[str] = Field(default_factory=list)
     set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")
@@ -169,7 +169,7 @@ class EvacuationState(BaseModel):
     scaled: dict[str, int] = Field(default_factory=dict, description="regions this workflow scaled, to how many")
     wait_seconds: int = Field(default=0, description="wait after each step: TTL + extra, at least min_samples x interval")
     steps: list[StepRecord] = Field(default_factory=list)
-    audit: list[TrafficAudit] = Field(default_factory=list)
+    audit: list[AuditEntry] = Field(default_factory=list)
     started_at: datetime | None = None
     planned_at: datetime | None = None
     prewarmed_at: datetime | None = None
@@ -214,18 +214,14 @@ class EvacuationState(BaseModel):
         })
 
 
-class _Payload(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ApproveShift(_Payload):
+class ApproveShift(Payload):
     """{"approver": "alice", "comment": "go"} — lets an evacuation that waits for approval start changing traffic."""
 
     approver: Identity
     comment: str = ""
 
 
-class AbortShift(_Payload):
+class AbortShift(Payload):
     """{"by": "alice", "reason": "why", "revert": true} — stop; revert=true puts the weights (and replicas) back."""
 
     by: Identity

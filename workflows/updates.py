@@ -8,22 +8,20 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from temporalio.exceptions import ApplicationError
+from pydantic import Field, model_validator
 
 from common.text import MAX_IDENTITY, Identity
-from common.types import REFUSED, RollbackScope
+from common.types import RollbackScope
+from workflows.controls import Ack, Payload, refused
+
+__all__ = ["Abort", "Ack", "Approve", "OverrideWindow", "Pause", "Payload", "Reject", "Resume", "Rollback",
+           "SkipSoak", "refused"]
 
 Name = Annotated[Identity, Field(min_length=1, max_length=MAX_IDENTITY, description="who acts (recorded in the audit trail)")]
 Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (recorded in the audit trail)")]
 
 
-class _Payload(BaseModel):
-    # strict: typed into the UI's update dialog; `"wave": true` or `"wave": "1"` is refused, never read as wave 1
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True)
-
-
-class _Gate(_Payload):
+class _Gate(Payload):
     stage: str | None = Field(default=None, max_length=200)
     wave: int | None = Field(default=None, ge=1, le=1000)
 
@@ -48,27 +46,27 @@ class Reject(_Gate):
     reason: Why
 
 
-class Pause(_Payload):
+class Pause(Payload):
     """{"by": "alice", "reason": "db migration"} — holds at the next safe point."""
 
     by: Name
     reason: str = Field(default="", max_length=2000)
 
 
-class Resume(_Payload):
+class Resume(Payload):
     """{"by": "alice"}"""
 
     by: Name
 
 
-class Abort(_Payload):
+class Abort(Payload):
     """{"by": "alice", "reason": "..."} — stops and rolls back by the rollback scope."""
 
     by: Name
     reason: Why
 
 
-class Rollback(_Payload):
+class Rollback(Payload):
     """{"by": "alice", "reason": "...", "scope": "all"} — stops and rolls back with an explicit scope."""
 
     by: Name
@@ -76,7 +74,7 @@ class Rollback(_Payload):
     scope: RollbackScope | None = None
 
 
-class SkipSoak(_Payload):
+class SkipSoak(Payload):
     """{"stage": "us-east-1/prod", "by": "alice", "reason": "..."}"""
 
     stage: str = Field(min_length=1, max_length=200)
@@ -84,21 +82,9 @@ class SkipSoak(_Payload):
     reason: Why
 
 
-class OverrideWindow(_Payload):
+class OverrideWindow(Payload):
     """{"stage": "eu-west-1/prod", "by": "alice", "reason": "..."}"""
 
     stage: str = Field(min_length=1, max_length=200)
     by: Name
     reason: Why
-
-
-class Ack(BaseModel):
-    """What every update returns: what was done, in one line."""
-
-    ok: bool = True
-    message: str
-
-
-def refused(message: str) -> ApplicationError:
-    """A validator's refusal: one line for the UI and the CLI, with no stack trace (worker/converter.py)."""
-    return ApplicationError(message, type=REFUSED, non_retryable=True)

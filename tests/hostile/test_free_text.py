@@ -27,8 +27,9 @@ from canary.report import render_html
 from common import notices
 from common.text import identity_problem, markdown, slack, terminal, web_url
 from tests.workflows.helpers import make_request
+from workflows.controls import AuditEntry, Hold
 from workflows.details import rollout_details, stage_details
-from workflows.models import AuditEntry, PauseInfo, RolloutState, StageState
+from workflows.models import RolloutState, StageState
 from workflows.request import RequestError
 from workflows.traffic_details import evacuation_details
 from workflows.traffic_models import AbortShift, EvacuationInput, EvacuationState
@@ -137,14 +138,14 @@ def _details_state() -> RolloutState:
     st.report_url = "javascript:alert(1)"
     return RolloutState(
         rollout_id="rollout/payments/2.0.0", service="payments", version="2.0.0", status="paused", waves=1, stages=[st],
-        reason=HEADING, waiting_for=JS_LINK, pause=PauseInfo(by=FORGED, reason=HEADING + IMG, at=T0),
+        reason=HEADING, waiting_for=JS_LINK, holds=[Hold(reason="paused", since=T0, by=FORGED, why=HEADING + IMG, releases="resume")],
         audit=[AuditEntry(at=T0, who=FORGED, action="pause", detail=TERMINAL + HEADING),
                AuditEntry(at=T0, who="bob", action="approve", target="wave-1", detail=IMG)])
 
 
 def test_the_rollout_and_stage_details_show_free_text_as_text():
     state = _details_state()
-    for md in (rollout_details(state, None, waiting_window=set(), soaking=[]),
+    for md in (rollout_details(state, None, soaking=[]),
                stage_details(state.stages[0], service="payments", version="2.0.0", detail=JS_LINK + HEADING)):
         page = rendered(md)
         found = tags(page)
@@ -152,7 +153,7 @@ def test_the_rollout_and_stage_details_show_free_text_as_text():
         assert [t for t, _ in found].count("h2") == 1  # the page's own heading, not "Wave 1 APPROVED"
         assert all(not k.startswith("on") for _, attrs in found for k in attrs)
         assert "javascript:" not in "".join(str(attrs) for _, attrs in found)
-    md = rollout_details(state, None, waiting_window=set(), soaking=[])
+    md = rollout_details(state, None, soaking=[])
     lines = md.splitlines()
     assert not [ln for ln in lines if ln.startswith("- 12-01 16:00 security-team")]  # no forged audit line
     assert "\x1b" not in md and "\u202e" not in md
@@ -163,7 +164,7 @@ def test_the_evacuation_details_show_free_text_as_text():
     state = EvacuationState.model_validate({
         **EvacuationState.of(inp, "traffic/payments").model_dump(), "reason": JS_LINK, "waiting_for": IMG,
         "region": "eu-west-1\n## evil", "audit": [{"at": T0, "who": "bob", "action": "evacuate", "detail": HEADING}]})
-    page = rendered(evacuation_details(state, paused=False, awaiting_approval=False))
+    page = rendered(evacuation_details(state))
     found = [t for t, _ in tags(page)]
     assert found.count("h2") == 1 and "img" not in found and "a" not in found, page
 

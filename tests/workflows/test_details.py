@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from tests.workflows.helpers import make_request
+from workflows.controls import AuditEntry, Hold
 from workflows.details import approval_releases, holds_at, how_to_act, rollout_details, rollout_summary, stage_details
-from workflows.models import AuditEntry, PauseInfo, RolloutState, StageState
+from workflows.models import RolloutState, StageState
 from workflows.plan import build_plan
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
@@ -31,14 +32,14 @@ def _state(**overrides: object) -> RolloutState:
 
 
 def test_the_table_lists_every_stage_with_versions_verdict_and_soak():
-    state = _state(current_wave=2, current_stage="ap-south-1/prod")
+    state = _state(current_wave=2, current_stages=["ap-south-1/prod"])
     first, second = state.stages[0], state.stages[1]
     first.status, first.version_now, first.verdict, first.score = "succeeded", "2.0.0", "pass", 100.0
     first.awaiting_verdict = True
     first.report_url = "http://127.0.0.1:8234/r/ap-south-1-test.html"
     second.status, second.version_now, second.soak_looks, second.soak_max_looks = "soaking", "2.0.0", 3, 12
     second.soak_ends_at = datetime(2026, 12, 1, 14, 5, tzinfo=UTC)
-    text = rollout_details(state, build_plan(make_request()), waiting_window=set(), soaking=["ap-south-1/prod"])
+    text = rollout_details(state, build_plan(make_request()), soaking=["ap-south-1/prod"])
     assert "## payments `2.0.0` — **RUNNING** · wave 2/6" in text
     assert row("wave", "stage", "status", "version", "verdict", "soak") in text
     assert row("1", "ap-south-1/test", "succeeded (may roll back)", "`1.0.0` → `2.0.0`",
@@ -56,31 +57,32 @@ def test_waiting_at_a_gate_says_what_the_approval_releases():
     prod_wave = next(w for w in plan.waves if "us-east-1/prod" in [s.key for s in w.stages])
     assert approval_releases(plan, prod_wave.index) == (
         f"approving wave {prod_wave.index} releases us-east-1/prod + eu-west-1/prod, 80% of production traffic")
-    state = _state(status="awaiting_approval", awaiting_wave=prod_wave.index, current_wave=prod_wave.index,
-                   waiting_for=f"approval of wave {prod_wave.index} (gates: us-east-1/prod)")
-    text = rollout_details(state, plan, waiting_window=set(), soaking=[])
+    gate = Hold(reason="approval", since=T0, by="bifrost", releases=f"approval of wave {prod_wave.index} (gates: us-east-1/prod)",
+                wave=prod_wave.index, gates=["us-east-1/prod"])
+    state = _state(status="awaiting_approval", holds=[gate], current_wave=prod_wave.index, waiting_for=gate.waiting_for)
+    text = rollout_details(state, plan, soaking=[])
     assert f"**Waiting for:** approval of wave {prod_wave.index} (gates: us-east-1/prod) — approving wave" in text
     assert f'`approve` `{{"wave": {prod_wave.index}, "approver": "<your name>"' in text
 
 
 def test_a_pause_shows_who_why_and_where_it_holds():
-    state = _state(current_wave=2, current_stage="ap-south-1/prod", pause=PauseInfo(by="carol", reason="db migration", at=T0))
+    state = _state(current_wave=2, current_stages=["ap-south-1/prod"], holds=[Hold(reason="paused", since=T0, by="carol", why="db migration", releases="resume", in_force=False)])
     state.stages[1].status = "analyzing"
     assert holds_at(state) == "before promoting ap-south-1/prod and before wave 3"
-    text = rollout_details(state, None, waiting_window=set(), soaking=[])
+    text = rollout_details(state, None, soaking=[])
     assert "**Paused** by carol at 2026-12-01 09:30 UTC: “db migration” — holds before promoting ap-south-1/prod and before wave 3" in text
-    assert [name for name, _ in how_to_act(state, paused=True, waiting_window=set(), soaking=[])] == ["resume", "abort"]
+    assert [name for name, _ in how_to_act(state, soaking=[])] == ["resume", "abort"]
 
 
 def test_recent_actions_show_the_last_five_audit_lines():
     audit = [AuditEntry(at=T0, who=f"user{i}", action="pause", detail=f"why {i}") for i in range(8)]
-    text = rollout_details(_state(audit=audit), None, waiting_window=set(), soaking=[])
+    text = rollout_details(_state(audit=audit), None, soaking=[])
     assert "user2" not in text and "- 12-01 09:30 user3: pause — why 3" in text and "user7" in text
 
 
 def test_a_finished_rollout_offers_no_actions_and_keeps_its_reason():
     state = _state(status="rolled_back", reason="eu-west-1/prod: canary judged fail")
-    text = rollout_details(state, None, waiting_window=set(), soaking=[])
+    text = rollout_details(state, None, soaking=[])
     assert "**Reason:** eu-west-1/prod: canary judged fail" in text and "How to act" not in text
 
 
@@ -115,7 +117,7 @@ def test_a_report_is_a_link_only_where_a_browser_can_open_it():
     assert "canary report (`/var/lib/bifrost/reports/ap-south-1-test.html`)" in text and "](" not in text
     state = _state(stages=[st])
     assert row("1", "ap-south-1/test", "succeeded", "`?`", "pass 96.5", "–") in rollout_details(
-        state, None, waiting_window=set(), soaking=[])
+        state, None, soaking=[])
 
 
 def test_a_stage_page_says_why_its_canary_analysis_was_extended():

@@ -1,0 +1,140 @@
+"""The shared workflow controls (workflows/controls.py): status from phase + holds, holds, refusals, payloads."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, Field, ValidationError
+from temporalio.exceptions import ApplicationError
+
+from common.types import TERMINAL
+from workflows.controls import (
+    HOLD_PRECEDENCE,
+    HOLD_STATUS,
+    AuditEntry,
+    Controls,
+    Hold,
+    Stopped,
+    status_of,
+    waiting_for,
+)
+from workflows.models import RolloutState
+from workflows.traffic_models import EVACUATION_TERMINAL, AbortShift, EvacuationState
+from workflows.updates import Pause
+
+T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
+PHASES = ["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
+
+
+class _State(BaseModel):
+    phase: str = "running"
+    holds: list[Hold] = Field(default_factory=list)
+    audit: list[AuditEntry] = Field(default_factory=list)
+    doing: str | None = None
+    status: str = "running"
+    waiting_for: str | None = None
+
+
+holds = st.builds(Hold, reason=st.sampled_from(list(HOLD_STATUS)), since=st.just(T0), by=st.sampled_from(["bifrost", "al"]),
+                  releases=st.sampled_from(["resume", "approval of wave 2"]), at=st.sampled_from(["", "before wave 2"]),
+                  in_force=st.booleans())
+
+
+@given(phase=st.sampled_from(PHASES), hs=st.lists(holds, max_size=4))
+def test_the_status_is_the_phase_or_the_hold_in_force_by_precedence(phase: str, hs: list[Hold]) -> None:
+    status = status_of(phase, hs, TERMINAL)
+    in_force = [h.reason for h in hs if h.in_force]
+    if phase in TERMINAL or not in_force:
+        assert status == phase  # an ended workflow shows its outcome whatever was left holding
+        assert waiting_for(hs, "x") == ("x" if not in_force else waiting_for(hs))
+    else:
+        first = min(in_force, key=HOLD_PRECEDENCE.index)
+        assert status == HOLD_STATUS[first]
+        assert waiting_for(hs) == next(h for h in hs if h.reason == first and h.in_force).waiting_for
+
+
+def test_a_pause_not_yet_in_force_leaves_the_status_but_is_recorded() -> None:
+    pause = Hold(reason="paused", since=T0, by="carol", why="db", releases="resume", in_force=False)
+    assert status_of("running", [pause], TERMINAL) == "running"
+    pause.in_force, pause.at = True, "before wave 3"
+    assert status_of("running", [pause], TERMINAL) == "paused"
+    assert pause.waiting_for == "resume (held before wave 3)"
+
+
+def test_the_user_visible_words_stay_the_rollout_statuses() -> None:
+    # every status a hold can show is a RolloutStatus (BifrostStatus values the UI list and the CLI read)
+    assert set(HOLD_STATUS.values()) == {"paused", "queued", "awaiting_approval", "waiting_window"}
+
+
+def test_the_rollout_state_derives_the_approval_from_its_hold() -> None:
+    gate = Hold(reason="approval", since=T0, by="bifrost", releases="approval of wave 4", wave=4, gates=["wave-4"])
+    state = RolloutState(rollout_id="r", service="s", version="1", holds=[gate])
+    assert (state.awaiting_wave, state.pending_approvals) == (4, ["wave-4"])
+    dumped = state.model_dump(mode="json")
+    assert dumped["awaiting_wave"] == 4 and dumped["pending_approvals"] == ["wave-4"]  # the status query shows them
+    again = RolloutState.model_validate(dumped)  # the CLI reads the query's answer back
+    assert again.awaiting_wave == 4 and again.holds == [gate]
+    state.holds.clear()
+    assert (state.awaiting_wave, state.pending_approvals) == (None, [])
+
+
+def _controls(**kw: Any) -> Controls[str]:
+    return Controls(_State(), noun="rollout", terminal=TERMINAL, **kw)
+
+
+def test_a_pause_or_resume_sent_while_stopping_is_refused() -> None:
+    c = _controls(stop_word=lambda s: s)
+    c.validate_pause()  # running, not paused: fine
+    with pytest.raises(ApplicationError, match="not paused"):
+        c.validate_resume()
+    assert c.halt("aborted") and not c.halt("rejected")  # the first stop wins
+    assert c.stop == "aborted"
+    for check in (c.validate_pause, c.validate_resume, c.check_running):
+        with pytest.raises(ApplicationError, match="already aborted; nothing to do") as info:
+            check()
+        assert info.value.type == "Refused" and info.value.non_retryable
+    with pytest.raises(Stopped):
+        c.raise_if_stopped()
+
+
+def test_a_stopping_workflow_without_a_stop_word_says_stopping_and_an_ended_one_its_phase() -> None:
+    c = Controls[AbortShift](EvacuationState(workflow_id="traffic/p", service="p", region="eu"),
+                             noun="evacuation of eu", terminal=EVACUATION_TERMINAL)
+    c.halt(AbortShift(by="al", reason="why"))
+    with pytest.raises(ApplicationError, match="the evacuation of eu is already stopping"):
+        c.validate_pause()
+    c.stop = None
+    c.state.phase = "evacuated"
+    with pytest.raises(ApplicationError, match="already evacuated"):
+        c.check_running()
+
+
+def test_a_second_pause_is_refused_naming_who_paused() -> None:
+    c = _controls()
+    c.state.holds.append(Hold(reason="paused", since=T0, by="carol", releases="resume", in_force=False))
+    with pytest.raises(ApplicationError, match=r"already paused \(by carol\); use resume"):
+        c.validate_pause()
+    c.validate_resume()
+
+
+def test_sync_derives_status_and_waiting_for_and_an_end_clears_the_holds() -> None:
+    c = _controls()
+    s = c.state
+    s.holds.append(Hold(reason="lock", since=T0, releases="the payments lock", by="bifrost"))
+    c.sync()
+    assert (s.status, s.waiting_for) == ("queued", "the payments lock")
+    c.state.phase = "aborted"
+    c.state.holds.clear()
+    c.sync()
+    assert (s.status, s.waiting_for) == ("aborted", None)
+
+
+def test_every_update_payload_is_strict_and_refuses_unknown_fields() -> None:
+    with pytest.raises(ValidationError, match="extra"):
+        Pause.model_validate({"by": "al", "reason": "x", "wave": 1})
+    with pytest.raises(ValidationError, match="revert"):
+        AbortShift.model_validate({"by": "al", "reason": "x", "revert": "yes"})  # no coercion of what was typed

@@ -1,0 +1,312 @@
+"""The controls every Bifrost workflow shares: stop, pause and resume, typed holds, the audit trail, and how a
+workflow's state reaches its search attributes and the UI's current details.
+
+A workflow keeps a coarse *phase* (what it is doing) and a list of typed *holds* (what keeps it from going on:
+a pause, the service lock, an approval, a deployment window), as Argo Rollouts keeps a phase and pause
+conditions. The status word users see (BifrostStatus, the `status` query, the CLI) is derived from the two by
+`status_of`, and the search attributes and details are published from the state by `Controls.publish` only.
+
+How a workflow uses it (RolloutWorkflow and EvacuationWorkflow do):
+
+    state: carries `phase`, `holds: list[Hold]`, `audit: list[AuditEntry]`, `doing`, and the derived `status`
+           and `waiting_for` (see RolloutState, EvacuationState)
+    self.controls = Controls[MyStop](self.state, noun="region guard of eu-west-1", terminal=MY_TERMINAL)
+    pause update:  self.controls.pause(req.by, req.reason, holds_at="before the next step"); self._publish()
+    validators:    self.controls.validate_pause() / validate_resume() / check_running()  (refuse when stopping)
+    abort update:  self.controls.halt(req)   -- then at safe points: self.controls.raise_if_stopped() / Stopped
+    safe point:    await self.controls.wait_unpaused("step 2/3", self._publish)
+    holds:         self.controls.hold("approval", releases="approve (by alice)") ... self.controls.release("approval")
+    audit:         self.controls.audit("alice", "approve", target, "comment")
+    phase:         self.controls.enter("shifting", doing="step 1/3"); self._publish()
+    _publish:      self.controls.publish([search.STATUS.value_set(self.state.status), ...], details_of(self.state))
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Generic, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+from temporalio.exceptions import ApplicationError
+
+from common.types import REFUSED
+
+# Before this patch every status refresh upserted the search attributes (one history event each, even when
+# nothing changed); from it on, an upsert is written only when a value changed. Old runs replay as they were.
+UPSERT_ON_CHANGE_PATCH = "controls-upsert-on-change"
+
+HoldReason = Literal["paused", "lock", "approval", "window"]
+# The status word a hold shows while it is in force (BifrostStatus): the user-visible words stay as they were.
+HOLD_STATUS: Mapping[str, str] = {"paused": "paused", "lock": "queued", "approval": "awaiting_approval",
+                                  "window": "waiting_window"}
+# When several holds are in force at once, the status names the first of these.
+HOLD_PRECEDENCE: tuple[str, ...] = ("paused", "approval", "window", "lock")
+
+class Payload(BaseModel):
+    """Base of every update payload: one JSON object, typed into the UI's update dialog.
+
+    Strict: `"wave": true` or `"wave": "1"` is refused, never read as wave 1; unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True, strict=True)
+
+
+class Ack(BaseModel):
+    """What every update returns: what was done, in one line."""
+
+    ok: bool = True
+    message: str
+
+
+def refused(message: str) -> ApplicationError:
+    """A validator's refusal: one line for the UI and the CLI, with no stack trace (worker/converter.py)."""
+    return ApplicationError(message, type=REFUSED, non_retryable=True)
+
+
+class Stopped(Exception):
+    """Internal: the workflow was told to stop (abort, reject, supersede, cancel); unwinds to its stop handling."""
+
+
+class AuditEntry(BaseModel):
+    """One action on a workflow: who, what, when (workflow time), on what and why."""
+
+    at: datetime
+    who: str
+    action: str
+    target: str | None = None
+    detail: str = ""
+
+
+class Hold(BaseModel):
+    """One thing that keeps a workflow from going on: why (typed), since when, who placed it, what releases it."""
+
+    reason: HoldReason
+    since: datetime
+    by: str = Field(description="who placed it: a person (pause) or 'bifrost' (lock, approval, window)")
+    why: str = Field(default="", description="the person's reason, as typed (escaped where shown)")
+    releases: str = Field(description="what releases it, e.g. 'resume', 'approval of wave 4 (gates: ...)'")
+    at: str = Field(default="", description="where it holds, e.g. 'before wave 3' (empty: where the workflow is)")
+    targets: list[str] = Field(default_factory=list, description="what it holds back: stage keys or regions")
+    in_force: bool = Field(default=True, description="false: asked for, takes hold at the next safe point")
+    wave: int | None = Field(default=None, description="an approval: the wave it holds back (rollouts)")
+    gates: list[str] = Field(default_factory=list, description="an approval: the gates still to approve")
+
+    @property
+    def waiting_for(self) -> str:
+        """One line: what the workflow waits for while this hold holds it."""
+        return f"{self.releases} (held {self.at})" if self.at else self.releases
+
+
+class Controlled(Protocol):
+    """What a workflow's state carries for its controls."""
+
+    phase: Any
+    holds: list[Hold]
+    audit: list[AuditEntry]
+    doing: str | None
+    status: Any  # derived: status_of(phase, holds)
+    waiting_for: str | None  # derived: waiting_for(holds, doing)
+
+
+def status_of(phase: str, holds: Sequence[Hold], terminal: frozenset[str]) -> str:
+    """The one status word of a workflow: its phase, or, while it works and a hold is in force, that hold's word."""
+    if phase in terminal:
+        return phase
+    held = {h.reason for h in holds if h.in_force}
+    for reason in HOLD_PRECEDENCE:
+        if reason in held:
+            return HOLD_STATUS[reason]
+    return phase
+
+
+def waiting_for(holds: Sequence[Hold], doing: str | None = None) -> str | None:
+    """What the workflow waits for: the hold in force (by precedence), else what it is doing now."""
+    held: dict[str, Hold] = {}
+    for h in holds:
+        if h.in_force:
+            held.setdefault(h.reason, h)
+    for reason in HOLD_PRECEDENCE:
+        if reason in held:
+            return held[reason].waiting_for
+    return doing
+
+
+def find_hold(holds: Sequence[Hold], reason: HoldReason) -> Hold | None:
+    return next((h for h in holds if h.reason == reason), None)
+
+
+def audit_entry(who: str, action: str, target: str | None = None, detail: str = "") -> AuditEntry:
+    """One audit line, at workflow time (for a workflow without Controls, e.g. a stage's ignored signals)."""
+    return AuditEntry(at=workflow.now(), who=who, action=action, target=target, detail=detail)
+
+
+async def until(condition: Callable[[], bool], timeout: timedelta | None = None, summary: str | None = None, *,
+                on_cancel: Callable[[], None]) -> bool:
+    """Wait for `condition` (True) or the timeout (False) without being cut short by a cancellation request,
+    which goes to `on_cancel` (it may make `condition` true): for waits the workflow must finish."""
+    while True:
+        try:
+            await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary or None)
+            return True
+        except TimeoutError:
+            return False
+        except asyncio.CancelledError:
+            on_cancel()
+            if condition():
+                return True
+
+
+StopT = TypeVar("StopT")
+
+
+class Controls(Generic[StopT]):
+    """One workflow's controls over its state: stop, pause/resume, holds, audit, publication."""
+
+    def __init__(self, state: Controlled, *, noun: str, terminal: frozenset[str],
+                 on_cancel: Callable[[], None] | None = None, stop_word: Callable[[StopT], str] | None = None) -> None:
+        self.state = state
+        self.noun = noun  # "rollout", "evacuation of eu-west-1": how refusals name the workflow
+        self.terminal = terminal
+        self._stop_word = stop_word  # how a refusal names a stopping workflow (default: "stopping")
+        self.stop: StopT | None = None
+        self._on_cancel = on_cancel
+        self._published: dict[str, Any] | None = None
+        self._on_change: bool | None = None
+
+    # -- stopping --------------------------------------------------------------------------------
+    def halt(self, stop: StopT) -> bool:
+        """Record why the workflow must stop; the first reason wins. True if this one was taken."""
+        if self.stop is not None:
+            return False
+        self.stop = stop
+        return True
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop is not None
+
+    def raise_if_stopped(self) -> None:
+        if self.stop is not None:
+            raise Stopped()
+
+    @property
+    def finished(self) -> bool:
+        return str(self.state.phase) in self.terminal
+
+    async def until(self, condition: Callable[[], bool], timeout: timedelta | None = None,
+                    summary: str | None = None) -> bool:
+        """Wait for `condition` (True) or the timeout (False); a cancellation request goes to `on_cancel`
+        (without one, it is raised)."""
+        if self._on_cancel is None:
+            try:
+                await workflow.wait_condition(condition, timeout=timeout, timeout_summary=summary or None)
+            except TimeoutError:
+                return False
+            return True
+        return await until(condition, timeout, summary, on_cancel=self._on_cancel)
+
+    # -- phase and holds -------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Derive the status word and what the workflow waits for from its phase and holds (no command)."""
+        st = self.state
+        st.status = status_of(str(st.phase), st.holds, self.terminal)
+        st.waiting_for = None if self.finished else waiting_for(st.holds, st.doing)
+
+    def enter(self, phase: Any, *, doing: str | None = None) -> None:
+        """Move to `phase`, doing `doing` (what it works on, shown while no hold holds it)."""
+        self.state.phase = phase
+        self.state.doing = doing
+        if str(phase) in self.terminal:
+            self.state.holds.clear()
+        self.sync()
+
+    def hold(self, reason: HoldReason, *, releases: str, by: str = "bifrost", why: str = "", at: str = "",
+             targets: Sequence[str] = (), in_force: bool = True, wave: int | None = None,
+             gates: Sequence[str] = ()) -> Hold:
+        """Place (or replace) the hold of this reason."""
+        self.release(reason)
+        h = Hold(reason=reason, since=workflow.now(), by=by, why=why, releases=releases, at=at,
+                 targets=list(targets), in_force=in_force, wave=wave, gates=list(gates))
+        self.state.holds.append(h)
+        self.sync()
+        return h
+
+    def held(self, reason: HoldReason) -> Hold | None:
+        return find_hold(self.state.holds, reason)
+
+    def release(self, reason: HoldReason) -> Hold | None:
+        """Clear the hold of this reason; the hold released, or None."""
+        h = self.held(reason)
+        if h is not None:
+            self.state.holds.remove(h)
+            self.sync()
+        return h
+
+    @property
+    def paused(self) -> Hold | None:
+        return self.held("paused")
+
+    async def wait_unpaused(self, where: str, publish: Callable[[], None]) -> bool:
+        """A safe point: if paused, hold here (the pause is in force, shown) until resumed or stopped.
+        Raises Stopped once stopped. True if it held."""
+        self.raise_if_stopped()
+        pause = self.paused
+        if pause is None:
+            return False
+        pause.in_force, pause.at = True, f"before {where}"
+        self.sync()
+        publish()
+        await workflow.wait_condition(lambda: self.paused is None or self.stop is not None)
+        self.raise_if_stopped()
+        return True
+
+    # -- updates ---------------------------------------------------------------------------------
+    def check_running(self) -> None:
+        """Refuse an update to a workflow that has ended or is stopping."""
+        if self.finished or self.stop is not None:
+            now = str(self.state.phase)
+            if self.stop is not None and not self.finished:
+                now = self._stop_word(self.stop) if self._stop_word is not None else "stopping"
+            raise refused(f"the {self.noun} is already {now}; nothing to do")
+
+    def validate_pause(self) -> None:
+        self.check_running()
+        if self.paused is not None:
+            raise refused(f"the {self.noun} is already paused (by {self.paused.by}); use resume")
+
+    def validate_resume(self) -> None:
+        self.check_running()
+        if self.paused is None:
+            raise refused(f"the {self.noun} is not paused")
+
+    def pause(self, by: str, why: str, *, holds_at: str) -> None:
+        """Ask for a pause: recorded at once, in force at the next safe point (`holds_at` says where)."""
+        self.hold("paused", by=by, why=why, releases="resume", at=holds_at, in_force=False)
+        self.audit(by, "pause", None, why)
+
+    def resume(self, by: str) -> None:
+        self.release("paused")
+        self.audit(by, "resume", None)
+
+    # -- the audit trail -------------------------------------------------------------------------
+    def audit(self, who: str, action: str, target: str | None = None, detail: str = "") -> AuditEntry:
+        entry = audit_entry(who, action, target, detail)
+        self.state.audit.append(entry)
+        return entry
+
+    # -- publication -----------------------------------------------------------------------------
+    def publish(self, search_attributes: Sequence[SearchAttributeUpdate[Any]], details: str) -> None:
+        """The one place a workflow sets its search attributes and current details.
+
+        Call it after `sync` (hold, release, enter call it). Upserts only when a value changed (runs from UPSERT_ON_CHANGE_PATCH on); older runs upsert on every
+        call, as they did."""
+        if self._on_change is None:
+            self._on_change = workflow.patched(UPSERT_ON_CHANGE_PATCH)
+        values = {u.key.name: u.value for u in search_attributes}
+        if not self._on_change or values != self._published:
+            workflow.upsert_search_attributes(list(search_attributes))
+            self._published = values
+        workflow.set_current_details(details)
