@@ -26,7 +26,7 @@ from rich.console import Console
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from common.problems import FileProblems, shorten
 from common.text import identity_problem
-from common.types import RolloutStatus
+from common.types import RolloutStatus, is_stage_key
 from worker.limits import WorkerLimits
 from workflows.plan import Plan, PlanError, build_plan
 from workflows.request import MAX_TEXT, MAX_WAVE, MAX_WHO, RequestError, RolloutRequest, load_request
@@ -45,7 +45,6 @@ console = Console(markup=False, emoji=False, highlight=False)
 err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
 
 MAX_WORKFLOW_ID_BYTES = 1000  # Temporal's limit on a workflow id
-_STAGE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?/(test|prod)", re.ASCII)
 _SERVICE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", re.ASCII)
 
 
@@ -453,7 +452,7 @@ def _local_problems(name: str, fields: dict[str, Any]) -> list[str]:
                 out.append(f"{option}: {len(value)} characters; at most {limit} are allowed")
             elif field in ("by", "approver") and (who := identity_problem(value)):
                 out.append(f"{option}: {who}")
-            elif field == "stage" and not _STAGE.fullmatch(value):
+            elif field == "stage" and not is_stage_key(value):
                 out.append(f"{option}: {shorten(repr(value), 60)} is not a stage; write region/env, e.g. eu-west-1/prod")
         elif field == "wave" and value is not None and not 1 <= value <= MAX_WAVE:
             out.append(f"{option}: {value} is not a wave; waves are numbered from 1 (see `bifrost status`)")

@@ -5,10 +5,11 @@ Written once here so the request model, the judge, the activities and the workfl
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
 
 # Temporal failure types Bifrost raises on purpose: declared once, in common/failures.py (re-exported here).
 from common.failures import EVACUATION_FAILED as EVACUATION_FAILED
@@ -49,6 +50,29 @@ OutlierPolicy = Literal["keep", "remove"]
 def stage_key(region: str, environment: str) -> str:
     """The one way a stage is written: `region/env`, e.g. `eu-west-1/prod`."""
     return f"{region}/{environment}"
+
+
+REGION_NAME = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"  # a DNS-1123 label: Kubernetes object names, our region names
+MAX_REGION_LEN = 63
+MAX_STAGE_KEY = MAX_REGION_LEN + 1 + max(len(e) for e in ENV_KINDS)
+_STAGE_KEY = re.compile(rf"{REGION_NAME}/({'|'.join(ENV_KINDS)})", re.ASCII)
+
+
+def is_stage_key(text: str) -> bool:
+    """Whether `text` is written as a stage is (`stage_key`): a region name, '/', an environment."""
+    return len(text) <= MAX_STAGE_KEY and _STAGE_KEY.fullmatch(text) is not None
+
+
+def _check_stage_key(text: str) -> str:
+    if not is_stage_key(text):
+        shown = repr(text[:60] + ("…" if len(text) > 60 else ""))
+        raise ValueError(f"{shown} is not a stage; write region/env, e.g. eu-west-1/prod")
+    return text
+
+
+# A stage named in a request or an update: the one rule (the request, the CLI and the updates use it).
+StageKey = Annotated[str, Field(min_length=3, max_length=200, description="region/env, e.g. eu-west-1/prod"),
+                     AfterValidator(_check_stage_key)]
 
 
 class StageRef(BaseModel):

@@ -33,9 +33,9 @@ from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
 from common.text import MAX_IDENTITY, Identity
 from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
-from common.types import ENV_KINDS, ConcurrencyPolicy, EnvKind, RollbackScope, stage_key
+from common.types import ENV_KINDS, REGION_NAME, ConcurrencyPolicy, EnvKind, RollbackScope, StageKey, stage_key
 
-_NAME = r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$"  # a DNS-1123 label: Kubernetes object names, our region names
+_NAME = rf"^{REGION_NAME}$"  # a DNS-1123 label: Kubernetes object names, our region names
 Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri")
 
@@ -365,7 +365,7 @@ class BlastRadius(_Model):
 class ApprovalGate(_Model):
     """A manual approval before a stage (`region/env`) or before a wave (1-based) starts."""
 
-    stage: str | None = Field(default=None, max_length=70, pattern=r"^[a-z0-9-]+/(test|prod)$")
+    stage: StageKey | None = None
     wave: int | None = Field(default=None, ge=1, le=MAX_WAVE)
 
     @model_validator(mode="after")

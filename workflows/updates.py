@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from common.text import MAX_IDENTITY, Identity
-from common.types import RollbackScope
+from common.types import RollbackScope, StageKey
 from workflows.controls import Ack, Payload, refused
 
 __all__ = ["Abort", "Ack", "Approve", "OverrideWindow", "Pause", "Payload", "Reject", "Resume", "Rollback",
@@ -22,7 +22,7 @@ Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (reco
 
 
 class _Gate(Payload):
-    stage: str | None = Field(default=None, max_length=200)
+    stage: StageKey | None = None
     wave: int | None = Field(default=None, ge=1, le=1000)
 
     @model_validator(mode="after")
@@ -77,7 +77,7 @@ class Rollback(Payload):
 class SkipSoak(Payload):
     """{"stage": "us-east-1/prod", "by": "alice", "reason": "..."}"""
 
-    stage: str = Field(min_length=1, max_length=200)
+    stage: StageKey
     by: Name
     reason: Why
 
@@ -85,6 +85,6 @@ class SkipSoak(Payload):
 class OverrideWindow(Payload):
     """{"stage": "eu-west-1/prod", "by": "alice", "reason": "..."}"""
 
-    stage: str = Field(min_length=1, max_length=200)
+    stage: StageKey
     by: Name
     reason: Why

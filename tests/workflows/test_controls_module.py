@@ -138,3 +138,27 @@ def test_every_update_payload_is_strict_and_refuses_unknown_fields() -> None:
         Pause.model_validate({"by": "al", "reason": "x", "wave": 1})
     with pytest.raises(ValidationError, match="revert"):
         AbortShift.model_validate({"by": "al", "reason": "x", "revert": "yes"})  # no coercion of what was typed
+
+
+@pytest.mark.parametrize("text", ["eu-west-1/staging", "us-east-1", "-eu/prod", "EU/prod", "eu/prod/x", "a" * 64 + "/prod", ""])
+def test_the_one_stage_key_rule_refuses_what_is_not_a_stage_everywhere(text: str) -> None:
+    from common.types import is_stage_key
+    from workflows.request import ApprovalGate
+    from workflows.updates import OverrideWindow, SkipSoak
+
+    assert not is_stage_key(text)
+    for model, payload in ((SkipSoak, {"stage": text, "by": "al", "reason": "x"}),
+                           (OverrideWindow, {"stage": text, "by": "al", "reason": "x"}),
+                           (ApprovalGate, {"stage": text})):
+        with pytest.raises(ValidationError, match="stage"):
+            model.model_validate(payload)
+
+
+def test_the_one_stage_key_rule_takes_every_planned_stage() -> None:
+    from common.types import is_stage_key, stage_key
+    from workflows.updates import SkipSoak
+
+    for region in ("eu-west-1", "a", "a" * 63, "ap-south-1"):
+        for env in ("test", "prod"):
+            key = stage_key(region, env)
+            assert is_stage_key(key) and SkipSoak(stage=key, by="al", reason="x").stage == key
