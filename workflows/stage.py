@@ -529,21 +529,13 @@ class StageWorkflow:
             return failed, f"could not {move.direction} {move.region}: {error_text(err)}"
         return done, f"{move.direction} of {move.region}: {done.status}" + (f" ({done.reason})" if done.reason else "")
 
-    def _move(self, direction: str, reason: str) -> EvacuationInput:
-        e = self.inp.evacuation
-        return EvacuationInput(
-            service=self.inp.service, region=self.inp.region, environment=self.inp.environment,
-            direction="evacuate" if direction == "evacuate" else "restore", requested_by="bifrost",
-            reason=reason, steps=list(e.steps), headroom=e.headroom, health_interval_seconds=e.health_interval_seconds,
-            health_baseline_minutes=max(1.0, e.health_check_minutes), judge=self.inp.canary.judge.model_copy(
-                update={"min_samples": e.min_samples}),
-        )
-
     async def _evacuate(self) -> EvacuationState | None:
         """Move the region's traffic away (pre-warming the others) before the rollback: the fastest mitigation."""
         st = self.state
         self._report("evacuating", f"moving {self.inp.region}'s traffic to the other regions before the rollback")
-        state, how = await self._traffic(self._move("evacuate", f"stage {self.ref.key} failed: {st.reason}"))
+        state, how = await self._traffic(EvacuationInput.for_stage(
+            self.inp.evacuation, self.inp.canary.judge, service=self.inp.service, region=self.inp.region,
+            environment=self.inp.environment, reason=f"stage {self.ref.key} failed: {st.reason}"))
         if state is not None and state.status == "evacuated":
             st.reason += f"; evacuated {self.inp.region} first (weights {state.weights_before} → {state.weights_now})"
             return state

@@ -8,9 +8,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from canary.config import JudgeConfig
 from common.text import Identity
@@ -25,6 +25,7 @@ from workflows.request import (
     MAX_REGIONS,
     MAX_SERVICE_LEN,
     MAX_TEXT,
+    EvacuationSettings,
 )
 
 EvacuationStatus = Literal[
@@ -46,14 +47,27 @@ def evacuation_id(service: str) -> str:
 
 MAX_EXTRA_WAIT_SECONDS = 86_400  # a day past the TTL after each step; Route 53 TTLs are at most 2 days anyway
 
-HEALTH_SETTINGS = {"extra_wait_seconds", "health_baseline_minutes", "health_interval_seconds", "judge"}
-
-
 def _health_judge() -> JudgeConfig:
     return JudgeConfig(min_samples=10)
 
 
-class EvacuationInput(BaseModel):
+class HealthSettings(BaseModel):
+    """How a traffic change waits and checks the regions that gain traffic after each step. Part of the input, and
+    kept in the state, so a restore checks as its evacuation did."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    extra_wait_seconds: int = Field(default=0, ge=0, le=MAX_EXTRA_WAIT_SECONDS,
+                                    description="wait this much longer than the TTL after each step")
+    health_baseline_minutes: float = Field(default=10, gt=0, le=MAX_ANALYSIS_MINUTES,
+                                           description="the pre-shift window each region is judged against")
+    health_interval_seconds: int = Field(
+        default=5, ge=1, le=MAX_INTERVAL_SECONDS,
+        description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
+    judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
+
+
+class EvacuationInput(HealthSettings):
     """Evacuate a region (move its traffic to the others, pre-warmed) or restore it (move the traffic back).
 
     Strict and bounded: the UI's Start Workflow sends this as typed, so it gets the CLI's bounds and no coercion
@@ -82,14 +96,6 @@ class EvacuationInput(BaseModel):
     require_approval: bool = Field(default=False, description="wait for `approve` before changing anything")
     approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone")
     approval_timeout_minutes: float = Field(default=60, gt=0, le=MAX_APPROVAL_HOURS * 60)
-    extra_wait_seconds: int = Field(default=0, ge=0, le=MAX_EXTRA_WAIT_SECONDS,
-                                    description="wait this much longer than the TTL after each step")
-    health_baseline_minutes: float = Field(default=10, gt=0, le=MAX_ANALYSIS_MINUTES,
-                                           description="the pre-shift window each region is judged against")
-    health_interval_seconds: int = Field(
-        default=5, ge=1, le=MAX_INTERVAL_SECONDS,
-        description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
-    judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
 
     def problems(self) -> list[str]:
         """What is wrong across fields, one line each naming the field; the CLI and the workflow both refuse on it.
@@ -116,6 +122,17 @@ class EvacuationInput(BaseModel):
     @property
     def workflow_id(self) -> str:
         return evacuation_id(self.service)
+
+    @classmethod
+    def for_stage(cls, settings: EvacuationSettings, judge: JudgeConfig, *, service: str, region: str,
+                  environment: EnvKind, reason: str) -> EvacuationInput:
+        """The evacuation a failing stage with `on_failure: evacuate` runs, from its request's settings: the one
+        mapping from the request's `evacuation` to this input."""
+        return cls(service=service, region=region, environment=environment, direction="evacuate", requested_by="bifrost",
+                   reason=reason, steps=list(settings.steps), headroom=settings.headroom,
+                   health_interval_seconds=settings.health_interval_seconds,
+                   health_baseline_minutes=max(1.0, settings.health_check_minutes),
+                   judge=judge.model_copy(update={"min_samples": settings.min_samples}))
 
     def step_wait_seconds(self, ttl_wait: int) -> int:
         """The wait after each step: the TTL (plus extra), and long enough for the judge to get its minimum samples."""
@@ -157,7 +174,8 @@ class EvacuationState(BaseModel):
     receivers: list[str] = Field(default_factory=list)
     set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")
     steps_requested: list[int] = Field(default_factory=list)
-    health_settings: dict[str, Any] = Field(default_factory=dict, description="the input's health knobs; a restore reuses them")
+    health: HealthSettings = Field(default_factory=HealthSettings, description="the input's health settings; a restore reuses them",
+                                   validation_alias=AliasChoices("health", "health_settings"))
     planned: list[dict[str, int]] = Field(default_factory=list, description="weights after each planned step")
     step: int = Field(default=0, description="steps applied and still in force")
     weights_before: dict[str, int] = Field(default_factory=dict)
@@ -183,7 +201,8 @@ class EvacuationState(BaseModel):
     def of(cls, inp: EvacuationInput, workflow_id: str) -> "EvacuationState":
         return cls(workflow_id=workflow_id, service=inp.service, region=inp.region, environment=inp.environment,
                    direction=inp.direction, requested_by=inp.requested_by, request_reason=inp.reason,
-                   steps_requested=list(inp.steps), health_settings=inp.model_dump(mode="json", include=HEALTH_SETTINGS))
+                   steps_requested=list(inp.steps),
+                   health=HealthSettings(**{name: getattr(inp, name) for name in HealthSettings.model_fields}))
 
     def take_plan(self, plan: TrafficPlan) -> None:
         """Record what the plan activity found and worked out."""
@@ -205,7 +224,7 @@ class EvacuationState(BaseModel):
             raise ValueError(f"the evacuation of {self.region} ended as {self.status} before it read the weights; "
                              "nothing was changed, so there is nothing to restore")
         return EvacuationInput.model_validate({
-            **self.health_settings,
+            **self.health.model_dump(),
             "service": self.service, "region": self.region, "environment": self.environment, "direction": "restore",
             "requested_by": requested_by, "reason": reason or f"restore after: {self.request_reason}".strip(),
             "steps": self.steps_requested or list(DEFAULT_STEPS),
