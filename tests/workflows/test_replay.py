@@ -38,6 +38,11 @@ def test_histories_are_recorded():
     for patch in ("notify-approval-pending", "notify-window-closed", "notify-paused", "notify-queued", "notify-traffic-moves",
                   "lock-regrant-to-waiting-holder", "stage-start-waits-for-previous-run", "gates-skip-waves-already-done"):
         assert any(patch in m for m in markers), patch
+    # the shared controls' shapes (record_controls_histories.py): phase + typed holds, upserts only on change
+    controls = "".join(p.read_text() for p in HISTORIES if p.name.startswith("controls-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', controls)}
+    assert any("controls-upsert-on-change" in m for m in marked)
+    assert {"controls-rollout", "controls-evacuation"} <= names
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 
