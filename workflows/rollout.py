@@ -128,9 +128,7 @@ class RolloutWorkflow:
         self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
         self._outbox: list[asyncio.Future[Any]] = []
         # what the rollout told its stages (the `stage_orders` query): a stage obeys a signal only as far as this says
-        self.stop_orders: dict[str, str] = {}
-        self.skip_orders: dict[str, str] = {}
-        self.conclusions: dict[str, StageConclusion] = {}
+        self.orders = StageOrders()  # its `hold` is the pause hold's, set when asked
         self._progress_pokes: dict[str, list[StageState]] = {}
         self._confirming: dict[str, asyncio.Lock] = {}
         self._metered: tuple[RolloutStatus, datetime] | None = None  # the status last counted (metrics), and since when
@@ -395,7 +393,7 @@ class RolloutWorkflow:
 
     def _order_conclusion(self, key: str, conclusion: StageConclusion) -> None:
         """Record the verdict (what the stage confirms against), then tell the stage."""
-        self.conclusions.setdefault(key, conclusion)
+        self.orders.conclude.setdefault(key, conclusion)
         self._signal_stage(key, StageWorkflow.conclude, conclusion)
 
     def _child_id(self, key: str) -> str:
@@ -585,7 +583,7 @@ class RolloutWorkflow:
     def _stop_working(self, keys: list[str], why: str) -> None:
         for k in keys:
             if not self.children[k].done() and not self._row(k).awaiting_verdict:
-                self.stop_orders.setdefault(k, why)
+                self.orders.stop.setdefault(k, why)
                 self._signal_stage(k, StageWorkflow.stop, why)
 
     def _collect(self, keys: list[str]) -> None:
@@ -694,8 +692,7 @@ class RolloutWorkflow:
     @workflow.query(name=STAGE_ORDERS_QUERY, description="Internal: what the rollout told its stages (hold, stop, skip a "
                                                          "soak, keep or roll back); a stage obeys a signal only as far as this says.")
     def stage_orders(self) -> StageOrders:
-        return StageOrders(hold=self.controls.paused is not None, stop=self.stop_orders, skip_soak=self.skip_orders,
-                           conclude=self.conclusions)
+        return self.orders.model_copy(update={"hold": self.controls.paused is not None})
 
     @workflow.query(name=LOCK_CLAIM_QUERY, description="Internal: this rollout's service-lock request and where it stands "
                                                        "(the lock confirms acquire and release signals against it).")
@@ -807,7 +804,7 @@ class RolloutWorkflow:
     @workflow.update(description='End the soak of a soaking stage now. JSON: {"stage": "us-east-1/prod", "by": "alice", "reason": "why"}.')
     def skip_soak(self, req: SkipSoak) -> Ack:
         self._audit(req.by, "skip-soak", req.stage, req.reason)
-        self.skip_orders.setdefault(req.stage, f"{req.by}: {req.reason}")
+        self.orders.skip_soak.setdefault(req.stage, f"{req.by}: {req.reason}")
         self._signal_stage(req.stage, StageWorkflow.skip_soak, f"{req.by}: {req.reason}")
         return Ack(message=f"soak of {req.stage} ends now")
 

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
 from bifrost_cli.ops import outcome
@@ -21,6 +21,7 @@ from worker.converter import DATA_CONVERTER
 from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 from workflows.models import StageInput
+from workflows.request import RolloutRequest
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 from workflows.updates import Abort, Approve, Pause, Resume
@@ -47,6 +48,18 @@ async def _wait(handle, pred) -> None:
     async with asyncio.timeout(60):
         while not pred(await handle.query(RolloutWorkflow.status)):
             await asyncio.sleep(0.1)
+
+
+async def paused_at_the_gate(client: Client, gated: RolloutRequest) -> WorkflowHandle:
+    """Start a rollout gated at wave 3; pause it at the gate, approve, let the pause hold, resume; let it end."""
+    h = await start(client, gated, "record")
+    await _wait(h, lambda s: s.status == "awaiting_approval")
+    await h.execute_update(RolloutWorkflow.pause, Pause(by="carol", reason="recording"))
+    await h.execute_update(RolloutWorkflow.approve, Approve(wave=3, approver="alice", comment="ok"))
+    await _wait(h, lambda s: s.status == "paused")
+    await h.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
+    await outcome(h)
+    return h
 
 
 GROUPS = ("good", "regression", "report", "approval-pause", "abort", "soak-continued")
@@ -96,13 +109,7 @@ async def record() -> None:
             await _save(client, "report", drawing)
             # 3. approval gate with pause and resume, then 4. abort during a wave
             gated = make_request(approvals={"gates": [{"wave": 3}], "approvers": ["alice"]})
-            h = await start(client, gated, "record")
-            await _wait(h, lambda s: s.status == "awaiting_approval")
-            await h.execute_update(RolloutWorkflow.pause, Pause(by="carol", reason="recording"))
-            await h.execute_update(RolloutWorkflow.approve, Approve(wave=3, approver="alice", comment="ok"))
-            await _wait(h, lambda s: s.status == "paused")
-            await h.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
-            await outcome(h)
+            h = await paused_at_the_gate(client, gated)
             await _save(client, "approval-pause", [h.id, *await _children(client, h.id)])
             slow = make_request(canary={"analysis_minutes": 5})
             h = await start(client, slow, "record")

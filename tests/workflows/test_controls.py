@@ -148,13 +148,19 @@ async def test_pause_holds_before_the_next_wave_until_resume(env, task_queue, tm
         await wait_for(h, lambda s: s.status == "awaiting_approval")
         await h.execute_update(RolloutWorkflow.pause, Pause(by="carol", reason="incident elsewhere"))
         assert "already paused" in await refused(h, RolloutWorkflow.pause, Pause(by="carol"))
+        gated = await h.query(RolloutWorkflow.status)
+        # typed holds: the gate holds the rollout; the pause is recorded and takes hold at the next safe point
+        assert [(x.reason, x.in_force) for x in gated.holds] == [("approval", True), ("paused", False)]
+        assert (gated.phase, gated.status, gated.holds[1].by, gated.holds[1].why) == \
+            ("running", "awaiting_approval", "carol", "incident elsewhere")
         await h.execute_update(RolloutWorkflow.approve, Approve(wave=3, approver="dave"))
         state = await wait_for(h, lambda s: s.status == "paused")
         assert "resume" in (state.waiting_for or "")
+        assert [(x.reason, x.in_force, x.releases, x.at) for x in state.holds] == [("paused", True, "resume", "before wave 3")]
         assert not [c for c in f.calls if c[1] == "us-east-1/test"]  # wave 3 has not started
         await h.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
         result = await outcome(h)
-    assert result.status == "succeeded"
+    assert result.status == "succeeded" and result.holds == [] and result.phase == "succeeded"
     actions = [(a.who, a.action) for a in result.audit if a.who != "bifrost"]
     assert actions == [("ci", "submit"), ("carol", "pause"), ("dave", "approve"), ("carol", "resume")]
 

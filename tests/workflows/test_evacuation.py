@@ -105,6 +105,8 @@ async def test_pause_resume_and_validators_that_name_the_problem(env, task_queue
         assert "already paused" in await refused(h, EvacuationWorkflow.pause, Pause(by="carol"))
         held = await wait_for(h, lambda s: s.status == "paused")
         assert held.step == 1 and held.waiting_for == "resume (held before step 2/3)"
+        assert (held.phase, [(x.reason, x.by, x.why) for x in held.holds]) == \
+            ("shifting", [("paused", "carol", "checking dashboards")])  # the phase is kept, never guessed on resume
         assert await weights_of(registry, svc) == STEP_1  # nothing moves while paused
         await h.execute_update(EvacuationWorkflow.resume, Resume(by="carol"))
         result = await h.result()
