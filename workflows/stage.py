@@ -85,6 +85,11 @@ class _Failed(Exception):
         self.reason = reason
 
 
+# The internal signals are pokes confirmed with the rollout; a stage that has ended has nothing left to obey, so a
+# confirmation still in flight then is abandoned on purpose (without the SDK's "unfinished handler" warning).
+_POKE = workflow.HandlerUnfinishedPolicy.ABANDON
+
+
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
 class StageWorkflow:
     """Deploys, judges, promotes and soaks one stage; rolls it back on any failure or when stopped."""
@@ -109,7 +114,7 @@ class StageWorkflow:
     def progress(self) -> StageDetail:
         return self.detail
 
-    @workflow.signal(description="Internal: the rollout is paused (true) or resumed; hold before promotion. "
+    @workflow.signal(unfinished_policy=_POKE, description="Internal: the rollout is paused (true) or resumed; hold before promotion. "
                                  "Confirmed with the rollout.")
     async def set_hold(self, hold: bool) -> None:
         if not workflow.patched(STAGE_SIGNALS_PATCH):
@@ -118,7 +123,7 @@ class StageWorkflow:
         await self._confirm("set_hold", lambda o: "" if o.hold == hold else
                             f"the rollout is {'paused' if o.hold else 'not paused'}")
 
-    @workflow.signal(description="Internal: end the soak now (sent by the rollout's skip_soak update; confirmed with the rollout).")
+    @workflow.signal(unfinished_policy=_POKE, description="Internal: end the soak now (sent by the rollout's skip_soak update; confirmed with the rollout).")
     async def skip_soak(self, reason: str) -> None:
         if not workflow.patched(STAGE_SIGNALS_PATCH):
             self.detail.skip_soak_reason = reason or "skipped"
@@ -126,7 +131,7 @@ class StageWorkflow:
         await self._confirm("skip_soak", lambda o: "" if self.ref.key in o.skip_soak else
                             "the rollout has not ended this stage's soak (only its skip_soak update can)")
 
-    @workflow.signal(description="Internal: stop and roll back (the rollout was stopped or another stage failed; "
+    @workflow.signal(unfinished_policy=_POKE, description="Internal: stop and roll back (the rollout was stopped or another stage failed; "
                                  "confirmed with the rollout). Ignored once the stage rolls back or has finished its work.")
     async def stop(self, reason: str) -> None:
         if not workflow.patched(STAGE_SIGNALS_PATCH):
@@ -134,7 +139,7 @@ class StageWorkflow:
             return
         await self._confirm("stop", lambda o: "" if self.ref.key in o.stop else "the rollout has not stopped this stage")
 
-    @workflow.signal(description="Internal: the rollout's verdict on a finished stage: keep it, or roll it back "
+    @workflow.signal(unfinished_policy=_POKE, description="Internal: the rollout's verdict on a finished stage: keep it, or roll it back "
                                  "(confirmed with the rollout).")
     async def conclude(self, conclusion: StageConclusion) -> None:
         if not workflow.patched(STAGE_SIGNALS_PATCH):
