@@ -61,16 +61,23 @@ class BifrostSandboxRunner(SandboxedWorkflowRunner):
 
 
 class _CachedSourceLoader(importlib.machinery.SourceFileLoader):
-    """A source loader that compiles a given source text once per process (code objects are immutable)."""
+    """A source loader that makes one code object per source text per process (code objects are immutable).
+
+    Keyed by the source itself, so an edited file is compiled afresh; whether the code would come from source
+    or from a `.pyc` (unmarshalled anew on every import), every run after the first reuses the same object.
+    """
 
     _code: dict[tuple[str, bytes], CodeType] = {}
     _lock = threading.Lock()
 
-    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> CodeType:  # type: ignore[override]
-        key = (str(path), bytes(data))
+    def get_code(self, fullname: str) -> CodeType | None:
+        path = self.get_filename(fullname)
+        key = (str(path), bytes(self.get_data(path)))
         code = self._code.get(key)
         if code is None:
-            code = super().source_to_code(data, path, _optimize=_optimize)
+            code = super().get_code(fullname)
+            if code is None:
+                return None
             with self._lock:
                 self._code[key] = code
         return code

@@ -39,8 +39,10 @@ def test_the_example_selects_real_adapters_per_region(monkeypatch: pytest.Monkey
     assert use1 is not None and euw1t is not None and use1.router is euw1t.router  # one weighted record set
     assert (use1.set_identifier, euw1t.set_identifier) == ("us-east-1", "eu-west-1")
     assert reg.traffic_for(stage("us-east-1", "test")) is None
-    assert reg.notifier is not None and [w.name for w in reg.notifier.webhooks] == ["releases", "oncall"]
+    assert reg.notifier is not None and [w.name for w in reg.notifier.webhooks] == ["releases", "oncall", "approvers"]
     assert reg.notifier.webhooks[1].wants("rollout_failed") and not reg.notifier.webhooks[1].wants("stage_started")
+    approvers = reg.notifier.webhooks[2]  # `held` stands for every hold: approvals, windows, pauses, the lock queue
+    assert approvers.wants("approval_pending", hold="approval") and not approvers.wants("rollout_failed")
 
 
 async def test_stages_a_file_does_not_cover_are_refused_not_simulated():
