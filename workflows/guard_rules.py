@@ -12,9 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.request import DeployWindow, Region
+from workflows.request import DeployWindow, Region, TimeZone
 from workflows.windows import is_open
 
 GuardMode = Literal["auto", "propose"]
@@ -33,16 +33,7 @@ class GuardRules(BaseModel):
                                    description="between two automatic evacuations; inside it the guard only proposes")
     quiet_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
                                               description="weekly windows in which the guard only proposes")
-    timezone: str = Field(default="UTC", description="IANA zone of the quiet windows")
-
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, v: str) -> str:
-        from workflows.request import _zones
-
-        if v not in _zones():
-            raise ValueError(f"unknown time zone {v!r}; give an IANA name such as Europe/Dublin or UTC")
-        return v
+    timezone: TimeZone = Field(default="UTC", description="IANA zone of the quiet windows")
 
     def quiet(self, at: datetime) -> bool:
         """Whether `at` falls inside a quiet window."""

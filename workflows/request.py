@@ -134,6 +134,17 @@ def _zones() -> frozenset[str]:
     return frozenset(available_timezones()) | {"UTC"}
 
 
+def known_time_zone(v: str) -> str:
+    """An IANA zone name, checked by a set lookup: never a file opened by name ('Europe' is a tzdata
+    directory, '../x' a path)."""
+    if v not in _zones():
+        raise ValueError(f"unknown IANA time zone {show(v)}; use names like 'Europe/Dublin' or 'UTC'")
+    return v
+
+
+TimeZone = Annotated[str, AfterValidator(known_time_zone)]
+
+
 def _metric_bounds(m: MetricSpec) -> MetricSpec:
     """Bounds the judge's own model leaves open: name length, finite thresholds, a few groups."""
     if len(m.name) > MAX_METRIC_NAME:
@@ -218,7 +229,7 @@ class Region(_Model):
     name: str = Field(pattern=_NAME, max_length=63, description="region name, e.g. us-east-1")
     environments: list[EnvKind] = Field(default_factory=lambda: list(ENV_KINDS), min_length=1)
     traffic_share: float = Field(default=0.0, ge=0.0, le=1.0, description="fraction of production traffic")
-    timezone: str = "UTC"
+    timezone: TimeZone = "UTC"
     windows: list[DeployWindow] = Field(default_factory=list, max_length=50, description="empty: any time")
     freeze_dates: list[IsoDate] = Field(default_factory=list, max_length=1000)
     on_failure: OnFailure = Field(
@@ -233,14 +244,6 @@ class Region(_Model):
             raise ValueError(f"environments must not repeat (got {v})")
         # test always precedes prod regardless of how they are written
         return sorted(v, key=lambda e: 0 if e == "test" else 1)
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_tz(cls, v: str) -> str:
-        # a set lookup, never a file opened by name: 'Europe' is a tzdata directory, '../x' a path
-        if v not in _zones():
-            raise ValueError(f"unknown IANA time zone {show(v)}; use names like 'Europe/Dublin' or 'UTC'")
-        return v
 
 
 class EvacuationSettings(_Model):
