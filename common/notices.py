@@ -21,6 +21,9 @@ ROLLOUT_QUEUED = "rollout_queued"
 TRAFFIC_STARTED = "traffic_started"
 TRAFFIC_STEP = "traffic_step"
 TRAFFIC_ENDED = "traffic_ended"
+REVERT_STARTED = "revert_started"
+REVERT_FINISHED = "revert_finished"
+REVERT_FAILED = "revert_failed"
 HELD = "held"
 
 
@@ -71,3 +74,9 @@ def traffic(*, workflow_id: str, service: str, direction: str, region: str, even
     """Traffic of `region` moves (an evacuation or restore): started, a step, or ended."""
     return Notification(rollout_id=workflow_id, service=service, version="", event=event,
                         text=f"{direction} of {region}: {text}", region=region, weights=dict(weights))
+
+
+def revert(*, revert_id: str, service: str, version: str, event: str, text: str, stages: list[str]) -> Notification:
+    """A revert of `service` to `version` started, finished, or stopped part-way (`text` says where and why)."""
+    return Notification(rollout_id=revert_id, service=service, version=version, event=event, text=f"revert: {text}",
+                        stages=list(stages))

@@ -25,6 +25,7 @@ from activities.deploy import DeployActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
 from activities.peers import PeerActivities
+from activities.releases import ReleaseActivities
 from activities.traffic.shift import TrafficActivities
 from worker.limits import WorkerLimits
 from worker.sandbox import workflow_runner
@@ -32,10 +33,11 @@ from worker.telemetry import worker_interceptors
 from workflows.evacuation import EvacuationWorkflow
 from workflows.lock import ServiceLockWorkflow
 from workflows.report import ReportWorkflow, report_task_queue
+from workflows.revert import RevertWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 
-WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow]
+WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow]
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -146,11 +148,13 @@ def activities_for(
     notify = NotifyActivities(registry)
     traffic = TrafficActivities(registry)
     peers = PeerActivities(client)
+    releases = ReleaseActivities(client)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
         lock.request_service_lock, lock.rollout_is_running, peers.query_workflow, notify.notify,
         traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
+        releases.find_release,
     ]
 
 

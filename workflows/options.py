@@ -61,6 +61,14 @@ RECHECK = ActivityOptions(
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
                              non_retryable_error_types=NON_RETRYABLE),
 )
+# Finding the release a revert undoes (a visibility list and one history): retried while a rollout that gave the lock
+# back is still ending, for a bounded while.
+RELEASE = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=60),
+    schedule_to_close_timeout=timedelta(minutes=10),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
+                             non_retryable_error_types=NON_RETRYABLE),
+)
 
 DEPLOY = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),

@@ -57,6 +57,8 @@ class HealthInput(BaseModel):
     regions: list[RegionHealth]
     baseline_window: MetricWindow
     window: MetricWindow
+    baseline_version: str | None = Field(
+        default=None, description="the version the primary ran in `baseline_window` (a revert); default: the one it runs now")
     judge: JudgeConfig
     look: int = Field(ge=1)
     max_looks: int = Field(ge=1)

@@ -195,7 +195,8 @@ class TrafficActivities:
             if version is None:
                 return RegionVerdict(region=region, version=None, note="no primary running: nothing to measure")
             source = self.registry.metrics(stage)
-            before = await asyncio.gather(*(source.fetch(stage, m, inp.baseline_window, ("primary", None), ("primary", version))
+            before = await asyncio.gather(*(source.fetch(stage, m, inp.baseline_window, ("primary", None),
+                                                          ("primary", inp.baseline_version or version))
                                             for m in metrics))
             after = await asyncio.gather(*(source.fetch(stage, m, inp.window, ("primary", None), ("primary", version))
                                            for m in metrics))

@@ -1,0 +1,43 @@
+"""Helpers for revert tests and recordings: a finished release to undo, and a revert started the way the CLI does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+
+from workflows.revert import RevertWorkflow
+from workflows.revert_models import RevertInput, RevertState
+
+FAST = {"health_minutes": 1 / 60}  # the simulated fleet gives every window its minimum of samples
+
+
+def revert_input(service: str, to_version: str = "1.0.0", **overrides: Any) -> RevertInput:
+    data: dict[str, Any] = {"service": service, "to_version": to_version, "requested_by": "alice",
+                            "reason": "INC-7: 2.0.0 corrupts receipts", **FAST, **overrides}
+    return RevertInput.model_validate(data)
+
+
+async def listed_closed(client: Client, workflow_id: str, timeout: float = 30) -> None:
+    """Wait until the visibility list shows `workflow_id` closed (the revert finds its release through the list)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'"):
+                if wf.status != WorkflowExecutionStatus.RUNNING:
+                    return
+            await asyncio.sleep(0.2)
+
+
+async def start_revert(client: Client, inp: RevertInput, task_queue: str) -> WorkflowHandle[Any, RevertState]:
+    return await client.start_workflow(RevertWorkflow.run, inp, id=inp.workflow_id, task_queue=task_queue)
+
+
+async def revert_outcome(handle: WorkflowHandle[Any, RevertState]) -> tuple[RevertState, str]:
+    """The final state and the failure's message ('' when it reverted)."""
+    try:
+        return await handle.result(), ""
+    except WorkflowFailureError as err:
+        cause = err.cause
+        details = getattr(cause, "details", None) or ()
+        return RevertState.model_validate(details[0]), str(getattr(cause, "message", "") or cause)

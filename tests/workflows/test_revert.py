@@ -1,0 +1,135 @@
+"""RevertWorkflow end to end on the dev server: undo a finished release, region by region, last wave first."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from bifrost_cli.ops import outcome, start_rollout
+from common.types import StageRef
+from tests.workflows.helpers import fleet, make_request, running_worker, start
+from tests.workflows.revert_helpers import listed_closed, revert_input, revert_outcome, start_revert
+from workflows.revert import RevertWorkflow
+
+REVERSED = ["eu-west-1/prod", "eu-west-1/test", "us-east-1/prod", "us-east-1/test", "ap-south-1/prod", "ap-south-1/test"]
+
+
+async def _released(client, f, tq, **overrides):
+    """A finished rollout of 2.0.0 over the fleet's 1.0.0; its request."""
+    req = make_request(**overrides)
+    h = await start_rollout(client, req, tq)
+    assert (await outcome(h)).status == "succeeded"
+    await listed_closed(client, h.id)
+    return req, h.id
+
+
+async def test_revert_puts_every_region_back_in_reverse_wave_order_without_a_canary(env, task_queue):
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        req, rid = await _released(client, f, task_queue)
+        before = len(f.calls)
+        state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
+    assert failure == "" and state.status == "reverted", (state.status, state.reason)
+    assert state.release == rid and state.release_version == "2.0.0"
+    assert [r.key for r in state.regions] == REVERSED
+    calls = f.calls[before:]
+    rollbacks = [stage for op, stage, version in calls if op == "rollback" and version == "1.0.0"]
+    assert rollbacks == REVERSED  # one at a time, the last wave first
+    assert not [c for c in calls if c[0] in ("deploy", "promote")]  # no canary, no baseline, no promotion
+    for r in state.regions:
+        assert f.slot(StageRef(service=req.service, region=r.region, environment=r.environment)).primary == "1.0.0"
+        assert r.version_before == "2.0.0" and r.version_now == "1.0.0" and r.status == "reverted"
+        assert "healthy" in r.health, r.health
+    assert state.audit[0].who == "alice" and "INC-7" in state.audit[0].detail
+
+
+async def test_a_revert_is_refused_while_a_rollout_runs_and_names_it(env, task_queue):
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        req, _ = await _released(client, f, task_queue)
+        gated = make_request(service=req.service, version="2.1.0",
+                             approvals={"gates": [{"wave": 2}], "timeout_hours": 1})
+        running = await start_rollout(client, gated, task_queue)
+        async with asyncio.timeout(60):
+            while (await running.query("status")).get("status") != "awaiting_approval":
+                await asyncio.sleep(0.2)
+        before = len(f.calls)
+        state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
+    assert state.status == "rejected", (state.status, state.reason)
+    assert running.id in failure and "--queue" in failure
+    assert [c for c in f.calls[before:] if c[0] == "rollback"] == []
+
+
+async def test_a_queued_revert_waits_for_the_rollout_and_undoes_it(env, task_queue):
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        req, first = await _released(client, f, task_queue)
+        gated = make_request(service=req.service, version="2.1.0",
+                             approvals={"gates": [{"wave": 2}], "timeout_hours": 1})
+        running = await start_rollout(client, gated, task_queue)
+        async with asyncio.timeout(60):
+            while (await running.query("status")).get("status") != "awaiting_approval":
+                await asyncio.sleep(0.2)
+        h = await start_revert(client, revert_input(req.service, on_conflict="queue"), task_queue)
+        async with asyncio.timeout(60):
+            while (await h.query(RevertWorkflow.status)).status != "queued":
+                await asyncio.sleep(0.2)
+        assert (await h.query(RevertWorkflow.status)).release == first  # refused nothing: it waits
+        await running.execute_update("approve", {"wave": 2, "approver": "bob", "comment": "ok"})
+        await outcome(running)
+        state, failure = await revert_outcome(h)
+    assert failure == "" and state.status == "reverted", (state.status, state.reason)
+    assert state.release == running.id and state.release_version == "2.1.0"  # the release that ended last
+    assert {r.version_before for r in state.regions} == {"2.1.0"}
+    assert any(a.action == "release" for a in state.audit)
+
+
+async def test_a_region_unhealthy_on_the_old_version_stops_the_revert_and_says_so(env, task_queue):
+    client = env.client
+    f = fleet(effects=[{"version": "1.0.0", "regions": ["us-east-1"], "environments": ["prod"], "latency_factor": 1.8}])
+    async with running_worker(client, f, task_queue):
+        req, _ = await _released(client, f, task_queue)
+        before = len(f.calls)
+        state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
+    assert state.status == "failed", (state.status, state.reason)
+    assert "us-east-1/prod is not healthy on 1.0.0" in failure and "latency_p99" in failure
+    assert "us-east-1/test, ap-south-1/prod, ap-south-1/test" in failure  # what still runs the release
+    rollbacks = [stage for op, stage, _ in f.calls[before:] if op == "rollback"]
+    assert rollbacks == REVERSED[:3]  # nothing after the unhealthy region
+    assert state.row("us-east-1/prod").status == "unhealthy"
+
+
+@pytest.mark.parametrize(("overrides", "field", "says"), [
+    ({"to_version": "0.9.0"}, "to_version", "0.9.0 is not a version"),
+    ({"to_version": "2.0.0"}, "to_version", "is the version"),
+    ({"stages": ["mars-1/prod"]}, "stages", "mars-1/prod not in"),
+    ({"release": "rollout/nope/1.0.0"}, "release", "no rollout"),
+])
+async def test_input_that_does_not_fit_the_release_is_refused_before_any_deploy(env, task_queue, overrides, field, says):
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        req, _ = await _released(client, f, task_queue)
+        before = len(f.calls)
+        state, failure = await revert_outcome(await start_revert(client, revert_input(req.service, **overrides), task_queue))
+    assert state.status == "invalid" and f"{field}: " in failure and says in failure, failure
+    assert "nothing was deployed" in failure
+    assert [c for c in f.calls[before:] if c[0] in ("rollback", "deploy", "promote")] == []
+
+
+async def test_an_unknown_service_and_a_hand_typed_bad_input_are_refused(env, task_queue):
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        state, failure = await revert_outcome(await start_revert(
+            client, revert_input(f"ghost-{uuid.uuid4().hex[:6]}"), task_queue))
+        assert state.status == "invalid" and "service: no finished rollout of ghost-" in failure
+        # what the UI's Start Workflow could send: strict, each problem naming its field, no coercion
+        h = await client.start_workflow("RevertWorkflow", {"service": "payments", "to_version": "1.0.0", "requested_by": "x",
+                                                           "reason": "r", "evacuate": "yes"},
+                                        id=f"revert/hand/{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+        with pytest.raises(WorkflowFailureError) as err:
+            await h.result()
+    assert "evacuate" in str(err.value.cause)
+    assert f.calls == []
