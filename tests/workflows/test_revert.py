@@ -10,7 +10,7 @@ from temporalio.client import WorkflowFailureError
 
 from bifrost_cli.ops import outcome, start_rollout
 from common.types import StageRef
-from tests.workflows.helpers import fleet, make_request, running_worker, start
+from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.revert_helpers import listed_closed, revert_input, revert_outcome, start_revert
 from workflows.revert import RevertWorkflow
 
