@@ -349,10 +349,16 @@ def submit(file: str, wait: bool, follow: bool, task_queue: str) -> None:
 def status(rollout_id: str, as_json: bool) -> None:
     """Show a rollout's stages, versions, verdicts, pending approvals and audit trail.
 
-    ROLLOUT_ID is the workflow id, e.g. rollout/payments/2.4.0 (the 'rollout/' prefix may be left out).
+    ROLLOUT_ID is the workflow id, e.g. rollout/payments/2.4.0 (the 'rollout/' prefix may be left out),
+    or a revert's, e.g. revert/payments/1.9.0 (`bifrost revert`).
     """
     from bifrost_cli import ops
 
+    if rollout_id.startswith("revert/") and _text_problem(rollout_id) is None and rollout_id.isprintable():
+        from bifrost_cli.revert import show_revert
+
+        _run(show_revert(rollout_id, as_json=as_json))
+        return
     _run(ops.show_status(_rid(rollout_id), as_json=as_json, console=console))
 
 
@@ -394,7 +400,7 @@ def report_link(link: str, targets_file: str, expires: int) -> None:
               help="only this Bifrost status, e.g. running, awaiting_approval, rolled_back")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 def list_(service: str | None, status_: str | None, limit: int) -> None:
-    """List rollouts, newest first (uses the BifrostService / BifrostStatus search attributes)."""
+    """List rollouts and reverts, newest first (uses the BifrostService / BifrostStatus search attributes)."""
     from bifrost_cli import ops
 
     if service is not None and not (len(service) <= 63 and _SERVICE.fullmatch(service)):
@@ -610,6 +616,15 @@ def _register_traffic() -> None:
 
 
 _register_traffic()
+
+
+def _register_revert() -> None:
+    from bifrost_cli.revert import revert
+
+    cli.add_command(revert)
+
+
+_register_revert()
 
 if __name__ == "__main__":  # pragma: no cover
     cli()

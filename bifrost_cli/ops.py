@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # loaded by the commands that send updates, not by every comm
 
 P = TypeVar("P", bound=BaseModel)
 ROLLOUT_WORKFLOW = "RolloutWorkflow"  # RolloutWorkflow's workflow type
+REVERT_WORKFLOW = "RevertWorkflow"  # `bifrost revert`: listed beside the rollouts it undoes
 STATUS_QUERY = "status"
 UPDATES = ("approve", "reject", "pause", "resume", "abort", "rollback", "skip_soak", "override_window")
 
@@ -147,7 +148,7 @@ async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> No
 async def list_rollouts(*, service: str | None, status: str | None, limit: int, console: Console) -> None:
     """`service` and `status` go into a visibility query: the CLI lets through only names and known statuses."""
     client = await connect()
-    clauses = [f"WorkflowType = '{ROLLOUT_WORKFLOW}'"]
+    clauses = [f"(WorkflowType = '{ROLLOUT_WORKFLOW}' OR WorkflowType = '{REVERT_WORKFLOW}')"]
     if service:
         clauses.append(f"BifrostService = '{service}'")
     if status:

@@ -1,0 +1,228 @@
+"""`bifrost revert SERVICE --to VERSION`: undo a finished release without re-running its canaries and soaks.
+
+Plain-text output with user text escaped for the terminal; exit codes as bifrost_cli/exits.py. The workflow is named
+by string (RevertWorkflow) so the command loads no workflow code; tests/cli/test_revert_cli.py checks the names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK
+from bifrost_cli.render import echo
+from common.problems import payload_problems
+from common.text import markdown as md
+from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertState
+
+REVERT_WORKFLOW = "RevertWorkflow"
+STATUS_QUERY = "status"
+STARTED_WITHIN = 120.0  # seconds the command waits for the revert to pass its checks and the lock
+REVERT_EXIT_CODES = """\b
+Exit codes:
+  0  every region is back on VERSION (or, without --wait, the revert started)
+  1  it stopped part-way: a region was unhealthy on VERSION, a deploy or a
+     traffic move failed (the message says which regions still run the release)
+  2  refused before anything was deployed: unknown service, a version the
+     service did not run before the release, a stage the release does not have
+  3  refused because a rollout of the service runs (named), or aborted
+  4  Temporal could not be reached
+"""
+# what the user typed, for each input field
+_OPTION = {"service": "SERVICE", "to_version": "--to", "requested_by": "--as", "reason": "--reason", "release": "--release",
+           "stages": "--stage", "image": "--image", "health_minutes": "--health-minutes", "on_conflict": "--queue"}
+
+
+def _identity() -> str:
+    from bifrost_cli.main import _identity as identity
+
+    return identity()
+
+
+def exit_code_for(status: str) -> int:
+    """The exit code for a revert's final status."""
+    return {"reverted": EXIT_OK, "invalid": EXIT_INVALID, "rejected": EXIT_ABORTED, "aborted": EXIT_ABORTED}.get(
+        status, EXIT_ROLLED_BACK)
+
+
+def revert_input(data: dict[str, Any]) -> RevertInput:
+    """The workflow's input from the options; a problem exits 2 here, naming the option, before Temporal is asked."""
+    try:
+        return RevertInput.model_validate({k: v for k, v in data.items() if v is not None})
+    except ValidationError as err:
+        lines = []
+        for p in payload_problems(err, RevertInput):
+            field, sep, rest = p.partition(":")
+            lines.append(f"  - {_OPTION.get(field.split('.')[0], field)}{sep}{rest}")
+        echo("revert refused, nothing was deployed:\n" + "\n".join(lines), err=True)
+        sys.exit(EXIT_INVALID)
+
+
+def print_regions(state: RevertState) -> None:
+    echo(f"  {'stage':<22} {'wave':>4}  {'status':<17} {'before -> now':<24} health")
+    for r in state.regions:
+        versions = f"{r.version_before or '?'} -> {r.version_now or '?'}"
+        echo(f"  {r.key:<22} {r.wave:>4}  {r.status:<17} {versions:<24} {r.health or '-'}")
+        if r.traffic:
+            echo(f"  {'':<22}       traffic: {r.traffic}")
+
+
+def print_state(state: RevertState) -> None:
+    echo(f"{state.revert_id}: {state.service} back to {state.to_version} — {state.status}")
+    echo(f"undoes {state.release or '?'} ({state.release_version or '?'}); asked by {state.requested_by}: "
+         f"{state.request_reason}")
+    if state.waiting_for:
+        echo(f"waiting for: {state.waiting_for}")
+    if state.reason:
+        echo(f"reason: {state.reason}")
+    print_regions(state)
+
+
+def print_audit(state: RevertState, since: int = 0) -> int:
+    for a in state.audit[since:]:
+        echo(f"{a.at:%H:%M:%S} {a.who}: {a.action} {a.target or ''} {a.detail}".replace("  ", " ").rstrip())
+    return len(state.audit)
+
+
+async def start_revert(client: Any, inp: RevertInput, task_queue: str) -> Any:
+    """Start the revert, or attach to the running one of the same service and version."""
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+    from workflows import search
+
+    return await client.start_workflow(
+        REVERT_WORKFLOW, inp, id=inp.workflow_id, task_queue=task_queue, result_type=RevertState,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+        search_attributes=TypedSearchAttributes([
+            SearchAttributePair(search.SERVICE, inp.service), SearchAttributePair(search.VERSION, inp.to_version),
+            SearchAttributePair(search.STATUS, "planning"), SearchAttributePair(search.STAGE, "-"),
+            SearchAttributePair(search.ENVIRONMENT, "-"), SearchAttributePair(search.REQUESTED_BY, inp.requested_by),
+        ]),
+        static_summary=md(f"revert {inp.service} to {inp.to_version} by {inp.requested_by}"),
+        static_details=f"**revert** {md(inp.service)} to `{md(inp.to_version)}`, asked by {md(inp.requested_by)}: "
+                       f"{md(inp.reason)}",
+    )
+
+
+async def revert_outcome(handle: Any) -> tuple[RevertState | None, str]:
+    """The final state (the result, or the failure's details) and the failure's message ('' when it reverted)."""
+    from temporalio.client import WorkflowFailureError
+
+    try:
+        return await handle.result(), ""
+    except WorkflowFailureError as err:
+        cause = err.cause
+        details = getattr(cause, "details", None) or ()
+        state = RevertState.model_validate(details[0]) if details else None
+        return state, str(getattr(cause, "message", None) or cause or err)
+
+
+async def run_revert(inp: RevertInput, *, wait: bool, task_queue: str) -> int:
+    """Start; say what it undoes once its checks passed (or why it was refused); with `wait`, follow it to the end."""
+    from worker.connect import connect
+
+    client = await connect()
+    handle = await start_revert(client, inp, task_queue)
+    echo(f"started {handle.id}: {inp.service} back to {inp.to_version}")
+    result = asyncio.ensure_future(revert_outcome(handle))
+    seen, shown_plan = 0, False
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + STARTED_WITHIN
+    while not result.done():
+        state = await _state(handle)
+        if state is not None:
+            seen = print_audit(state, seen)
+            if not shown_plan and state.status not in ("planning", *REVERT_TERMINAL):
+                shown_plan = True
+                echo(f"undoes {state.release} ({state.release_version}); the last wave first:")
+                print_regions(state)
+                if not wait:
+                    how = "waits for the running rollout (queued)" if state.status == "queued" else "is under way"
+                    echo(f"the revert {how}; follow it: bifrost status {handle.id}   (or the Temporal UI)")
+                    result.cancel()
+                    return EXIT_OK
+        if not shown_plan and loop.time() > deadline:
+            echo(f"{handle.id} has not passed its checks within {STARTED_WITHIN:g} s; is a `bifrost worker` running? "
+                 f"Follow it: bifrost status {handle.id}", err=True)
+            result.cancel()
+            return EXIT_ROLLED_BACK
+        await asyncio.wait([result], timeout=1.0)
+    final, failure = result.result()
+    if final is None:
+        echo(failure, err=True)
+        return EXIT_ROLLED_BACK
+    print_audit(final, seen)
+    print_regions(final)
+    echo(f"{final.status}: {final.reason}", err=final.status != "reverted")
+    return exit_code_for(final.status)
+
+
+async def _state(handle: Any) -> RevertState | None:
+    try:
+        return RevertState.model_validate(await handle.query(STATUS_QUERY))
+    except Exception:  # noqa: BLE001 - not yet started by a worker, or the worker restarts: the next poll tells
+        return None
+
+
+async def show_revert(revert_id: str, *, as_json: bool) -> None:
+    """`bifrost status revert/...`: the revert's regions, versions, health and audit trail."""
+    from worker.connect import connect
+
+    client = await connect()
+    state = RevertState.model_validate(await client.get_workflow_handle(revert_id).query(STATUS_QUERY))
+    if as_json:
+        click.echo(state.model_dump_json(indent=2))
+        return
+    print_state(state)
+    echo("audit trail:")
+    print_audit(state)
+
+
+@click.command(epilog=REVERT_EXIT_CODES)
+@click.argument("service")
+@click.option("--to", "to_version", required=True, metavar="VERSION",
+              help="the version to go back to: one the release replaced, or one an earlier rollout succeeded with")
+@click.option("--reason", required=True, help="why (the audit trail, the Web UI, notices)")
+@click.option("--evacuate", is_flag=True, help="move each production region's traffic away before its deploy, back after")
+@click.option("--queue", is_flag=True,
+              help="while a rollout of SERVICE runs, wait for it to end and then undo it  [default: refuse, naming it]")
+@click.option("--release", metavar="ROLLOUT_ID", help="the rollout to undo  [default: the latest finished one of SERVICE]")
+@click.option("--stage", "stages", multiple=True, metavar="REGION/ENV",
+              help="only this stage of the release (repeatable)  [default: every stage]")
+@click.option("--image", help="the image of VERSION, for deployers that kept no template of it (Kubernetes)")
+@click.option("--health-minutes", type=float, help="each region's health window  [default: the release's "
+                                                   "evacuation.health_check_minutes]")
+@click.option("--wait", is_flag=True, help="follow it to the end; the exit code tells the outcome")
+@click.option("--as", "who", default=lambda: _identity(), show_default="$BIFROST_USER or your login", help="who asks (recorded in the audit trail)")
+@click.option("--task-queue", default="bifrost", show_default=True)
+def revert(service: str, to_version: str, reason: str, evacuate: bool, queue: bool, release: str | None,
+           stages: tuple[str, ...], image: str | None, health_minutes: float | None, wait: bool, who: str,
+           task_queue: str) -> None:
+    """Undo a finished release: put SERVICE back on VERSION in every region it changed, the last wave first.
+
+    No canary and no soak (VERSION ran in production before): each region is deployed, then its primary
+    is judged against its own window from just before the revert, so it takes the deploys plus the health
+    checks. An unhealthy region stops the revert there; the message says which regions still run the
+    release. It takes the service lock like a rollout: while a rollout of SERVICE runs it is refused,
+    naming that rollout, unless --queue. Anything that does not fit the release (unknown service, a
+    VERSION the service did not run before it, a stage it does not have) is refused before any deploy.
+
+    \b
+    Examples:
+      bifrost revert payments --to 1.9.0 --reason "INC-42: 2.0.0 corrupts receipts" --wait
+      bifrost revert payments --to 1.9.0 --reason "INC-42" --evacuate --queue
+      bifrost revert payments --to 1.9.0 --reason "eu only" --stage eu-west-1/prod --stage eu-west-1/test
+    Then: bifrost status revert/payments/1.9.0   (pause, resume, abort: the Web UI's Update menu)
+    """
+    inp = revert_input({
+        "service": service, "to_version": to_version, "requested_by": who, "reason": reason, "evacuate": evacuate,
+        "on_conflict": "queue" if queue else "reject", "release": release, "stages": list(stages) or None,
+        "image": image, "health_minutes": health_minutes,
+    })
+    from bifrost_cli.main import _run
+
+    sys.exit(_run(run_revert(inp, wait=wait, task_queue=task_queue)))

@@ -1,0 +1,82 @@
+"""`bifrost revert`: help, refusals before Temporal is asked, exit codes, and a revert against a dev server."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from bifrost_cli import ops
+from bifrost_cli import revert as revert_cli
+from bifrost_cli.main import cli
+from bifrost_cli.ops import outcome, start_rollout
+from tests.cli.test_cli import _closed_port
+from tests.workflows.helpers import fleet, make_request, running_worker
+from tests.workflows.revert_helpers import FAST, listed_closed
+from workflows.revert import RevertWorkflow
+
+
+def run(*args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+def test_the_cli_names_the_workflow_and_its_query():
+    assert revert_cli.REVERT_WORKFLOW == ops.REVERT_WORKFLOW == RevertWorkflow.__temporal_workflow_definition.name  # type: ignore[attr-defined]
+    assert revert_cli.STATUS_QUERY in RevertWorkflow.__temporal_workflow_definition.queries  # type: ignore[attr-defined]
+
+
+def test_help_teaches_with_examples_and_exit_codes():
+    out = run("revert", "--help").output
+    assert 'bifrost revert payments --to 1.9.0 --reason "INC-42: 2.0.0 corrupts receipts" --wait' in out
+    assert "--queue" in out and "--evacuate" in out and "3  refused because a rollout of the service runs" in out
+    assert "revert" in run("--help").output
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--to", "1.9.0; rm -rf /"], "--to: String should match pattern"),
+    (["--to", "1.9.0", "--stage", "eu-west-1"], "--stage: 'eu-west-1' is not a stage"),
+    (["--to", "1.9.0", "--health-minutes", "0"], "--health-minutes: Input should be greater than or equal to"),
+    (["--to", "1.9.0", "--as", "alice\x1b[31m"], "--as:"),
+])
+def test_bad_input_exits_2_before_contacting_temporal(args, words):
+    res = run("revert", "payments", "--reason", "INC-1", *args,
+              env={"TEMPORAL_ADDRESS": f"127.0.0.1:{_closed_port()}"})  # nothing listens: it must not get that far
+    assert res.exit_code == 2, res.output
+    assert "revert refused, nothing was deployed" in res.output and words in res.output
+    assert "\x1b" not in res.output  # what was typed is escaped for the terminal
+
+
+def test_unreachable_temporal_exits_4():
+    res = run("revert", "payments", "--to", "1.9.0", "--reason", "x", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{_closed_port()}"})
+    assert res.exit_code == 4 and "could not reach Temporal" in res.output
+
+
+def test_exit_codes_follow_the_outcome():
+    assert [revert_cli.exit_code_for(s) for s in ("reverted", "failed", "invalid", "rejected", "aborted")] == [0, 1, 2, 3, 3]
+
+
+async def test_revert_status_and_refusal_against_a_dev_server(env, task_queue, monkeypatch, capsys):
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    client, f = env.client, fleet()
+    req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0}], blast_radius={"canary_region": None})
+    async with running_worker(client, f, task_queue):
+        h = await start_rollout(client, req, task_queue)
+        await outcome(h)
+        await listed_closed(client, h.id)
+        bad = revert_cli.revert_input({"service": req.service, "to_version": "0.1.0", "requested_by": "alice",
+                                       "reason": "INC-9", **FAST})
+        assert await revert_cli.run_revert(bad, wait=False, task_queue=task_queue) == 2
+        assert "to_version: 0.1.0 is not a version" in capsys.readouterr().err
+
+        good = bad.model_copy(update={"to_version": "1.0.0"})
+        assert await revert_cli.run_revert(good, wait=True, task_queue=task_queue) == 0
+        out = capsys.readouterr().out
+        assert f"undoes {h.id} (2.0.0); the last wave first:" in out
+        assert "us-east-1/prod" in out and "reverted" in out and "alice: revert" in out
+
+        await revert_cli.show_revert(good.workflow_id, as_json=False)
+        out = capsys.readouterr().out
+        assert f"{good.workflow_id}: {req.service} back to 1.0.0 — reverted" in out and "INC-9" in out
+        await ops.list_rollouts(service=req.service, status=None, limit=10, console=ops.Console(width=200))
+        listed = capsys.readouterr().out
+        assert good.workflow_id in listed and h.id in listed
