@@ -43,6 +43,8 @@ def test_histories_are_recorded():
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', controls)}
     assert any("controls-upsert-on-change" in m for m in marked)
     assert {"controls-rollout", "controls-evacuation"} <= names
+    # reverts (record_revert_histories.py): one that evacuated and restored a production region, one refused by the lock
+    assert {"revert-reverted", "revert-evacuation", "revert-refused"} <= names
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 

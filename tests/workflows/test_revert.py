@@ -133,3 +133,34 @@ async def test_an_unknown_service_and_a_hand_typed_bad_input_are_refused(env, ta
             await h.result()
     assert "evacuate" in str(err.value.cause)
     assert f.calls == []
+
+
+async def test_evacuate_moves_a_production_regions_traffic_away_before_its_deploy_and_back_after(env, task_queue, tmp_path):
+    from tests.workflows.evacuation_helpers import running_worker as traffic_worker
+    from tests.workflows.evacuation_helpers import simulated_registry
+    from workflows.traffic_models import EvacuationState, evacuation_id
+
+    client = env.client
+    registry, f = simulated_registry(ttl=1)
+    quick = {"steps": [0], "health_interval_seconds": 1, "min_samples": 3, "health_check_minutes": 1 / 60}
+    async with traffic_worker(client, registry, task_queue, tmp_path):
+        req = make_request(evacuation=quick)
+        h = await start_rollout(client, req, task_queue)
+        assert (await outcome(h)).status == "succeeded"
+        await listed_closed(client, h.id)
+        inp = revert_input(req.service, evacuate=True, stages=["eu-west-1/test", "eu-west-1/prod"])
+        state, failure = await revert_outcome(await start_revert(client, inp, task_queue))
+        moves = [wf async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(req.service)}'")]
+        runs = sorted(moves, key=lambda wf: wf.start_time)
+        done = [await client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState).result()
+                for wf in runs]
+    assert failure == "" and state.status == "reverted", (state.status, state.reason)
+    assert [r.key for r in state.regions] == ["eu-west-1/prod", "eu-west-1/test"]
+    prod, test = state.regions
+    assert "evacuated" in prod.traffic and "restored" in prod.traffic and test.traffic == ""
+    assert [(d.direction, d.region, d.status) for d in done] == [("evacuate", "eu-west-1", "evacuated"),
+                                                                 ("restore", "eu-west-1", "restored")]
+    assert done[0].weights_now["eu-west-1"] == 0 and done[1].weights_after == done[0].weights_before
+    assert prod.deployed_at is not None and done[0].ended_at <= prod.deployed_at <= done[1].started_at
+    assert f.slot(StageRef(service=req.service, region="eu-west-1", environment="prod")).primary == "1.0.0"
+    assert f.slot(StageRef(service=req.service, region="us-east-1", environment="prod")).primary == "2.0.0"  # not asked
