@@ -164,3 +164,25 @@ async def test_evacuate_moves_a_production_regions_traffic_away_before_its_deplo
     assert prod.deployed_at is not None and done[0].ended_at <= prod.deployed_at <= done[1].started_at
     assert f.slot(StageRef(service=req.service, region="eu-west-1", environment="prod")).primary == "1.0.0"
     assert f.slot(StageRef(service=req.service, region="us-east-1", environment="prod")).primary == "2.0.0"  # not asked
+
+
+async def test_pause_holds_before_the_next_wave_and_abort_stops_there(env, task_queue):
+    from workflows.updates import Abort, Pause
+
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        req, _ = await _released(client, f, task_queue)
+        h = await start_revert(client, revert_input(req.service, health_minutes=0.1), task_queue)
+        async with asyncio.timeout(60):
+            while (await h.query(RevertWorkflow.status)).status != "reverting":
+                await asyncio.sleep(0.1)
+        await h.execute_update(RevertWorkflow.pause, Pause(by="carol", reason="looking at eu-west-1"))
+        async with asyncio.timeout(60):
+            while (held := await h.query(RevertWorkflow.status)).status != "paused":
+                await asyncio.sleep(0.1)
+        assert [r.status for r in held.regions] == ["reverted"] + ["pending"] * 5  # the first region finished
+        await h.execute_update(RevertWorkflow.abort, Abort(by="carol", reason="enough"))
+        state, failure = await revert_outcome(h)
+    assert state.status == "aborted" and "aborted by carol: enough" in failure
+    assert [r.status for r in state.regions] == ["reverted"] + ["pending"] * 5
+    assert [(a.who, a.action) for a in state.audit if a.who == "carol"] == [("carol", "pause"), ("carol", "abort")]
