@@ -26,6 +26,16 @@ async def _released(client, f, tq, **overrides):
     return req, h.id
 
 
+async def _running_at_a_gate(client, service, tq):
+    """A rollout of 2.1.0 that holds the service lock, waiting for the approval of its wave 2."""
+    gated = make_request(service=service, version="2.1.0", approvals={"gates": [{"wave": 2}], "timeout_hours": 1})
+    running = await start_rollout(client, gated, tq)
+    async with asyncio.timeout(60):
+        while (await running.query("status")).get("status") != "awaiting_approval":
+            await asyncio.sleep(0.2)
+    return running
+
+
 async def test_revert_puts_every_region_back_in_reverse_wave_order_without_a_canary(env, task_queue):
     client, f = env.client, fleet()
     async with running_worker(client, f, task_queue):
@@ -50,12 +60,7 @@ async def test_a_revert_is_refused_while_a_rollout_runs_and_names_it(env, task_q
     client, f = env.client, fleet()
     async with running_worker(client, f, task_queue):
         req, _ = await _released(client, f, task_queue)
-        gated = make_request(service=req.service, version="2.1.0",
-                             approvals={"gates": [{"wave": 2}], "timeout_hours": 1})
-        running = await start_rollout(client, gated, task_queue)
-        async with asyncio.timeout(60):
-            while (await running.query("status")).get("status") != "awaiting_approval":
-                await asyncio.sleep(0.2)
+        running = await _running_at_a_gate(client, req.service, task_queue)
         before = len(f.calls)
         state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
     assert state.status == "rejected", (state.status, state.reason)
@@ -67,12 +72,7 @@ async def test_a_queued_revert_waits_for_the_rollout_and_undoes_it(env, task_que
     client, f = env.client, fleet()
     async with running_worker(client, f, task_queue):
         req, first = await _released(client, f, task_queue)
-        gated = make_request(service=req.service, version="2.1.0",
-                             approvals={"gates": [{"wave": 2}], "timeout_hours": 1})
-        running = await start_rollout(client, gated, task_queue)
-        async with asyncio.timeout(60):
-            while (await running.query("status")).get("status") != "awaiting_approval":
-                await asyncio.sleep(0.2)
+        running = await _running_at_a_gate(client, req.service, task_queue)
         h = await start_revert(client, revert_input(req.service, on_conflict="queue"), task_queue)
         async with asyncio.timeout(60):
             while (await h.query(RevertWorkflow.status)).status != "queued":
