@@ -23,7 +23,7 @@ import click
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
-from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
+from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE, REVERT_EXIT_CODES
 from common.problems import FileProblems, shorten
 from common.text import identity_problem
 from common.types import RolloutStatus, is_stage_key
@@ -597,6 +597,52 @@ def override_window(rollout_id: str, stage: str, reason: str, who: str) -> None:
     _update(rollout_id, RolloutWorkflow.override_window, OverrideWindow, {"stage": stage, "by": who, "reason": reason})
 
 
+@cli.command(epilog=REVERT_EXIT_CODES)
+@click.argument("service")
+@click.option("--to", "to_version", required=True, metavar="VERSION",
+              help="the version to go back to: one the release replaced, or one an earlier rollout succeeded with")
+@click.option("--reason", required=True, help="why (the audit trail, the Web UI, notices)")
+@click.option("--evacuate", is_flag=True, help="move each production region's traffic away before its deploy, back after")
+@click.option("--queue", is_flag=True,
+              help="while a rollout of SERVICE runs, wait for it to end and then undo it  [default: refuse, naming it]")
+@click.option("--release", metavar="ROLLOUT_ID", help="the rollout to undo  [default: the latest finished one of SERVICE]")
+@click.option("--stage", "stages", multiple=True, metavar="REGION/ENV",
+              help="only this stage of the release (repeatable)  [default: every stage]")
+@click.option("--image", help="the image of VERSION, for deployers that kept no template of it (Kubernetes)")
+@click.option("--health-minutes", type=float, help="each region's health window  [default: the release's "
+                                                   "evacuation.health_check_minutes]")
+@click.option("--wait", is_flag=True, help="follow it to the end; the exit code tells the outcome")
+@click.option("--as", "who", default=_identity, show_default="$BIFROST_USER or your login", help="who asks (recorded in the audit trail)")
+@click.option("--task-queue", default="bifrost", show_default=True)
+def revert(service: str, to_version: str, reason: str, evacuate: bool, queue: bool, release: str | None,
+           stages: tuple[str, ...], image: str | None, health_minutes: float | None, wait: bool, who: str,
+           task_queue: str) -> None:
+    """Undo a finished release: put SERVICE back on VERSION in every region it changed, the last wave first.
+
+    No canary and no soak (VERSION ran in production before): each region is deployed, then its primary
+    is judged against its own window from just before the revert, so it takes the deploys plus the health
+    checks. An unhealthy region stops the revert there; the message says which regions still run the
+    release. It takes the service lock like a rollout: while a rollout of SERVICE runs it is refused,
+    naming that rollout, unless --queue. Anything that does not fit the release (unknown service, a
+    VERSION the service did not run before it, a stage it does not have) is refused before any deploy.
+
+    \b
+    Examples:
+      bifrost revert payments --to 1.9.0 --reason "INC-42: 2.0.0 corrupts receipts" --wait
+      bifrost revert payments --to 1.9.0 --reason "INC-42" --evacuate --queue
+      bifrost revert payments --to 1.9.0 --reason "eu only" --stage eu-west-1/prod --stage eu-west-1/test
+    Then: bifrost status revert/payments/1.9.0   (pause, resume, abort: the Web UI's Update menu)
+    """
+    from bifrost_cli.revert import revert_input, run_revert
+
+    inp = revert_input({
+        "service": service, "to_version": to_version, "requested_by": who, "reason": reason, "evacuate": evacuate,
+        "on_conflict": "queue" if queue else "reject", "release": release, "stages": list(stages) or None,
+        "image": image, "health_minutes": health_minutes,
+    })
+    sys.exit(_run(run_revert(inp, wait=wait, task_queue=task_queue)))
+
+
 @cli.command()
 @click.option("--port", default=7233, show_default=True)
 @click.option("--ui-port", default=8233, show_default=True)
@@ -616,15 +662,6 @@ def _register_traffic() -> None:
 
 
 _register_traffic()
-
-
-def _register_revert() -> None:
-    from bifrost_cli.revert import revert
-
-    cli.add_command(revert)
-
-
-_register_revert()
 
 if __name__ == "__main__":  # pragma: no cover
     cli()

@@ -1,7 +1,8 @@
 """`bifrost revert SERVICE --to VERSION`: undo a finished release without re-running its canaries and soaks.
 
-Plain-text output with user text escaped for the terminal; exit codes as bifrost_cli/exits.py. The workflow is named
-by string (RevertWorkflow) so the command loads no workflow code; tests/cli/test_revert_cli.py checks the names.
+Plain-text output with user text escaped for the terminal; exit codes as bifrost_cli/exits.py. The command itself is
+in bifrost_cli/main.py. The workflow is named by string (RevertWorkflow) so the command loads no workflow code;
+tests/cli/test_revert_cli.py checks the names.
 """
 
 from __future__ import annotations
@@ -22,25 +23,9 @@ from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertState
 REVERT_WORKFLOW = "RevertWorkflow"
 STATUS_QUERY = "status"
 STARTED_WITHIN = 120.0  # seconds the command waits for the revert to pass its checks and the lock
-REVERT_EXIT_CODES = """\b
-Exit codes:
-  0  every region is back on VERSION (or, without --wait, the revert started)
-  1  it stopped part-way: a region was unhealthy on VERSION, a deploy or a
-     traffic move failed (the message says which regions still run the release)
-  2  refused before anything was deployed: unknown service, a version the
-     service did not run before the release, a stage the release does not have
-  3  refused because a rollout of the service runs (named), or aborted
-  4  Temporal could not be reached
-"""
 # what the user typed, for each input field
 _OPTION = {"service": "SERVICE", "to_version": "--to", "requested_by": "--as", "reason": "--reason", "release": "--release",
            "stages": "--stage", "image": "--image", "health_minutes": "--health-minutes", "on_conflict": "--queue"}
-
-
-def _identity() -> str:
-    from bifrost_cli.main import _identity as identity
-
-    return identity()
 
 
 def exit_code_for(status: str) -> int:
@@ -180,49 +165,3 @@ async def show_revert(revert_id: str, *, as_json: bool) -> None:
     print_state(state)
     echo("audit trail:")
     print_audit(state)
-
-
-@click.command(epilog=REVERT_EXIT_CODES)
-@click.argument("service")
-@click.option("--to", "to_version", required=True, metavar="VERSION",
-              help="the version to go back to: one the release replaced, or one an earlier rollout succeeded with")
-@click.option("--reason", required=True, help="why (the audit trail, the Web UI, notices)")
-@click.option("--evacuate", is_flag=True, help="move each production region's traffic away before its deploy, back after")
-@click.option("--queue", is_flag=True,
-              help="while a rollout of SERVICE runs, wait for it to end and then undo it  [default: refuse, naming it]")
-@click.option("--release", metavar="ROLLOUT_ID", help="the rollout to undo  [default: the latest finished one of SERVICE]")
-@click.option("--stage", "stages", multiple=True, metavar="REGION/ENV",
-              help="only this stage of the release (repeatable)  [default: every stage]")
-@click.option("--image", help="the image of VERSION, for deployers that kept no template of it (Kubernetes)")
-@click.option("--health-minutes", type=float, help="each region's health window  [default: the release's "
-                                                   "evacuation.health_check_minutes]")
-@click.option("--wait", is_flag=True, help="follow it to the end; the exit code tells the outcome")
-@click.option("--as", "who", default=lambda: _identity(), show_default="$BIFROST_USER or your login", help="who asks (recorded in the audit trail)")
-@click.option("--task-queue", default="bifrost", show_default=True)
-def revert(service: str, to_version: str, reason: str, evacuate: bool, queue: bool, release: str | None,
-           stages: tuple[str, ...], image: str | None, health_minutes: float | None, wait: bool, who: str,
-           task_queue: str) -> None:
-    """Undo a finished release: put SERVICE back on VERSION in every region it changed, the last wave first.
-
-    No canary and no soak (VERSION ran in production before): each region is deployed, then its primary
-    is judged against its own window from just before the revert, so it takes the deploys plus the health
-    checks. An unhealthy region stops the revert there; the message says which regions still run the
-    release. It takes the service lock like a rollout: while a rollout of SERVICE runs it is refused,
-    naming that rollout, unless --queue. Anything that does not fit the release (unknown service, a
-    VERSION the service did not run before it, a stage it does not have) is refused before any deploy.
-
-    \b
-    Examples:
-      bifrost revert payments --to 1.9.0 --reason "INC-42: 2.0.0 corrupts receipts" --wait
-      bifrost revert payments --to 1.9.0 --reason "INC-42" --evacuate --queue
-      bifrost revert payments --to 1.9.0 --reason "eu only" --stage eu-west-1/prod --stage eu-west-1/test
-    Then: bifrost status revert/payments/1.9.0   (pause, resume, abort: the Web UI's Update menu)
-    """
-    inp = revert_input({
-        "service": service, "to_version": to_version, "requested_by": who, "reason": reason, "evacuate": evacuate,
-        "on_conflict": "queue" if queue else "reject", "release": release, "stages": list(stages) or None,
-        "image": image, "health_minutes": health_minutes,
-    })
-    from bifrost_cli.main import _run
-
-    sys.exit(_run(run_revert(inp, wait=wait, task_queue=task_queue)))
