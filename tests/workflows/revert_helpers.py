@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
+from activities.notify import NotifyActivities
+from common.types import Notification
 from workflows.revert import RevertWorkflow
 from workflows.revert_models import RevertInput, RevertState
 
@@ -41,3 +46,21 @@ async def revert_outcome(handle: WorkflowHandle[Any, RevertState]) -> tuple[Reve
         cause = err.cause
         details = getattr(cause, "details", None) or ()
         return RevertState.model_validate(details[0]), str(getattr(cause, "message", "") or cause)
+
+
+@contextmanager
+def notices_sent() -> Iterator[list[Notification]]:
+    """Workers started inside record every notification the `notify` activity is asked to send (then send it)."""
+    original = NotifyActivities.notify
+    sent: list[Notification] = []
+
+    @activity.defn(name="notify")
+    async def recording(self, n: Notification) -> bool:  # type: ignore[no-untyped-def]
+        sent.append(n)
+        return await original(self, n)
+
+    NotifyActivities.notify = recording  # type: ignore[method-assign]
+    try:
+        yield sent
+    finally:
+        NotifyActivities.notify = original  # type: ignore[method-assign]

@@ -11,7 +11,7 @@ from temporalio.client import WorkflowFailureError
 from bifrost_cli.ops import outcome, start_rollout
 from common.types import StageRef
 from tests.workflows.helpers import fleet, make_request, running_worker
-from tests.workflows.revert_helpers import listed_closed, revert_input, revert_outcome, start_revert
+from tests.workflows.revert_helpers import listed_closed, notices_sent, revert_input, revert_outcome, start_revert
 from workflows.revert import RevertWorkflow
 
 REVERSED = ["eu-west-1/prod", "eu-west-1/test", "us-east-1/prod", "us-east-1/test", "ap-south-1/prod", "ap-south-1/test"]
@@ -38,11 +38,14 @@ async def _running_at_a_gate(client, service, tq):
 
 async def test_revert_puts_every_region_back_in_reverse_wave_order_without_a_canary(env, task_queue):
     client, f = env.client, fleet()
-    async with running_worker(client, f, task_queue):
-        req, rid = await _released(client, f, task_queue)
-        before = len(f.calls)
-        state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
+    with notices_sent() as sent:
+        async with running_worker(client, f, task_queue):
+            req, rid = await _released(client, f, task_queue)
+            before = len(f.calls)
+            state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
     assert failure == "" and state.status == "reverted", (state.status, state.reason)
+    told = [(n.event, n.rollout_id) for n in sent if n.event.startswith("revert_")]
+    assert told == [("revert_started", state.revert_id), ("revert_finished", state.revert_id)]
     assert state.release == rid and state.release_version == "2.0.0"
     assert [r.key for r in state.regions] == REVERSED
     calls = f.calls[before:]
@@ -90,11 +93,14 @@ async def test_a_queued_revert_waits_for_the_rollout_and_undoes_it(env, task_que
 async def test_a_region_unhealthy_on_the_old_version_stops_the_revert_and_says_so(env, task_queue):
     client = env.client
     f = fleet(effects=[{"version": "1.0.0", "regions": ["us-east-1"], "environments": ["prod"], "latency_factor": 1.8}])
-    async with running_worker(client, f, task_queue):
-        req, _ = await _released(client, f, task_queue)
-        before = len(f.calls)
-        state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
+    with notices_sent() as sent:
+        async with running_worker(client, f, task_queue):
+            req, _ = await _released(client, f, task_queue)
+            before = len(f.calls)
+            state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
     assert state.status == "failed", (state.status, state.reason)
+    failed = [n for n in sent if n.event == "revert_failed"]
+    assert len(failed) == 1 and "us-east-1/prod is not healthy" in failed[0].text
     assert "us-east-1/prod is not healthy on 1.0.0" in failure and "latency_p99" in failure
     assert "us-east-1/test, ap-south-1/prod, ap-south-1/test" in failure  # what still runs the release
     rollbacks = [stage for op, stage, _ in f.calls[before:] if op == "rollback"]
