@@ -26,6 +26,7 @@ ROLLOUT_TYPE = "RolloutWorkflow"
 _VERSION = SearchAttributeKey.for_keyword("BifrostVersion")
 _STATUS = SearchAttributeKey.for_keyword("BifrostStatus")
 MAX_LISTED = 500  # rollouts of one service looked at, newest first
+MAX_READ = 20  # finished rollouts read (newest first) to find the latest that changed something
 
 
 class ReleaseQuery(BaseModel):
@@ -89,18 +90,26 @@ class ReleaseActivities:
                 earlier[version] = at
         if running and q.settled and q.rollout_id is None:
             raise ApplicationError(f"{', '.join(running)} still running (ending after giving the lock back); asked again")
+        found: ReleaseFound | None = None
         if q.rollout_id is not None:
             picked = [c for c in closed if c[1] == q.rollout_id]
             if not picked:
                 return await self._by_id(q, running)
-        else:
-            picked = sorted(closed, reverse=True)[:1]
-        if not picked:
+            found = await self._read(picked[0][1], picked[0][2])
+        else:  # the latest that changed something: a rollout refused by the lock, or stopped at once, is no release
+            picked = sorted(closed, reverse=True)
+            for i, (_, rid, run_id) in enumerate(picked[:MAX_READ]):
+                found = await self._read(rid, run_id)
+                if _changed(found.state):
+                    picked = picked[i:]
+                    break
+            else:
+                found = None
+        if found is None or not picked:
             return ReleaseFound(found=False, running=running,
-                                problem=f"no finished rollout of {q.service} found: nothing to revert"
+                                problem=f"no finished rollout of {q.service} that changed something: nothing to revert"
                                         + (f" ({', '.join(running)} still runs)" if running else ""))
-        at, rid, run_id = picked[0]
-        found = await self._read(rid, run_id)
+        at = picked[0][0]
         found.running = running
         versions = {v for v, t in earlier.items() if t < at}
         older = sorted(c for c in closed if c[0] < at)
@@ -157,6 +166,15 @@ class ReleaseActivities:
             raise ApplicationError(f"{rollout_id}: its start event holds no request", type=INVALID_REQUEST, non_retryable=True)
         return ReleaseFound(found=True, rollout_id=rollout_id, closed_as=closed_as, closed_at=closed_at, request=request,
                             state=state)
+
+
+def _changed(state: Any) -> bool:
+    """Whether a rollout's final state shows a stage it changed (no state: it was terminated, so it may have)."""
+    if not isinstance(state, dict):
+        return True
+    stages = state.get("stages") or []
+    return any(isinstance(s, dict) and s.get("version_now") is not None and s.get("version_now") != s.get("version_before")
+               for s in stages)
 
 
 def _json(payloads: Any) -> Any:

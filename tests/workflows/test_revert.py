@@ -192,3 +192,16 @@ async def test_pause_holds_before_the_next_wave_and_abort_stops_there(env, task_
     assert state.status == "aborted" and "aborted by carol: enough" in failure
     assert [r.status for r in state.regions] == ["reverted"] + ["pending"] * 5
     assert [(a.who, a.action) for a in state.audit if a.who == "carol"] == [("carol", "pause"), ("carol", "abort")]
+
+
+async def test_a_later_rollout_that_changed_nothing_is_passed_over(env, task_queue):
+    client = env.client
+    f = fleet(effects=[{"version": "2.1.0", "latency_factor": 1.8}])
+    async with running_worker(client, f, task_queue):
+        req, first = await _released(client, f, task_queue)
+        bad = await start_rollout(client, make_request(service=req.service, version="2.1.0"), task_queue)
+        assert (await outcome(bad)).status == "rolled_back"  # every stage back on 2.0.0: nothing to undo there
+        await listed_closed(client, bad.id)
+        state, failure = await revert_outcome(await start_revert(client, revert_input(req.service), task_queue))
+    assert failure == "" and state.status == "reverted", (state.status, state.reason)
+    assert state.release == first and state.release_version == "2.0.0"
