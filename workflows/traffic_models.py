@@ -45,6 +45,7 @@ def evacuation_id(service: str) -> str:
     return f"traffic/{service}"
 
 
+MAX_MIN_REPLICAS = 100_000  # bounds a hand-started restore's HPA floors (restore_to.min_replicas)
 MAX_EXTRA_WAIT_SECONDS = 86_400  # a day past the TTL after each step; Route 53 TTLs are at most 2 days anyway
 
 def _health_judge() -> JudgeConfig:
@@ -115,6 +116,11 @@ class EvacuationInput(HealthSettings):
                 problems.append("receivers: a restore returns every region to its recorded weight; leave receivers out")
         elif self.restore_to is not None:
             problems.append("restore_to: only a restore takes restore_to")
+        if self.restore_to is not None:
+            low = {r: n for r, n in self.restore_to.min_replicas.items() if not 1 <= n <= MAX_MIN_REPLICAS}
+            if low:
+                problems.append(f"restore_to.min_replicas: an HPA's minReplicas is 1 to {MAX_MIN_REPLICAS}; got "
+                                + ", ".join(f"{r}: {n}" for r, n in sorted(low.items())))
         if self.direction == "restore" and self.home_weights is not None:
             problems.append("home_weights: a restore takes its home weights from restore_to.weights; leave home_weights out")
         return problems
