@@ -119,7 +119,9 @@ class TrafficActivities:
         if unreadable:
             raise refuse(what, unreadable)
         autoscalers: dict[str, Autoscaler] = {}
-        for region in involved:
+        # only a pre-warm, or a restore putting floors back, needs them (and the RBAC grant to list them)
+        floors_back = inp.restore_to is not None and bool(inp.restore_to.min_replicas)
+        for region in involved if inp.prewarm or floors_back else []:
             stage = self._stage(inp.service, region, inp.environment)
             scaler = autoscaling(self.registry.deployer(stage))
             try:

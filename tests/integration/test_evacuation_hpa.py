@@ -136,3 +136,24 @@ async def test_a_receiver_whose_hpa_cannot_reach_the_pre_warm_is_refused(env, ta
     assert cause.type == "InvalidRequest" and "us-east-1 needs 8 replicas (now 4), but its HPA small allows at most 6" \
         in cause.message, cause.message
     assert fleet.recorder.batches == [] and fleet.kube.count("PATCH") == 0
+
+
+async def test_without_pre_warm_the_plan_does_not_need_the_hpa_grant(fleet: Fleet):  # noqa: F811
+    """`--no-prewarm` scales nothing, so a worker without RBAC for HPAs can still move traffic; with pre-warm the
+    plan refuses, naming the grant, before anything changes."""
+    from temporalio.exceptions import ApplicationError
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.traffic.shift import TrafficActivities
+    from common.traffic.models import PlanInput
+
+    with_hpas(fleet)
+    acts = TrafficActivities(fleet.registry())
+    fleet.kube.fail_next(10, 403, method="GET", path_contains="horizontalpodautoscalers")
+    plan = await ActivityEnvironment().run(acts.plan_traffic, PlanInput(service=SERVICE, region="eu-west-1", steps=[50, 0],
+                                                                        prewarm=False))
+    assert all(r.autoscaler is None and r.prewarm_to is None for r in plan.regions)
+    with pytest.raises(ApplicationError) as err:
+        await ActivityEnvironment().run(acts.plan_traffic, PlanInput(service=SERVICE, region="eu-west-1", steps=[50, 0]))
+    assert err.value.type == "InvalidRequest" and "grant list on horizontalpodautoscalers" in err.value.message
+    assert fleet.kube.count("PATCH") == 0 and fleet.recorder.batches == []
