@@ -222,6 +222,8 @@ class EvacuationWorkflow:
         for r, res in zip(todo, results):
             if not isinstance(res, BaseException):
                 self.state.scaled[r.region] = res.after
+                if res.autoscaler is not None and res.min_after is not None:
+                    self.state.min_replicas_now[r.region] = res.min_after
                 floor = f"; HPA {res.autoscaler} minReplicas {res.min_before} → {res.min_after}" if res.autoscaler else ""
                 self._audit("bifrost", "pre-warm", f"{r.region}: {res.before} → {res.after} replicas{floor}")
         for res in results:
@@ -321,6 +323,8 @@ class EvacuationWorkflow:
                 failed.append(f"{region}: {_text(res)}")
             elif si.autoscaler is not None:
                 self.state.raised.pop(region, None)
+                if res.min_after is not None:
+                    self.state.min_replicas_now[region] = res.min_after
                 self._audit("bifrost", action, f"{region}: HPA {res.autoscaler} minReplicas {res.min_before} → {res.min_after}")
             else:
                 self.state.scaled[region] = res.after

@@ -194,6 +194,8 @@ class EvacuationState(BaseModel):
     autoscalers: dict[str, str] = Field(default_factory=dict, description="region -> the HPA scaling its primary (plan)")
     min_replicas_before: dict[str, int] = Field(
         default_factory=dict, description="region -> its HPA's minReplicas as the plan read it, before any change")
+    min_replicas_now: dict[str, int] = Field(
+        default_factory=dict, description="region -> its HPA's minReplicas as this workflow last read or set it")
     raised: dict[str, int] = Field(
         default_factory=dict, description="region -> the HPA floor this workflow raised it to and has not put back; "
         "recorded before the change, so a crash between raise and put-back still knows what to put back")
@@ -228,6 +230,7 @@ class EvacuationState(BaseModel):
         self.replicas_before = {r.region: r.replicas_before for r in plan.regions if r.replicas_before is not None}
         self.autoscalers = {r.region: r.autoscaler for r in plan.regions if r.autoscaler is not None}
         self.min_replicas_before = {r.region: r.min_replicas for r in plan.regions if r.min_replicas is not None}
+        self.min_replicas_now = dict(self.min_replicas_before)
         self.wait_seconds = plan.wait_seconds
 
     def restore_input(self, *, requested_by: str, reason: str = "") -> EvacuationInput:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from bifrost_cli.traffic import weights_lines
 from tests.integration.test_evacuation_aws import EVEN, SERVICE, Fleet, fleet  # noqa: F401 - the fixture
 from tests.workflows.evacuation_helpers import evacuation, running_worker, start, wait_for
 from workflows.evacuation import HPA_FLOOR_PATCH, EvacuationWorkflow
@@ -64,6 +65,10 @@ async def test_pre_warm_raises_the_hpa_floor_keeps_it_during_the_move_and_the_re
         assert result.min_replicas_before == {r: FLOOR for r in RECEIVERS} and result.raised == {r: 8 for r in RECEIVERS}
         assert fleet.kube.count("PATCH", "/deployments/") == 0  # the replicas are the HPA's to set
         assert any("HPA checkout-hpa minReplicas 2 → 8" in a.detail for a in result.audit)
+        assert result.min_replicas_now == {r: 8 for r in RECEIVERS}
+        shown = "\n".join(weights_lines(result))
+        assert all("HPA checkout-hpa minReplicas 2 -> 8" in line for line in shown.splitlines() if "us-east-1" in line
+                   or "ap-south-1" in line), shown
         history = await h.fetch_history()
         assert any(HPA_FLOOR_PATCH.encode() in e.marker_recorded_event_attributes.SerializeToString()
                    for e in history.events if e.HasField("marker_recorded_event_attributes"))
@@ -73,6 +78,7 @@ async def test_pre_warm_raises_the_hpa_floor_keeps_it_during_the_move_and_the_re
         restored = await (await start(env.client, restore, task_queue)).result()
     assert restored.status == "restored", restored.reason
     assert fleet.weights() == EVEN and floors(fleet) == {r: FLOOR for r in RECEIVERS}
+    assert restored.min_replicas_now == {r: FLOOR for r in RECEIVERS} and restored.raised == {}
     await until(lambda: fleet.replicas() == {r: 4 for r in ("us-east-1", "eu-west-1", "ap-south-1")})  # the load's
 
 
