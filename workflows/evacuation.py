@@ -286,7 +286,8 @@ class EvacuationWorkflow:
 
     async def _scale_down(self) -> None:
         assert self.plan is not None
-        floors = self._floors() if self.inp.direction == "restore" else {}  # an evacuation's floors hold its traffic
+        # a restore puts back the evacuation's floors and its own; an evacuation's floors hold its traffic
+        floors = self._floors(evacuations_too=True) if self.inp.direction == "restore" else {}
         todo = [r for r in self.plan.regions if r.scale_down_to is not None and not (self._hpa and r.autoscaler)]
         if not todo and not floors:
             return
@@ -295,12 +296,13 @@ class EvacuationWorkflow:
             + [f"{region} HPA minReplicas → {n}" for region, n in floors.items()]))
         await self._scale_back({r.region: r.scale_down_to or 0 for r in todo}, "scale down", floors)
 
-    def _floors(self) -> dict[str, int]:
-        """The HPA floors to put back, by region: the evacuation's (a restore's restore_to) and this workflow's own."""
+    def _floors(self, *, evacuations_too: bool = False) -> dict[str, int]:
+        """The HPA floors this workflow raised, back to what its plan read; with `evacuations_too` (a restore that
+        ended) also the evacuation's, from restore_to. An aborted restore leaves those: its traffic is back out."""
         if not self._hpa:
             return {}
         floors = {r: self.state.min_replicas_before[r] for r in self.state.raised if r in self.state.min_replicas_before}
-        if self.inp.direction == "restore" and self.inp.restore_to is not None:
+        if evacuations_too and self.inp.restore_to is not None:
             floors |= {r: n for r, n in self.inp.restore_to.min_replicas.items() if r in self.state.autoscalers}
         return floors
 

@@ -163,3 +163,27 @@ async def test_without_pre_warm_the_plan_does_not_need_the_hpa_grant(fleet: Flee
         await ActivityEnvironment().run(acts.plan_traffic, PlanInput(service=SERVICE, region="eu-west-1", steps=[50, 0]))
     assert err.value.type == "InvalidRequest" and "grant list on horizontalpodautoscalers" in err.value.message
     assert fleet.kube.count("PATCH") == 0 and fleet.recorder.batches == []
+
+
+async def test_an_aborted_restore_leaves_the_evacuations_floors_with_the_traffic_it_puts_back_out(
+        env, task_queue, tmp_path: Path, fleet: Fleet):  # noqa: F811
+    with_hpas(fleet)
+    eu = "shop-eu-west-1"
+    fleet.kube.seed_hpa(eu, "eu", SERVICE, min_replicas=1, max_replicas=20)
+    async with running_worker(env.client, fleet.registry(), task_queue, tmp_path):
+        evacuated = await (await start(env.client, evacuation(SERVICE), task_queue)).result()
+        assert evacuated.status == "evacuated", evacuated.reason
+        fleet.kube.set_load(eu, "eu", 1)  # drained, its HPA scales it down to its floor
+        await until(lambda: fleet.replicas()["eu-west-1"] == 1)
+        h = await start(env.client, evacuated.restore_input(requested_by="bob"), task_queue)
+        await wait_for(h, lambda s: s.step == 1 and s.status == "shifting", timeout=60)
+        await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="bob", reason="not yet"))
+        aborted = await h.result()
+    assert aborted.status == "aborted", aborted.reason
+    assert fleet.weights() == evacuated.weights_after  # the traffic is back out of eu-west-1...
+    assert floors(fleet) == {r: 8 for r in RECEIVERS}  # ...so the receivers keep the floors that carry it
+    # the restore's own pre-warm of eu-west-1 (its floor raised from 1) was put back
+    assert aborted.raised == {} and aborted.min_replicas_before["eu-west-1"] == 1
+    assert fleet.kube.get_hpa(eu, "eu")["spec"]["minReplicas"] == 1
+    restore = evacuated.restore_input(requested_by="bob")  # and a later restore still knows the originals
+    assert restore.restore_to is not None and restore.restore_to.min_replicas == {r: FLOOR for r in RECEIVERS}
