@@ -94,7 +94,7 @@ def _input(data: dict[str, Any]) -> EvacuationInput:
 
 # -- printing -------------------------------------------------------------------------------------
 def weights_lines(state: EvacuationState) -> list[str]:
-    """One line per region: weight before, now and planned end, replicas before and now."""
+    """One line per region: weight before, now and planned end, replicas before and now (and an HPA's floor)."""
     ids = state.set_identifiers or {k: k for k in state.weights_before}
     by_id = {sid: region for region, sid in ids.items()}
     final = state.planned[-1] if state.planned else {}
@@ -102,8 +102,13 @@ def weights_lines(state: EvacuationState) -> list[str]:
     for sid in sorted(state.weights_before or state.weights_now):
         region = by_id.get(sid, sid)
         now_replicas = state.replicas_after.get(region, state.scaled.get(region, state.replicas_before.get(region)))
+        hpa = state.autoscalers.get(region)
+        floor = "" if hpa is None or region not in state.min_replicas_before else (
+            f"   HPA {hpa} minReplicas {state.min_replicas_before[region]} -> "
+            f"{state.min_replicas_now.get(region, state.min_replicas_before[region])}")
         lines.append(f"  {region:<16} {state.weights_before.get(sid, '-')!s:>13} {state.weights_now.get(sid, '-')!s:>5} "
-                     f"{final.get(sid, '-')!s:>8}   {state.replicas_before.get(region, '-')} -> {now_replicas if now_replicas is not None else '-'}")
+                     f"{final.get(sid, '-')!s:>8}   {state.replicas_before.get(region, '-')} -> {now_replicas if now_replicas is not None else '-'}"
+                     f"{floor}")
     return lines
 
 

@@ -4,6 +4,9 @@ One workflow per service (`traffic/<service>`): plan (read-only, refuses before 
 approval, pre-warm the regions that gain traffic, then per step: change the weighted records, wait at least
 the TTL (a durable timer), judge the gaining regions against their own pre-shift window. An alarm reverts
 to the last healthy step. A restore walks the same levels back and then scales the receivers down.
+Where a HorizontalPodAutoscaler scales a region, pre-warm raises its floor (minReplicas) instead of the replicas
+it would undo, and the floor the plan read goes back on restore, on abort with revert, and on a failure before
+any traffic moved (docs/traffic.md, "Pre-warm with autoscalers").
 Operators pause, resume, abort and approve with validated updates; `status` and the current details say
 where it is, who asked and why.
 """
@@ -109,6 +112,7 @@ def _text(err: BaseException) -> str:
 
 
 NOTIFY_TRAFFIC_PATCH = "notify-traffic-moves"  # traffic_started / traffic_step / traffic_ended notices
+HPA_FLOOR_PATCH = "prewarm-hpa-floor"  # pre-warm raises an HPA's minReplicas and puts it back (scale activities' payloads)
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -126,6 +130,7 @@ class EvacuationWorkflow:
         self.approved: ApproveShift | None = None
         self._outbox: list[asyncio.Future[bool]] = []  # notices on their way; the end waits for them
         self._metered: str | None = None
+        self._hpa = False  # the plan found autoscalers and this run handles them (HPA_FLOOR_PATCH)
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -155,6 +160,7 @@ class EvacuationWorkflow:
             return await self._end("aborted", "cancelled before anything changed")
         plan = self.plan
         self.state.take_plan(plan)
+        self._hpa = bool(self.state.autoscalers) and workflow.patched(HPA_FLOOR_PATCH)
         self.state.wait_seconds = inp.step_wait_seconds(plan.wait_seconds)
         self.state.planned_at = workflow.now()
         self._audit("bifrost", "plan", f"{len(plan.steps)} steps {plan.levels}; wait {self.state.wait_seconds} s; "
@@ -172,7 +178,7 @@ class EvacuationWorkflow:
         except asyncio.CancelledError:
             return await self._end("aborted", f"cancelled at step {self.state.step}: traffic left where it is (no revert)")
         except (ActivityError, ApplicationError) as err:
-            return await self._end("failed", f"{_text(err)}; stopped at step {self.state.step}, nothing reverted")
+            return await self._failed(f"{_text(err)}; stopped at step {self.state.step}")
         done: EvacuationPhase = "evacuated" if inp.direction == "evacuate" else "restored"
         return await self._end(done, f"{inp.region} {done}: weights {self.state.weights_now}")
 
@@ -201,17 +207,25 @@ class EvacuationWorkflow:
             self.state.prewarmed_at = workflow.now()
             return
         self._set_status("pre_warming", doing="receivers to be scaled and ready: " + ", ".join(
-            f"{r.region} {r.replicas_before}→{r.prewarm_to}" for r in todo))
+            f"{r.region} {r.replicas_before}→{r.prewarm_to}" + (f" (HPA {r.autoscaler} minReplicas)" if self._hpa and r.autoscaler else "")
+            for r in todo))
+        for r in todo:
+            if self._hpa and r.autoscaler is not None:  # before the change: a crash after it still puts it back
+                self.state.raised[r.region] = r.prewarm_to or 0
         results = await asyncio.gather(*(
             workflow.execute_activity_method(
                 TrafficActivities.scale,
-                ScaleInput(stage=self._stage(r.region), replicas=r.prewarm_to or 0, direction="up", max_replicas=r.max_replicas),
+                ScaleInput(stage=self._stage(r.region), replicas=r.prewarm_to or 0, direction="up", max_replicas=r.max_replicas,
+                           autoscaler=r.autoscaler if self._hpa else None),
                 summary=f"pre-warm {r.region} to {r.prewarm_to}", cancellation_type=CHANGE, **SCALE,
             ) for r in todo), return_exceptions=True)
         for r, res in zip(todo, results):
             if not isinstance(res, BaseException):
                 self.state.scaled[r.region] = res.after
-                self._audit("bifrost", "pre-warm", f"{r.region}: {res.before} → {res.after} replicas")
+                if res.autoscaler is not None and res.min_after is not None:
+                    self.state.min_replicas_now[r.region] = res.min_after
+                floor = f"; HPA {res.autoscaler} minReplicas {res.min_before} → {res.min_after}" if res.autoscaler else ""
+                self._audit("bifrost", "pre-warm", f"{r.region}: {res.before} → {res.after} replicas{floor}")
         for res in results:
             if isinstance(res, BaseException):
                 if isinstance(res, ActivityError):
@@ -272,23 +286,48 @@ class EvacuationWorkflow:
 
     async def _scale_down(self) -> None:
         assert self.plan is not None
-        todo = [r for r in self.plan.regions if r.scale_down_to is not None]
-        if not todo:
+        # a restore puts back the evacuation's floors and its own; an evacuation's floors hold its traffic
+        floors = self._floors(evacuations_too=True) if self.inp.direction == "restore" else {}
+        todo = [r for r in self.plan.regions if r.scale_down_to is not None and not (self._hpa and r.autoscaler)]
+        if not todo and not floors:
             return
         self._set_status("scaling_down", doing="receivers to scale back: " + ", ".join(
-            f"{r.region} {r.replicas_before}→{r.scale_down_to}" for r in todo))
-        await self._scale_back({r.region: r.scale_down_to or 0 for r in todo}, "scale down")
+            [f"{r.region} {r.replicas_before}→{r.scale_down_to}" for r in todo]
+            + [f"{region} HPA minReplicas → {n}" for region, n in floors.items()]))
+        await self._scale_back({r.region: r.scale_down_to or 0 for r in todo}, "scale down", floors)
 
-    async def _scale_back(self, targets: dict[str, int], action: str) -> None:
+    def _floors(self, *, evacuations_too: bool = False) -> dict[str, int]:
+        """The HPA floors this workflow raised, back to what its plan read; with `evacuations_too` (a restore that
+        ended) also the evacuation's, from restore_to. An aborted restore leaves those: its traffic is back out."""
+        if not self._hpa:
+            return {}
+        floors = {r: self.state.min_replicas_before[r] for r in self.state.raised if r in self.state.min_replicas_before}
+        if evacuations_too and self.inp.restore_to is not None:
+            floors |= {r: n for r, n in self.inp.restore_to.min_replicas.items() if r in self.state.autoscalers}
+        return floors
+
+    async def _scale_back(self, targets: dict[str, int], action: str, floors: dict[str, int] | None = None) -> None:
+        """Scale primaries down to `targets`, and put HPA floors back to `floors` (the HPA then scales at its pace)."""
+        floors = floors or {}
+        inputs = [ScaleInput(stage=self._stage(region), replicas=n, direction="down") for region, n in targets.items()]
+        inputs += [ScaleInput(stage=self._stage(region), replicas=n, direction="down", autoscaler=self.state.autoscalers[region],
+                              min_replicas=n) for region, n in floors.items()]
         results = await asyncio.gather(*(
             workflow.execute_activity_method(
-                TrafficActivities.scale, ScaleInput(stage=self._stage(region), replicas=n, direction="down"),
-                summary=f"{action} {region} to {n}", cancellation_type=CHANGE, **SCALE,
-            ) for region, n in targets.items()), return_exceptions=True)
+                TrafficActivities.scale, si,
+                summary=f"{action} {si.stage.region} to " + (f"minReplicas {si.min_replicas}" if si.autoscaler else str(si.replicas)),
+                cancellation_type=CHANGE, **SCALE,
+            ) for si in inputs), return_exceptions=True)
         failed = []
-        for (region, _), res in zip(targets.items(), results):
+        for si, res in zip(inputs, results):
+            region = si.stage.region
             if isinstance(res, BaseException):
                 failed.append(f"{region}: {_text(res)}")
+            elif si.autoscaler is not None:
+                self.state.raised.pop(region, None)
+                if res.min_after is not None:
+                    self.state.min_replicas_now[region] = res.min_after
+                self._audit("bifrost", action, f"{region}: HPA {res.autoscaler} minReplicas {res.min_before} → {res.min_after}")
             else:
                 self.state.scaled[region] = res.after
                 self._audit("bifrost", action, f"{region}: {res.before} → {res.after} replicas")
@@ -316,7 +355,7 @@ class EvacuationWorkflow:
         stop = self.controls.stop
         assert stop is not None
         what = f"aborted by {stop.by}: {stop.reason}"
-        if self.state.weights_now == self.state.weights_before and not self.state.scaled:
+        if self.state.weights_now == self.state.weights_before and not self.state.scaled and not self.state.raised:
             return await self._end("aborted", f"{what}; nothing was changed")
         if not stop.revert:
             return await self._end("aborted", f"{what}; traffic and replicas left as they are (step {self.state.step})")
@@ -329,12 +368,29 @@ class EvacuationWorkflow:
                     wait = timedelta(seconds=self.plan.wait_seconds + self.inp.extra_wait_seconds)
                     self._set_status("reverting", doing=f"{wait.total_seconds():g} s (TTL) before scaling back")
                     await workflow.sleep(wait, summary="TTL before scaling back")
-            if self.state.scaled:
+            if self.state.scaled or self.state.raised:
                 await self._scale_back({r: self.state.replicas_before[r] for r in self.state.scaled
-                                        if r in self.state.replicas_before}, "scale back")
+                                        if r in self.state.replicas_before and r not in self.state.raised}, "scale back",
+                                       self._floors())
         except (ActivityError, ApplicationError, asyncio.CancelledError) as err:
             return await self._end("failed", f"{what}; the revert failed: {_text(err)}; check the weights and replicas by hand")
         return await self._end("aborted", f"{what}; weights and replicas put back as they were")
+
+    async def _failed(self, what: str) -> EvacuationState:
+        """A failure: with no traffic moved, the HPA floors it raised go back; with traffic moved they stay with it."""
+        if not self.state.raised:
+            return await self._end("failed", f"{what}, nothing reverted")
+        raised = ", ".join(f"{r} {n}" for r, n in sorted(self.state.raised.items()))
+        if self.state.weights_now != self.state.weights_before:
+            return await self._end("failed", f"{what}, nothing reverted; the HPA floors stay raised ({raised}) for the "
+                                   "traffic moved: `bifrost restore` puts them back")
+        self._set_status("reverting", doing=f"the HPA floors before ({raised})")
+        try:
+            await self._scale_back({}, "put back", self._floors())
+        except (ActivityError, ApplicationError, asyncio.CancelledError) as err:
+            return await self._end("failed", f"{what}, no traffic moved; putting the HPA floors back failed: {_text(err)}; "
+                                   "set their minReplicas by hand")
+        return await self._end("failed", f"{what}, no traffic moved; the HPA floors are back as they were")
 
     async def _end(self, status: EvacuationPhase, reason: str) -> EvacuationState:
         """Read back the weights and replicas, set the final status, and return (or fail, for refused/failed)."""

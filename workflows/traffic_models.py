@@ -45,6 +45,7 @@ def evacuation_id(service: str) -> str:
     return f"traffic/{service}"
 
 
+MAX_MIN_REPLICAS = 100_000  # bounds a hand-started restore's HPA floors (restore_to.min_replicas)
 MAX_EXTRA_WAIT_SECONDS = 86_400  # a day past the TTL after each step; Route 53 TTLs are at most 2 days anyway
 
 def _health_judge() -> JudgeConfig:
@@ -115,6 +116,11 @@ class EvacuationInput(HealthSettings):
                 problems.append("receivers: a restore returns every region to its recorded weight; leave receivers out")
         elif self.restore_to is not None:
             problems.append("restore_to: only a restore takes restore_to")
+        if self.restore_to is not None:
+            low = {r: n for r, n in self.restore_to.min_replicas.items() if not 1 <= n <= MAX_MIN_REPLICAS}
+            if low:
+                problems.append(f"restore_to.min_replicas: an HPA's minReplicas is 1 to {MAX_MIN_REPLICAS}; got "
+                                + ", ".join(f"{r}: {n}" for r, n in sorted(low.items())))
         if self.direction == "restore" and self.home_weights is not None:
             problems.append("home_weights: a restore takes its home weights from restore_to.weights; leave home_weights out")
         return problems
@@ -185,6 +191,14 @@ class EvacuationState(BaseModel):
     replicas_before: dict[str, int] = Field(default_factory=dict, description="by region, before anything changed")
     replicas_after: dict[str, int] = Field(default_factory=dict, description="by region, read back at the end")
     scaled: dict[str, int] = Field(default_factory=dict, description="regions this workflow scaled, to how many")
+    autoscalers: dict[str, str] = Field(default_factory=dict, description="region -> the HPA scaling its primary (plan)")
+    min_replicas_before: dict[str, int] = Field(
+        default_factory=dict, description="region -> its HPA's minReplicas as the plan read it, before any change")
+    min_replicas_now: dict[str, int] = Field(
+        default_factory=dict, description="region -> its HPA's minReplicas as this workflow last read or set it")
+    raised: dict[str, int] = Field(
+        default_factory=dict, description="region -> the HPA floor this workflow raised it to and has not put back; "
+        "recorded before the change, so a crash between raise and put-back still knows what to put back")
     wait_seconds: int = Field(default=0, description="wait after each step: TTL + extra, at least min_samples x interval")
     steps: list[StepRecord] = Field(default_factory=list)
     audit: list[AuditEntry] = Field(default_factory=list)
@@ -214,6 +228,9 @@ class EvacuationState(BaseModel):
         self.home_weights = dict(plan.home_weights or plan.weights_before)
         self.weights_now = dict(plan.weights_before)
         self.replicas_before = {r.region: r.replicas_before for r in plan.regions if r.replicas_before is not None}
+        self.autoscalers = {r.region: r.autoscaler for r in plan.regions if r.autoscaler is not None}
+        self.min_replicas_before = {r.region: r.min_replicas for r in plan.regions if r.min_replicas is not None}
+        self.min_replicas_now = dict(self.min_replicas_before)
         self.wait_seconds = plan.wait_seconds
 
     def restore_input(self, *, requested_by: str, reason: str = "") -> EvacuationInput:
@@ -229,7 +246,9 @@ class EvacuationState(BaseModel):
             "requested_by": requested_by, "reason": reason or f"restore after: {self.request_reason}".strip(),
             "steps": self.steps_requested or list(DEFAULT_STEPS),
             "restore_to": RestoreTarget(weights=dict(self.home_weights or self.weights_before),
-                                        replicas=dict(self.replicas_before)),
+                                        replicas=dict(self.replicas_before),
+                                        min_replicas={r: self.min_replicas_before[r] for r in self.raised
+                                                      if r in self.min_replicas_before}),
         })
 
 

@@ -7,8 +7,9 @@ the target as calling it once.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from http import HTTPStatus
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, runtime_checkable
 
 from activities.adapters.secrets import redact
 from canary.config import MetricSamples, MetricSpec
@@ -142,6 +143,32 @@ class Deployer(Protocol):
 
     async def scale(self, stage: StageRef, replicas: int) -> None:
         """Set the primary's replica count and wait until that many are ready; a no-op when already there."""
+
+
+@dataclass(frozen=True)
+class Autoscaler:
+    """The autoscaler that owns a primary's replica count (a HorizontalPodAutoscaler): its name and bounds."""
+
+    name: str
+    min_replicas: int
+    max_replicas: int
+
+
+@runtime_checkable
+class Autoscaling(Protocol):
+    """A deployer whose primaries an autoscaler may scale: pre-warm then raises the autoscaler's floor, since a
+    replica count set on the primary would be undone by it."""
+
+    async def autoscaler(self, stage: StageRef) -> Autoscaler | None:
+        """The autoscaler scaling the stage's primary, or None when nothing does."""
+
+    async def set_min_replicas(self, stage: StageRef, autoscaler: str, min_replicas: int, *, wait: bool) -> None:
+        """Set the autoscaler's floor; with `wait`, return once the primary runs at least that many ready replicas."""
+
+
+def autoscaling(deployer: object) -> Autoscaling | None:
+    """The deployer as `Autoscaling`, or None when its kind has no autoscalers (simulated, test doubles)."""
+    return deployer if isinstance(deployer, Autoscaling) else None
 
 
 class MetricSource(Protocol):

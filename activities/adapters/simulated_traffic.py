@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from temporalio import activity
 
-from activities.adapters.base import Deployer, TrafficError, TrafficRouter
+from activities.adapters.base import Autoscaler, Deployer, DeployError, TrafficError, TrafficRouter, autoscaling
 from common.types import MetricWindow, Role, StageRef
 
 DEFAULT_REPLICAS = 4
@@ -287,3 +287,14 @@ class ObservedDeployer:
     async def scale(self, stage: StageRef, replicas: int) -> None:
         await self.inner.scale(stage, replicas)  # returns once that many are ready
         self.load.observe_replicas(stage, replicas)
+
+    async def autoscaler(self, stage: StageRef) -> Autoscaler | None:
+        inner = autoscaling(self.inner)
+        return None if inner is None else await inner.autoscaler(stage)
+
+    async def set_min_replicas(self, stage: StageRef, autoscaler: str, min_replicas: int, *, wait: bool) -> None:
+        inner = autoscaling(self.inner)
+        if inner is None:
+            raise DeployError(f"{stage.key}: this deployer has no autoscalers", retryable=False)
+        await inner.set_min_replicas(stage, autoscaler, min_replicas, wait=wait)
+        await self.replicas(stage)  # the fleet learns what the autoscaler now runs

@@ -31,17 +31,25 @@ class SetWeightsResult(BaseModel):
 
 
 class ScaleInput(BaseModel):
-    """Scale a stage's primary up to at least (`up`) or down to at most (`down`) `replicas`, and wait until ready."""
+    """Scale a stage's primary up to at least (`up`) or down to at most (`down`) `replicas`, and wait until ready.
+
+    Where an autoscaler (HPA) scales the primary, `up` raises its floor (minReplicas) to `replicas` instead and
+    waits until it has scaled; `down` lowers the floor back to `min_replicas`, what the plan read before any change."""
 
     stage: StageRef
     replicas: int = Field(ge=0)
     direction: Literal["up", "down"] = "up"
     max_replicas: int | None = None
+    autoscaler: str | None = Field(default=None, description="the HPA the plan found scaling the primary; None: none")
+    min_replicas: int | None = Field(default=None, ge=1, description="down: the HPA's minReplicas to put back")
 
 
 class ScaleResult(BaseModel):
     before: int
     after: int
+    autoscaler: str | None = Field(default=None, description="the HPA whose floor was set instead of the replicas")
+    min_before: int | None = None
+    min_after: int | None = None
 
 
 class RegionHealth(BaseModel):

@@ -2,6 +2,8 @@
 
 Each is idempotent: `set_weights` does nothing when the record set already holds the step (a retried or
 replayed step never shifts twice), `scale` only ever moves toward its target, and the rest only read.
+Where a HorizontalPodAutoscaler scales a primary, `scale` moves its floor (minReplicas) instead of the
+replicas, which the HPA would undo; the floor before is read by the plan, before anything changes.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.adapters.base import AdapterError, TrafficError, TrafficRouter
+from activities.adapters.base import AdapterError, Autoscaler, Autoscaling, Deployer, TrafficError, TrafficRouter, autoscaling
 from activities.adapters.registry import AdapterRegistry, TrafficTarget
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
@@ -116,10 +118,39 @@ class TrafficActivities:
                 unreadable.append(f"replicas: cannot read the replicas of {region}'s primary: {err}")
         if unreadable:
             raise refuse(what, unreadable)
+        autoscalers: dict[str, Autoscaler] = {}
+        # only a pre-warm, or a restore putting floors back, needs them (and the RBAC grant to list them)
+        floors_back = inp.restore_to is not None and bool(inp.restore_to.min_replicas)
+        for region in involved if inp.prewarm or floors_back else []:
+            stage = self._stage(inp.service, region, inp.environment)
+            scaler = autoscaling(self.registry.deployer(stage))
+            try:
+                found = await scaler.autoscaler(stage) if scaler is not None else None
+            except AdapterError as err:
+                if err.retryable:
+                    raise
+                unreadable.append(f"autoscaler: cannot read the HPA of {region}'s primary: {err}")
+                continue
+            if found is not None:
+                autoscalers[region] = found
+        if unreadable:
+            raise refuse(what, unreadable)
         try:
             regions = capacity_plan(inp, shift, weights, members, replicas)
         except PlanRefused as err:
             raise refuse(what, err.problems) from err
+        over = []
+        for r in regions:
+            hpa = autoscalers.get(r.region)
+            if hpa is None:
+                continue
+            r.autoscaler, r.min_replicas, r.autoscaler_max = hpa.name, hpa.min_replicas, hpa.max_replicas
+            if r.prewarm_to is not None and r.prewarm_to > hpa.max_replicas:
+                over.append(f"autoscaler: {r.region} needs {r.prewarm_to} replicas (now {r.replicas_before}), but its HPA "
+                            f"{hpa.name} allows at most {hpa.max_replicas} (maxReplicas); raise the HPA's maxReplicas, "
+                            "add receivers (--to) or stop at a higher last level (--steps)")
+        if over:
+            raise refuse(what, over)
         self._report_weights(inp.service, inp.environment, weights, {m.region: m.set_identifier for m in members.values()})
         wait = max([ttl, *(t.min_wait_seconds for t in self.registry.traffic_targets.values() if t.region in members
                           and t.environment == inp.environment)])
@@ -169,6 +200,10 @@ class TrafficActivities:
 
     async def _scale(self, inp: ScaleInput) -> ScaleResult:
         deployer = self.registry.deployer(inp.stage)
+        scaler = autoscaling(deployer)
+        hpa = await scaler.autoscaler(inp.stage) if scaler is not None else None
+        if scaler is not None and (hpa is not None or inp.autoscaler is not None):
+            return await self._scale_autoscaled(inp, deployer, scaler, hpa)
         before = await deployer.replicas(inp.stage)
         if (inp.direction == "up" and before >= inp.replicas) or (inp.direction == "down" and before <= inp.replicas):
             return ScaleResult(before=before, after=before)
@@ -179,6 +214,40 @@ class TrafficActivities:
         await deployer.scale(inp.stage, inp.replicas)
         after = await deployer.replicas(inp.stage)
         return ScaleResult(before=before, after=after)
+
+    async def _scale_autoscaled(self, inp: ScaleInput, deployer: Deployer, scaler: Autoscaling, hpa: Autoscaler | None) -> ScaleResult:
+        """Up: raise the HPA's floor to `replicas` and wait until it has scaled; down: lower it back to `min_replicas`.
+
+        Never records a floor: the original is the plan's (read before any change), so a retry after the raise
+        cannot mistake the raised floor for the original."""
+        key = inp.stage.key
+        if hpa is None or hpa.name != inp.autoscaler:
+            found = f"HPA {hpa.name}" if hpa is not None else "no HPA"
+            planned = f"HPA {inp.autoscaler}" if inp.autoscaler is not None else "no HPA"
+            raise ApplicationError(
+                f"scale {key}: its primary is scaled by {found}, but the plan found {planned}; the autoscaler changed "
+                "while Bifrost worked, so nothing was scaled; check `kubectl get hpa` and re-run", type=REFUSED,
+                non_retryable=True)
+        before = await deployer.replicas(inp.stage)
+        if inp.direction == "up":
+            if inp.replicas > hpa.max_replicas:
+                raise ApplicationError(f"scale {key} to {inp.replicas}: above the maxReplicas {hpa.max_replicas} of its HPA "
+                                       f"{hpa.name}", type=REFUSED, non_retryable=True)
+            if hpa.min_replicas >= inp.replicas and before >= inp.replicas:
+                return ScaleResult(before=before, after=before, autoscaler=hpa.name, min_before=hpa.min_replicas,
+                                   min_after=hpa.min_replicas)
+            floor = max(hpa.min_replicas, inp.replicas)
+            activity.logger.info("raise the floor of HPA %s (%s) from %d to %d", hpa.name, key, hpa.min_replicas, floor)
+            await scaler.set_min_replicas(inp.stage, hpa.name, floor, wait=True)
+        else:
+            floor = inp.min_replicas if inp.min_replicas is not None else hpa.min_replicas
+            if hpa.min_replicas <= floor:
+                return ScaleResult(before=before, after=before, autoscaler=hpa.name, min_before=hpa.min_replicas,
+                                   min_after=hpa.min_replicas)
+            activity.logger.info("put the floor of HPA %s (%s) back from %d to %d", hpa.name, key, hpa.min_replicas, floor)
+            await scaler.set_min_replicas(inp.stage, hpa.name, floor, wait=False)  # the HPA scales down at its own pace
+        return ScaleResult(before=before, after=await deployer.replicas(inp.stage), autoscaler=hpa.name,
+                           min_before=hpa.min_replicas, min_after=floor)
 
     @activity.defn
     @reports_adapter_errors

@@ -23,6 +23,8 @@ class RestoreTarget(BaseModel):
 
     weights: dict[str, int]
     replicas: dict[str, int] = Field(default_factory=dict, description="by region; regions left out are not scaled")
+    min_replicas: dict[str, int] = Field(
+        default_factory=dict, description="by region: the HPA floors (minReplicas) the evacuation raised, as they were before")
 
 
 class PlanInput(BaseModel):
@@ -57,6 +59,9 @@ class RegionPlan(BaseModel):
     scale_down_to: int | None = None  # after the last step (restore only)
     max_replicas: int | None = None
     health: list[MetricSpec] = Field(default_factory=list)
+    autoscaler: str | None = Field(default=None, description="the HPA scaling its primary: pre-warm raises its floor")
+    min_replicas: int | None = Field(default=None, description="that HPA's minReplicas when planned, before any change")
+    autoscaler_max: int | None = Field(default=None, description="that HPA's maxReplicas")
 
     share_grows: bool | None = Field(default=None, description="its share of traffic grows at some step (None: older plans)")
 

@@ -197,6 +197,8 @@ def test_service_account_is_the_workers_and_rbac_grants_what_the_deployer_calls(
         rules = {(tuple(r["apiGroups"]), tuple(r["resources"])): set(r["verbs"]) for r in role["rules"]}
         assert rules[(("apps",), ("deployments",))] == DEPLOYER_VERBS, ns
         assert rules[(("",), ("pods",))] <= {"get", "list", "watch"}, ns
+        # pre-warm finds the HPA scaling a primary and moves its floor (activities/adapters/kubernetes/deployer.py)
+        assert rules[(("autoscaling",), ("horizontalpodautoscalers",))] == {"get", "list", "patch"}, ns
         assert all("*" not in (*g, *r, *v) for (g, r), v in rules.items()), f"{ns}: wildcard in a rule"
         (binding,) = find("RoleBinding", namespace=ns)
         assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",

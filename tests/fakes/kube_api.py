@@ -1,10 +1,14 @@
-"""A small fake Kubernetes API server for apps/v1 Deployments (and read-only Pods), for driving the official client.
+"""A small fake Kubernetes API server for apps/v1 Deployments, autoscaling/v2 HorizontalPodAutoscalers (and read-only
+Pods), for driving the official client.
 
 It behaves like the real apiserver where the Bifrost deployer depends on it: resourceVersion preconditions
 and 409s, generation bumps on spec changes only, status converging over controller ticks with
 Progressing/Available conditions and ProgressDeadlineExceeded, strategic-merge/merge/JSON patches,
-422 validation of the obvious invariants, Status error bodies, and injectable faults. It does not model
-ReplicaSets, surge pacing, watches, server-side apply or admission.
+422 validation of the obvious invariants, Status error bodies, and injectable faults. Its HPA controller
+keeps every Deployment an HPA targets at its metric-driven recommendation (`set_load`) bounded by
+[minReplicas, maxReplicas], on every controller tick (a real one syncs every 15 s), so a plain replicas
+patch is undone as in a real cluster. It does not model ReplicaSets, surge pacing, watches, server-side
+apply, admission, or HPA metrics and scaling policies.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 _DEPLOYMENTS = re.compile(r"^/apis/apps/v1/namespaces/(?P<ns>[^/]+)/deployments(?:/(?P<name>[^/]+))?(?P<status>/status)?$")
+_HPAS = re.compile(
+    r"^/apis/autoscaling/v2/namespaces/(?P<ns>[^/]+)/horizontalpodautoscalers(?:/(?P<name>[^/]+))?(?P<status>/status)?$")
 _PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -200,6 +206,9 @@ class FakeKubeApi:
         self.token = token
         self.echo_auth_in_401 = echo_auth_in_401  # like some proxies: the 401 body quotes the header it refused
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
+        self.hpas: dict[tuple[str, str], dict[str, Any]] = {}
+        self.hpa_load: dict[tuple[str, str], int] = {}  # by HPA: the replicas its metrics ask for (see set_load)
+        self.hpa_paused: set[tuple[str, str]] = set()  # HPAs whose controller does not act (a slow sync)
         self.requests: list[RecordedRequest] = []
         self.faults: list[Fault] = []
         self.unpullable_images: set[str] = set()  # pods report ImagePullBackOff, rollout never progresses
@@ -272,6 +281,35 @@ class FakeKubeApi:
             obj["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "1"
             self._write_status(obj, ro, time.monotonic())
             return copy.deepcopy(obj)
+
+    def seed_hpa(self, namespace: str, name: str, target: str, *, min_replicas: int = 1, max_replicas: int = 10,
+                 load: int | None = None) -> dict[str, Any]:
+        """Create an autoscaling/v2 HPA scaling Deployment `target`; its metrics ask for `load` replicas (default:
+        what the Deployment runs now)."""
+        body = {
+            "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+                     "minReplicas": min_replicas, "maxReplicas": max_replicas,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                         "type": "Utilization", "averageUtilization": 70}}}]},
+        }
+        with self._lock:
+            obj = self._create_hpa(namespace, body)
+            dep = self.deployments.get((namespace, target))
+            self.hpa_load[(namespace, name)] = load if load is not None else (dep["spec"]["replicas"] if dep else min_replicas)
+            self._autoscale(time.monotonic())
+            return copy.deepcopy(obj)
+
+    def set_load(self, namespace: str, hpa: str, replicas: int) -> None:
+        """What the HPA's metrics ask for from now on (the load changed)."""
+        with self._lock:
+            self.hpa_load[(namespace, hpa)] = replicas
+
+    def get_hpa(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            obj = self.hpas.get((namespace, name))
+            return copy.deepcopy(obj) if obj else None
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -398,11 +436,104 @@ class FakeKubeApi:
         self.deployments[(ns, name)] = obj
         return obj
 
+    # -- HorizontalPodAutoscalers -------------------------------------------------------------------------
+    def _validate_hpa(self, obj: dict[str, Any], name: str) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            raise ApiError(422, "Invalid", f'HorizontalPodAutoscaler.autoscaling "{name}" is invalid: spec: Required value', name)
+        errors = []
+        meta_name = obj.get("metadata", {}).get("name", "")
+        if not meta_name or not _DNS1123.match(meta_name):
+            errors.append(f"metadata.name: Invalid value: {meta_name!r}: must be a DNS-1123 subdomain")
+        ref = spec.get("scaleTargetRef") or {}
+        if not ref.get("kind"):
+            errors.append("spec.scaleTargetRef.kind: Required value")
+        if not ref.get("name"):
+            errors.append("spec.scaleTargetRef.name: Required value")
+        low, high = spec.get("minReplicas", 1), spec.get("maxReplicas")
+        if not isinstance(low, int) or isinstance(low, bool) or low < 1:
+            errors.append(f"spec.minReplicas: Invalid value: {low!r}: must be greater than or equal to 1")
+        if not isinstance(high, int) or isinstance(high, bool) or high < 1:
+            errors.append(f"spec.maxReplicas: Invalid value: {high!r}: must be greater than 0")
+        elif isinstance(low, int) and high < low:
+            errors.append(f"spec.maxReplicas: Invalid value: {high}: must be greater than or equal to `minReplicas`")
+        if errors:
+            raise ApiError(422, "Invalid", f'HorizontalPodAutoscaler.autoscaling "{name}" is invalid: ' + ", ".join(errors), name)
+
+    def _create_hpa(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", ns)
+        name = meta.get("name", "")
+        self._validate_hpa(obj, name)
+        if (ns, name) in self.hpas:
+            raise ApiError(409, "AlreadyExists", f'horizontalpodautoscalers.autoscaling "{name}" already exists', name)
+        obj["spec"].setdefault("minReplicas", 1)
+        obj["apiVersion"], obj["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
+        meta.pop("resourceVersion", None)
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1, resourceVersion=self._next_rv())
+        obj["status"] = {"currentReplicas": 0, "desiredReplicas": 0}
+        self.hpas[(ns, name)] = obj
+        return obj
+
+    def _update_hpa(self, ns: str, name: str, new: dict[str, Any], *, precondition: str | None) -> dict[str, Any]:
+        old = self.hpas.get((ns, name))
+        if old is None:
+            raise ApiError(404, "NotFound", f'horizontalpodautoscalers.autoscaling "{name}" not found', name)
+        if new.get("metadata", {}).get("name", name) != name:
+            raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL", name)
+        if precondition is not None and precondition != old["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409, "Conflict",
+                f'Operation cannot be fulfilled on horizontalpodautoscalers.autoscaling "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again", name,
+            )
+        obj = copy.deepcopy(new)
+        obj.setdefault("metadata", {})["name"] = name
+        self._validate_hpa(obj, name)
+        obj["spec"].setdefault("minReplicas", 1)
+        obj["apiVersion"], obj["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
+        meta = obj["metadata"]
+        for key in ("uid", "creationTimestamp", "namespace"):
+            meta[key] = old["metadata"][key]
+        meta["generation"] = old["metadata"]["generation"] + (1 if obj["spec"] != old["spec"] else 0)
+        obj["status"] = old["status"]
+        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if obj != old:
+            meta["resourceVersion"] = self._next_rv()
+        self.hpas[(ns, name)] = obj
+        return obj
+
+    def _autoscale(self, now: float) -> None:
+        """The HPA controller: each target Deployment runs its load's replicas, bounded by [minReplicas, maxReplicas]."""
+        for key, hpa in self.hpas.items():
+            if key in self.hpa_paused:
+                continue
+            ns = key[0]
+            spec = hpa["spec"]
+            ref = spec["scaleTargetRef"]
+            dep = self.deployments.get((ns, ref["name"])) if ref.get("kind") == "Deployment" else None
+            if dep is None:
+                continue
+            want = min(max(self.hpa_load.get(key, dep["spec"]["replicas"]), spec.get("minReplicas", 1)), spec["maxReplicas"])
+            status = {"currentReplicas": dep["spec"]["replicas"], "desiredReplicas": want,
+                      "lastScaleTime": hpa["status"].get("lastScaleTime")}
+            if dep["spec"]["replicas"] != want:
+                dep["spec"]["replicas"] = want
+                dep["metadata"]["generation"] += 1
+                dep["metadata"]["resourceVersion"] = self._next_rv()
+                status["lastScaleTime"] = _now()
+            status = {k: v for k, v in status.items() if v is not None}
+            if status != hpa["status"]:
+                hpa["status"] = status
+                hpa["metadata"]["resourceVersion"] = self._next_rv()
+
     # -- controller ----------------------------------------------------------------------------------
     def _controller(self) -> None:
         while not self._stop.wait(self.tick_seconds):
             with self._lock:
                 now = time.monotonic()
+                self._autoscale(now)
                 for key, obj in self.deployments.items():
                     self._tick(key, obj, now)
 
@@ -593,6 +724,9 @@ class FakeKubeApi:
             if m and method == "GET":
                 return 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": str(self._rv)},
                              "items": self._pods(m["ns"], selector)}
+            m = _HPAS.match(path)
+            if m:
+                return self._serve_hpa(method, m["ns"], m["name"], bool(m["status"]), ctype, body)
             m = _DEPLOYMENTS.match(path)
             if not m:
                 raise ApiError(404, "NotFound", f"the server could not find the requested resource ({method} {path})")
@@ -619,18 +753,7 @@ class FakeKubeApi:
             if method == "PATCH":
                 if current is None:
                     raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found', name)
-                if ctype == "application/strategic-merge-patch+json":
-                    new = strategic_merge_patch(current, body)
-                    precondition = (body or {}).get("metadata", {}).get("resourceVersion")
-                elif ctype == "application/merge-patch+json":
-                    new = merge_patch(current, body)
-                    precondition = (body or {}).get("metadata", {}).get("resourceVersion")
-                elif ctype == "application/json-patch+json":
-                    new = json_patch(current, body or [])
-                    precondition = None
-                else:
-                    raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: "
-                                   "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
+                new, precondition = _patched(current, body, ctype)
                 if precondition is None:
                     new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
                 return 200, copy.deepcopy(self._update(ns, name, new, precondition=precondition))
@@ -642,6 +765,55 @@ class FakeKubeApi:
                 return 200, {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success",
                              "details": {"name": name, "group": "apps", "kind": "deployments", "uid": current["metadata"]["uid"]}}
             raise ApiError(405, "MethodNotAllowed", f"{method} not allowed")
+
+    def _serve_hpa(self, method: str, ns: str, name: str | None, status: bool, ctype: str,
+                   body: Any) -> tuple[int, dict[str, Any]]:
+        if name is None:
+            if method == "GET":
+                items = [copy.deepcopy(o) for (n, _), o in sorted(self.hpas.items()) if n == ns]
+                return 200, {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscalerList",
+                             "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+            if method == "POST":
+                return 201, copy.deepcopy(self._create_hpa(ns, body or {}))
+            raise ApiError(405, "MethodNotAllowed", f"{method} not allowed on a collection")
+        if status:
+            raise ApiError(405, "MethodNotAllowed", "the fake apiserver serves status only through the main resource")
+        current = self.hpas.get((ns, name))
+        missing = ApiError(404, "NotFound", f'horizontalpodautoscalers.autoscaling "{name}" not found', name)
+        if method == "GET":
+            if current is None:
+                raise missing
+            return 200, copy.deepcopy(current)
+        if method == "PUT":
+            precondition = (body or {}).get("metadata", {}).get("resourceVersion")
+            return 200, copy.deepcopy(self._update_hpa(ns, name, body or {}, precondition=precondition))
+        if method == "PATCH":
+            if current is None:
+                raise missing
+            new, precondition = _patched(current, body, ctype)
+            if precondition is None:
+                new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            return 200, copy.deepcopy(self._update_hpa(ns, name, new, precondition=precondition))
+        if method == "DELETE":
+            if current is None:
+                raise missing
+            del self.hpas[(ns, name)]
+            self.hpa_load.pop((ns, name), None)
+            return 200, {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success",
+                         "details": {"name": name, "group": "autoscaling", "kind": "horizontalpodautoscalers"}}
+        raise ApiError(405, "MethodNotAllowed", f"{method} not allowed")
+
+
+def _patched(current: dict[str, Any], body: Any, ctype: str) -> tuple[dict[str, Any], str | None]:
+    """The object after a PATCH of content type `ctype`, and the resourceVersion precondition the patch carries."""
+    if ctype == "application/strategic-merge-patch+json":
+        return strategic_merge_patch(current, body), (body or {}).get("metadata", {}).get("resourceVersion")
+    if ctype == "application/merge-patch+json":
+        return merge_patch(current, body), (body or {}).get("metadata", {}).get("resourceVersion")
+    if ctype == "application/json-patch+json":
+        return json_patch(current, body or []), None
+    raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: "
+                   "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
 
 
 def _status(err: ApiError) -> dict[str, Any]:

@@ -13,12 +13,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from tests.integration.route53_faults import Fault
+from tests.integration.test_evacuation_aws import EVEN
 from tests.integration.test_route53_faults import faulty  # noqa: F401 - the fixture
 from tests.workflows.evacuation_helpers import evacuation, start
 from tests.workflows.test_worker_kill import stop_workers
@@ -30,17 +33,11 @@ BIFROST = str(Path(sys.executable).parent / "bifrost")
 SERVICE = "checkout"
 
 
-@pytest.mark.parametrize("kill_at", ["plan", "step 1", "step 2", "step 3"])
-async def test_a_worker_killed_mid_evacuation_is_replaced_within_30_s(env, task_queue, tmp_path: Path, faulty,  # noqa: F811
-                                                                       kill_at: str):
-    f, proxy = faulty
-    f.targets["aws"].update(timeout_seconds=5, max_attempts=1)
-    targets = tmp_path / "targets.yaml"
-    targets.write_text(yaml.safe_dump(f.targets))
-    if kill_at == "plan":
-        proxy.inject(Fault("slow", delay=300, only_changes=False))  # the plan's first read
-    else:
-        proxy.inject(Fault("slow", delay=300, skip=int(kill_at.split()[1]) - 1))  # that step's change batch
+def _workers(env, task_queue: str, tmp_path: Path, targets: dict[str, Any]) -> tuple[
+        list[subprocess.Popen[bytes]], Callable[[str], subprocess.Popen[bytes]], Callable[[], str]]:
+    """`bifrost worker` processes on the targets (written to a file): the started ones, a starter, their logs."""
+    path = tmp_path / "targets.yaml"
+    path.write_text(yaml.safe_dump(targets))
     worker_env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
     worker_env |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
                    "TEMPORAL_NAMESPACE": env.client.namespace}
@@ -48,12 +45,26 @@ async def test_a_worker_killed_mid_evacuation_is_replaced_within_30_s(env, task_
 
     def start_worker(name: str) -> subprocess.Popen[bytes]:
         with (tmp_path / f"{name}.log").open("wb") as out:
-            procs.append(subprocess.Popen([BIFROST, "worker", "--task-queue", task_queue, "--targets", str(targets)],
+            procs.append(subprocess.Popen([BIFROST, "worker", "--task-queue", task_queue, "--targets", str(path)],
                                           env=worker_env, stdout=out, stderr=subprocess.STDOUT))
         return procs[-1]
 
     def logs() -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(tmp_path.glob("worker-*.log")))
+
+    return procs, start_worker, logs
+
+
+@pytest.mark.parametrize("kill_at", ["plan", "step 1", "step 2", "step 3"])
+async def test_a_worker_killed_mid_evacuation_is_replaced_within_30_s(env, task_queue, tmp_path: Path, faulty,  # noqa: F811
+                                                                       kill_at: str):
+    f, proxy = faulty
+    f.targets["aws"].update(timeout_seconds=5, max_attempts=1)
+    if kill_at == "plan":
+        proxy.inject(Fault("slow", delay=300, only_changes=False))  # the plan's first read
+    else:
+        proxy.inject(Fault("slow", delay=300, skip=int(kill_at.split()[1]) - 1))  # that step's change batch
+    procs, start_worker, logs = _workers(env, task_queue, tmp_path, f.targets)
 
     # small steps without pre-warm: each worker process simulates load from what it saw itself, and a new one has
     # not seen the pre-warm; at these levels no receiver passes 70% of its capacity, so health stays quiet
@@ -85,3 +96,42 @@ async def test_a_worker_killed_mid_evacuation_is_replaced_within_30_s(env, task_
     assert proxy.applied == result.planned  # one landed change per step, in order
     assert f.weights() == result.weights_after == result.planned[-1]
     print(f"kill at {kill_at}: failover {failover:.1f} s")
+
+
+async def test_a_worker_killed_between_the_hpa_raise_and_its_put_back_still_puts_back_the_original(
+        env, task_queue, tmp_path: Path, faulty):  # noqa: F811
+    """The pre-warm has raised the receivers' HPA floors and waits for their replicas when its worker dies; the
+    new worker's retry finds the raised floors, yet the restore puts back the floors read before the raise."""
+    f, _ = faulty
+    receivers = ("us-east-1", "ap-south-1")
+    for r in receivers:
+        f.kube.seed_hpa(f"shop-{r}", "web", SERVICE, min_replicas=2, max_replicas=20)
+        f.kube.stuck.add((f"shop-{r}", SERVICE))  # the raise lands; the replicas it asks for are not ready yet
+    procs, start_worker, logs = _workers(env, task_queue, tmp_path, f.targets)
+
+    def floors() -> dict[str, int]:
+        return {r: f.kube.get_hpa(f"shop-{r}", "web")["spec"]["minReplicas"] for r in receivers}
+
+    try:
+        first = start_worker("worker-1")
+        handle = await start(env.client, evacuation(SERVICE, health_baseline_minutes=1, steps=[90, 80, 70]), task_queue)
+        deadline = time.monotonic() + 120
+        while min(floors().values()) <= 2:  # both floors raised, the pre-warm waits for their replicas
+            assert first.poll() is None and time.monotonic() < deadline, f"no floor raised\n{logs()}"
+            await asyncio.sleep(0.05)
+        raised = floors()
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+        for r in receivers:
+            f.kube.stuck.discard((f"shop-{r}", SERVICE))
+        start_worker("worker-2")
+        result = await asyncio.wait_for(handle.result(), timeout=180)
+        assert result.status == "evacuated", f"{result.reason}\n{logs()}"
+        assert result.min_replicas_before == {r: 2 for r in receivers} and result.raised == raised
+        assert floors() == raised
+        restore = await start(env.client, result.restore_input(requested_by="bob"), task_queue)
+        restored = await asyncio.wait_for(restore.result(), timeout=180)
+    finally:
+        stop_workers(procs)
+    assert restored.status == "restored", restored.reason
+    assert floors() == {r: 2 for r in receivers} and f.weights() == EVEN

@@ -2,7 +2,9 @@
 
 Writes tests/histories/evacuation-*.json: an approved, paused and resumed evacuation followed by its
 restore, and an evacuation without pre-warm whose alarm reverts it; `... nested` records only
-evacuation-nested-*.json: two regions evacuated, then one restored while the other stays evacuated.
+evacuation-nested-*.json: two regions evacuated, then one restored while the other stays evacuated; `... hpa`
+records only evacuation-hpa-*.json: receivers scaled by HPAs on the fake Kubernetes API (their floors raised
+and put back by the restore, and by an abort).
 Re-record only on purpose (the replay test exists to catch changes that would break evacuations already running). `record_histories` runs it too.
 """
 
@@ -16,10 +18,22 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry, start, wait_for
+from activities.adapters.registry import registry_from_targets
+from activities.adapters.simulated import FleetScenario, SimulatedFleet
+from activities.adapters.targets import parse_targets
+from tests.fakes.kube_api import FakeKubeApi
+from tests.workflows.evacuation_helpers import (
+    REGIONS,
+    evacuation,
+    running_worker,
+    simulated_registry,
+    simulated_targets,
+    start,
+    wait_for,
+)
 from tests.workflows.record_histories import start_recording
 from workflows.evacuation import EvacuationWorkflow
-from workflows.traffic_models import ApproveShift
+from workflows.traffic_models import AbortShift, ApproveShift
 from workflows.updates import Pause, Resume
 
 OUT = Path(__file__).resolve().parent.parent / "histories"
@@ -74,5 +88,37 @@ async def record_nested() -> None:
         await env.shutdown()
 
 
+async def record_hpa() -> None:
+    """Pre-warm raising HPA floors (issue #19 item 6): an evacuation, its restore, and an abort that puts them back."""
+    env = await start_recording(("evacuation-hpa",))
+    try:
+        with FakeKubeApi(tick_seconds=0.02) as kube, tempfile.TemporaryDirectory() as tmp:
+            targets = simulated_targets(ttl=1)
+            for t in targets["targets"]:
+                ns = f"shop-{t['region']}"
+                t["deployer"] = {"kind": "kubernetes", "api_url": kube.url, "namespace": ns, "poll_seconds": 0.05}
+                for svc in ("recorded-hpa", "recorded-hpa-abort"):
+                    kube.seed_primary(ns, svc, "registry.example.com/app:1.0.0", replicas=4)
+                    kube.seed_hpa(ns, svc, svc, min_replicas=2, max_replicas=20)
+            registry = registry_from_targets(parse_targets(targets), SimulatedFleet(FleetScenario(min_samples=60)))
+            assert len(REGIONS) == 3
+            async with running_worker(env.client, registry, "record", Path(tmp)):
+                h = await start(env.client, evacuation("recorded-hpa"), "record")
+                evacuated = await h.result()
+                assert evacuated.raised, evacuated.reason
+                await _save(env.client, "evacuation-hpa-evacuate-00", h.id)
+                h = await start(env.client, evacuated.restore_input(requested_by="bob"), "record")
+                await h.result()
+                await _save(env.client, "evacuation-hpa-restore-00", h.id)
+                h = await start(env.client, evacuation("recorded-hpa-abort"), "record")
+                await wait_for(h, lambda s: s.step == 1 and s.status == "shifting")
+                await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="carol", reason="recording"))
+                await h.result()
+                await _save(env.client, "evacuation-hpa-abort-00", h.id)
+    finally:
+        await env.shutdown()
+
+
 if __name__ == "__main__":
-    asyncio.run(record_nested() if sys.argv[1:] == ["nested"] else record())
+    runs = {"nested": record_nested, "hpa": record_hpa}
+    asyncio.run(runs[sys.argv[1]]() if sys.argv[1:] else record())

@@ -45,6 +45,11 @@ def test_histories_are_recorded():
     assert {"controls-rollout", "controls-evacuation"} <= names
     # reverts (record_revert_histories.py): one that evacuated and restored a production region, one refused by the lock
     assert {"revert-reverted", "revert-evacuation", "revert-refused"} <= names
+    # pre-warm raising HPA floors and putting them back (record_evacuation_histories.py hpa): the patch is in them
+    hpa = "".join(p.read_text() for p in HISTORIES if p.name.startswith("evacuation-hpa-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', hpa)}
+    assert any("prewarm-hpa-floor" in m for m in marked)
+    assert {"evacuation-hpa-evacuate", "evacuation-hpa-restore", "evacuation-hpa-abort"} <= names
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 

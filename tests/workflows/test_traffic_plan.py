@@ -183,3 +183,17 @@ def test_a_region_that_has_its_share_is_not_restored_again():
     inp = plan_input(direction="restore", restore_to=RestoreTarget(weights=EVEN, replicas=REPLICAS))
     with pytest.raises(PlanRefused, match="already has its share"):
         plan_shift(inp, {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 0}, MEMBERS)
+
+
+def test_a_hand_started_restores_hpa_floors_are_refused_out_of_bounds():
+    """restore_to.min_replicas becomes an HPA's minReplicas: the workflow refuses 0 or absurd floors, naming the field."""
+    from workflows.traffic_models import EvacuationInput
+
+    def restore(floors: dict[str, int]) -> list[str]:
+        return EvacuationInput.model_validate({
+            "service": "pay", "region": "eu-west-1", "direction": "restore", "requested_by": "alice",
+            "restore_to": {"weights": {"eu-west-1": 100}, "min_replicas": floors}}).problems()
+
+    assert restore({"us-east-1": 2}) == []
+    (problem,) = restore({"us-east-1": 0, "ap-south-1": 10**9})
+    assert problem.startswith("restore_to.min_replicas: an HPA's minReplicas is 1 to 100000; got ap-south-1: 1000000000, us-east-1: 0")

@@ -1,4 +1,5 @@
-"""Kubernetes deployer on the official `kubernetes` client: canary and baseline Deployments beside the primary.
+"""Kubernetes deployer on the official `kubernetes` client: canary and baseline Deployments beside the primary,
+and the floor of a HorizontalPodAutoscaler (autoscaling/v2) that scales the primary.
 
 Every step reads the cluster first and converges to the wanted state, so a retried activity repeats
 nothing harmful. Writes carry the read `resourceVersion`; a 409 re-reads and tries again.
@@ -20,7 +21,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 from temporalio import activity
 
-from activities.adapters.base import DeployError, http_status, one_line
+from activities.adapters.base import Autoscaler, DeployError, http_status, one_line
 from activities.adapters.kubernetes.manifests import (
     FATAL_WAITING,
     PREVIOUS_TEMPLATE_ANNOTATION,
@@ -191,6 +192,9 @@ class KubernetesDeployer:
 
     def _apps(self) -> k8s.AppsV1Api:
         return k8s.AppsV1Api(self._api_client())
+
+    def _autoscaling(self) -> k8s.AutoscalingV2Api:
+        return k8s.AutoscalingV2Api(self._api_client())
 
     def _core(self) -> k8s.CoreV1Api:
         return k8s.CoreV1Api(self._api_client())
@@ -510,6 +514,80 @@ class KubernetesDeployer:
                              name, ns, patch)
 
         await self._converge(failed, step)
+        await self._wait_rollout(failed, purpose, ns, name, None)
+
+    # -- Autoscaling -------------------------------------------------------------------------------
+    async def _hpa_of(self, failed: str, ns: str, name: str) -> k8s.V2HorizontalPodAutoscaler | None:
+        """The HPA whose scaleTargetRef is Deployment `name`; None when none (or the cluster serves no autoscaling/v2)."""
+        found = await self._call(failed, KubeRequest("list", "horizontalpodautoscalers", ns),
+                                 self._autoscaling().list_namespaced_horizontal_pod_autoscaler, ns, missing_ok=True)
+        mine = [h for h in (found.items if found is not None else []) or []
+                if h.spec.scale_target_ref.kind == "Deployment" and h.spec.scale_target_ref.name == name
+                and (h.spec.scale_target_ref.api_version or "apps/v1").split("/")[0] == "apps"]
+        if len(mine) > 1:
+            names = ", ".join(sorted(h.metadata.name for h in mine))
+            raise DeployError(failed, target=f"horizontalpodautoscalers/{ns}", status=f"{len(mine)} HPAs scale {name}",
+                              detail=names, hint="Kubernetes refuses to scale a Deployment two HPAs target "
+                              "(AmbiguousSelector); delete all but one", retryable=False)
+        return mine[0] if mine else None
+
+    async def autoscaler(self, stage: StageRef) -> Autoscaler | None:
+        """The HorizontalPodAutoscaler whose scaleTargetRef is the stage's primary Deployment, if any."""
+        ns, name = self._where(stage)
+        hpa = await self._hpa_of(f"could not read the autoscaler of the primary in {stage.key}", ns, name)
+        if hpa is None:
+            return None
+        return Autoscaler(name=hpa.metadata.name, min_replicas=hpa.spec.min_replicas or 1, max_replicas=hpa.spec.max_replicas)
+
+    async def set_min_replicas(self, stage: StageRef, autoscaler: str, min_replicas: int, *, wait: bool) -> None:
+        """Patch the HPA's spec.minReplicas (guarded by its resourceVersion); with `wait`, return once the HPA has
+        scaled the primary to at least that many and they are ready."""
+        ns, name = self._where(stage)
+        failed = f"could not set the minReplicas of HPA {ns}/{autoscaler} ({stage.key}) to {min_replicas}"
+        api = self._autoscaling()
+
+        async def step() -> None:
+            req = KubeRequest("get", "horizontalpodautoscalers", ns, autoscaler)
+            hpa = await self._call(failed, req, api.read_namespaced_horizontal_pod_autoscaler, autoscaler, ns, missing_ok=True)
+            ref = hpa.spec.scale_target_ref if hpa is not None else None
+            if hpa is None or ref is None or ref.kind != "Deployment" or ref.name != name:
+                raise DeployError(failed, target=f"horizontalpodautoscalers/{ns}/{autoscaler}",
+                                  status="not found" if hpa is None else f"scales {ref.kind if ref else '?'}/{ref.name if ref else '?'}",
+                                  hint=f"the HPA of deployment {name} changed while Bifrost worked; check "
+                                       f"`kubectl -n {ns} get hpa` and re-run", retryable=False)
+            if min_replicas > hpa.spec.max_replicas:
+                raise DeployError(failed, target=f"horizontalpodautoscalers/{ns}/{autoscaler}",
+                                  status=f"above its maxReplicas {hpa.spec.max_replicas}",
+                                  hint="raise the HPA's maxReplicas or pre-warm less (headroom, receivers)", retryable=False)
+            if (hpa.spec.min_replicas or 1) == min_replicas:
+                return  # already set: a retry after a crash writes nothing
+            patch = {"metadata": {"resourceVersion": hpa.metadata.resource_version}, "spec": {"minReplicas": min_replicas}}
+            await self._call(failed, KubeRequest("patch", "horizontalpodautoscalers", ns, autoscaler),
+                             api.patch_namespaced_horizontal_pod_autoscaler, autoscaler, ns, patch)
+
+        await self._converge(failed, step)
+        if wait:
+            await self._wait_scaled(failed, f"HPA {autoscaler} to scale {stage.key} to {min_replicas}", ns, name,
+                                    autoscaler, min_replicas)
+
+    async def _wait_scaled(self, failed: str, purpose: str, ns: str, name: str, autoscaler: str, at_least: int) -> None:
+        """Poll until the autoscaler has asked the Deployment for `at_least` replicas, then wait for its rollout."""
+        s = self.settings
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + s.progress_deadline_seconds
+        while True:
+            dep = await self._read_primary(failed, ns, name)
+            asked = dep.spec.replicas if dep.spec.replicas is not None else 1
+            if asked >= at_least:
+                break
+            _heartbeat(f"{purpose}: asks {asked}")
+            if loop.time() >= deadline:
+                raise DeployError(
+                    failed, target=f"deployments/{ns}/{name}", status=f"still {asked} replicas after {s.progress_deadline_seconds:g}s",
+                    detail=f"HPA {autoscaler} did not scale it to its new minReplicas {at_least}",
+                    hint=f"inspect with `kubectl -n {ns} describe hpa {autoscaler}`; the activity will be retried",
+                    retryable=True)
+            await asyncio.sleep(s.poll_seconds)
         await self._wait_rollout(failed, purpose, ns, name, None)
 
     async def cleanup(self, stage: StageRef) -> None:
