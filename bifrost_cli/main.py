@@ -437,10 +437,10 @@ def _by_option(f: F) -> F:
 
 # what the user typed, for each payload field
 _OPTION = {"by": "--as", "approver": "--as", "reason": "--reason", "comment": "--comment", "stage": "--stage",
-           "wave": "--wave", "scope": "--scope"}
+           "wave": "--wave", "scope": "--scope", "action": "--action"}
 
 
-def _local_problems(name: str, fields: dict[str, Any]) -> list[str]:
+def _local_problems(name: str, fields: dict[str, Any], model: type[BaseModel]) -> list[str]:
     """What the workflow or Temporal would refuse, checked before anything is sent."""
     out = []
     for field, value in fields.items():
@@ -452,7 +452,7 @@ def _local_problems(name: str, fields: dict[str, Any]) -> list[str]:
                 out.append(f"{option}: {problem}")
             elif field in ("by", "approver") and not value.strip():
                 out.append(f"{option}: give your name with --as NAME or set BIFROST_USER")
-            elif field == "reason" and not value.strip():
+            elif field == "reason" and not value.strip() and model.model_fields["reason"].is_required():
                 out.append(f"{option}: must not be empty; say why")
             elif len(value) > limit:
                 out.append(f"{option}: {len(value)} characters; at most {limit} are allowed")
@@ -468,7 +468,7 @@ def _local_problems(name: str, fields: dict[str, Any]) -> list[str]:
 
 
 def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, Any], Any], model: type[BaseModel],
-            fields: dict[str, Any]) -> NoReturn:
+            fields: dict[str, Any], command: str | None = None) -> NoReturn:
     """Build the update's payload from the options (refusing bad values here, naming the field), then send it
     through the workflow's own update method."""
     from bifrost_cli import ops
@@ -476,7 +476,7 @@ def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, An
 
     name = getattr(update, "__name__", "update")
     rid = _rid(rollout_id)
-    problems = _local_problems(name, fields)
+    problems = _local_problems(name, fields, model)
     payload: BaseModel | None = None
     try:
         payload = model.model_validate({k: v for k, v in fields.items() if v is not None})
@@ -484,7 +484,8 @@ def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, An
         named = {q.split(":")[0] for q in problems}
         problems += [p for p in map(_as_option, payload_problems(err, model)) if p.split(":")[0] not in named]
     if problems or payload is None:
-        _fail(f"{name} not sent: {'; '.join(problems)}", f"Nothing was changed. See `bifrost {name.replace('_', '-')} --help`.")
+        _fail(f"{name} not sent: {'; '.join(problems)}",
+              f"Nothing was changed. See `bifrost {command or name.replace('_', '-')} --help`.")
     ok = _run(ops.send_update(rid, update, payload, console=console, err_console=err_console))
     sys.exit(0 if ok else EXIT_ROLLED_BACK)
 
@@ -562,13 +563,84 @@ def abort(rollout_id: str, reason: str, who: str) -> None:
 @click.argument("rollout_id")
 @click.option("--reason", required=True)
 @click.option("--scope", type=click.Choice(["stage", "region", "all"]), help="default: the request's rollback scope")
+@click.option("--stage", help="a stage held on failure: roll it back (then the rollout, by the request's scope)")
 @_by_option
-def rollback(rollout_id: str, reason: str, scope: str | None, who: str) -> None:
-    """Stop and roll back with an explicit scope."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import Rollback
+def rollback(rollout_id: str, reason: str, scope: str | None, stage: str | None, who: str) -> None:
+    """Stop and roll back with an explicit scope; with --stage, decide a hold on failure by rolling back.
 
-    _update(rollout_id, RolloutWorkflow.rollback, Rollback, {"by": who, "reason": reason, "scope": scope})
+    \b
+    bifrost rollback payments/2.4.0 --reason "errors up" --scope all
+    bifrost rollback payments/2.4.0 --stage eu-west-1/prod --reason "the canary is really slower"
+    """
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
+    from workflows.updates import ResolveHold, Rollback
+
+    if stage is None:
+        _update(rollout_id, RolloutWorkflow.rollback, Rollback, {"by": who, "reason": reason, "scope": scope})
+    if scope is not None:
+        _fail("rollback not sent: --scope: a held stage rolls back by the request's rollback scope; leave out --stage "
+              "to stop the whole rollout with a scope of your choice", "Nothing was changed.")
+    _update(rollout_id, RolloutWorkflow.resolve_hold, ResolveHold,
+            {"stage": stage, "action": "rollback", "by": who, "reason": reason}, command="rollback")
+
+
+_HOLD_EPILOG = ("A stage holds on failure when its region has `on_failure: hold` and its canary fails its analysis: "
+                "canary and baseline keep running and the rollout waits. Decide with `bifrost retry`, `bifrost "
+                "promote` or `bifrost rollback --stage`; `bifrost status ROLLOUT` shows what holds. Only names on the "
+                "request's approvals.approvers may decide (when it lists any). Without a decision the hold takes "
+                "the request's hold.on_timeout after hold.timeout_minutes.")
+
+
+@cli.command(epilog=_HOLD_EPILOG)
+@click.argument("rollout_id")
+@click.option("--stage", required=True, help="the held stage, e.g. eu-west-1/prod")
+@click.option("--reason", default="", help="why (recorded in the audit trail)")
+@_by_option
+def retry(rollout_id: str, stage: str, reason: str, who: str) -> None:
+    """Judge a stage held on failure again, on a fresh analysis window begun now (the old samples are not reused).
+
+    \b
+    bifrost retry payments/2.4.0 --stage eu-west-1/prod --reason "metrics source fixed"
+    """
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
+    from workflows.updates import ResolveHold
+
+    _update(rollout_id, RolloutWorkflow.resolve_hold, ResolveHold,
+            {"stage": stage, "action": "retry", "by": who, "reason": reason}, command="retry")
+
+
+@cli.command(epilog=_HOLD_EPILOG)
+@click.argument("rollout_id")
+@click.option("--stage", required=True, help="the held stage, e.g. eu-west-1/prod")
+@click.option("--reason", required=True, help="why the failed canary may go on anyway (required; audited)")
+@_by_option
+def promote(rollout_id: str, stage: str, reason: str, who: str) -> None:
+    """Promote a stage held on failure despite its failed analysis; the rollout goes on.
+
+    \b
+    bifrost promote payments/2.4.0 --stage eu-west-1/prod --reason "latency is the new cache warming; accepted"
+    """
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
+    from workflows.updates import ResolveHold
+
+    _update(rollout_id, RolloutWorkflow.resolve_hold, ResolveHold,
+            {"stage": stage, "action": "promote", "by": who, "reason": reason}, command="promote")
+
+
+@cli.command("resolve-hold", epilog=_HOLD_EPILOG)
+@click.argument("rollout_id")
+@click.option("--stage", required=True, help="the held stage, e.g. eu-west-1/prod")
+@click.option("--action", required=True, type=click.Choice(["retry", "promote", "rollback"]),
+              help="retry: judge again on a fresh window; promote or rollback: a reason is required")
+@click.option("--reason", default="", help="why (required for promote and rollback; audited)")
+@_by_option
+def resolve_hold(rollout_id: str, stage: str, action: str, reason: str, who: str) -> None:
+    """Decide on a stage held on failure (what retry, promote and rollback --stage send)."""
+    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
+    from workflows.updates import ResolveHold
+
+    _update(rollout_id, RolloutWorkflow.resolve_hold, ResolveHold,
+            {"stage": stage, "action": action, "by": who, "reason": reason}, command="resolve-hold")
 
 
 @cli.command("skip-soak")

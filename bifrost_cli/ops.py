@@ -39,7 +39,7 @@ P = TypeVar("P", bound=BaseModel)
 ROLLOUT_WORKFLOW = "RolloutWorkflow"  # RolloutWorkflow's workflow type
 REVERT_WORKFLOW = "RevertWorkflow"  # `bifrost revert`: listed beside the rollouts it undoes
 STATUS_QUERY = "status"
-UPDATES = ("approve", "reject", "pause", "resume", "abort", "rollback", "skip_soak", "override_window")
+UPDATES = ("approve", "reject", "pause", "resume", "abort", "rollback", "skip_soak", "override_window", "resolve_hold")
 
 
 def outcome_state(err: WorkflowFailureError) -> RolloutState | None:

@@ -2,7 +2,7 @@
 
 A notice says what a person must do and by when: an approval pending (which wave, which gates, who may
 approve, when it times out) and its reminders, a closed deployment window the rollout waits for, a hold
-(paused, queued behind the service lock), and traffic moving (an evacuation or restore starting, each step,
+(paused, queued behind the service lock, a stage held on failure), and traffic moving (an evacuation or restore starting, each step,
 its end). The text is plain: the webhook adapter escapes it for the chat service and adds the Web UI link.
 """
 
@@ -18,6 +18,7 @@ APPROVAL_REMINDER = "approval_reminder"
 WINDOW_CLOSED = "window_closed"
 ROLLOUT_PAUSED = "rollout_paused"
 ROLLOUT_QUEUED = "rollout_queued"
+ROLLOUT_HELD = "rollout_held"  # a stage failed with on_failure: hold and waits for a release manager
 TRAFFIC_STARTED = "traffic_started"
 TRAFFIC_STEP = "traffic_step"
 TRAFFIC_ENDED = "traffic_ended"
@@ -67,6 +68,18 @@ def queued(*, rollout_id: str, service: str, version: str) -> Notification:
     return Notification(rollout_id=rollout_id, service=service, version=version, event=ROLLOUT_QUEUED,
                         text=f"queued: another {service} rollout holds the service lock; this one starts when it ends",
                         hold="lock")
+
+
+def held(*, rollout_id: str, service: str, version: str, stage: str, wave: int, reason: str, approvers: list[str],
+         times_out_at: datetime, on_timeout: str) -> Notification:
+    """Stage `stage` failed and holds (canary and baseline still running) until someone retries, promotes or
+    rolls it back; at `times_out_at` the hold takes the request's default action `on_timeout`."""
+    who = ", ".join(approvers) if approvers else "anyone who may send updates"
+    text = (f"{stage} failed and holds with its canary and baseline running: {reason}; decide with resolve_hold "
+            f"(retry, promote or rollback); may decide: {who}; at {_when(times_out_at)} it will {on_timeout}")
+    return Notification(rollout_id=rollout_id, service=service, version=version, event=ROLLOUT_HELD, text=text,
+                        hold="failure", stage=stage, wave=wave, stages=[stage], approvers=list(approvers),
+                        until=times_out_at)
 
 
 def traffic(*, workflow_id: str, service: str, direction: str, region: str, event: str, text: str,

@@ -27,10 +27,10 @@ ConcurrencyPolicy = Literal["queue", "supersede", "reject"]
 
 StageStatus = Literal[
     "pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
-    "evacuating", "rolling_back", "restoring_traffic", "rolled_back", "skipped", "failed",
+    "evacuating", "rolling_back", "restoring_traffic", "rolled_back", "skipped", "failed", "held",
 ]
 RolloutStatus = Literal[
-    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "rolling_back",
+    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "held", "rolling_back",
     "succeeded", "rolled_back", "aborted", "rejected", "failed",
 ]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "rolled_back", "aborted", "rejected", "failed"})
@@ -95,7 +95,7 @@ class MetricWindow(BaseModel):
     interval_seconds: int = 60
 
 
-HoldKind = Literal["paused", "approval", "window", "lock"]
+HoldKind = Literal["paused", "approval", "window", "lock", "failure"]
 
 
 class Notification(BaseModel):

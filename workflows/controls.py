@@ -39,12 +39,14 @@ from common.types import REFUSED
 # nothing changed); from it on, an upsert is written only when a value changed. Old runs replay as they were.
 UPSERT_ON_CHANGE_PATCH = "controls-upsert-on-change"
 
-HoldReason = Literal["paused", "lock", "approval", "window"]
+HoldReason = Literal["paused", "lock", "approval", "window", "failure"]
 # The status word a hold shows while it is in force (BifrostStatus): the user-visible words stay as they were.
+# `failure`: a stage failed with `on_failure: hold`; it keeps its canary and baseline until a release manager
+# retries, promotes or rolls it back (resolve_hold), or the hold times out (the request's `hold.on_timeout`).
 HOLD_STATUS: Mapping[str, str] = {"paused": "paused", "lock": "queued", "approval": "awaiting_approval",
-                                  "window": "waiting_window"}
-# When several holds are in force at once, the status names the first of these.
-HOLD_PRECEDENCE: tuple[str, ...] = ("paused", "approval", "window", "lock")
+                                  "window": "waiting_window", "failure": "held"}
+# When several holds are in force at once, the status names the first of these: a failed stage needs a person first.
+HOLD_PRECEDENCE: tuple[str, ...] = ("failure", "paused", "approval", "window", "lock")
 
 class Payload(BaseModel):
     """Base of every update payload: one JSON object, typed into the UI's update dialog.
@@ -85,7 +87,7 @@ class Hold(BaseModel):
 
     reason: HoldReason
     since: datetime
-    by: str = Field(description="who placed it: a person (pause) or 'bifrost' (lock, approval, window)")
+    by: str = Field(description="who placed it: a person (pause) or 'bifrost' (lock, approval, window, failure)")
     why: str = Field(default="", description="the person's reason, as typed (escaped where shown)")
     releases: str = Field(description="what releases it, e.g. 'resume', 'approval of wave 4 (gates: ...)'")
     at: str = Field(default="", description="where it holds, e.g. 'before wave 3' (empty: where the workflow is)")
@@ -93,6 +95,7 @@ class Hold(BaseModel):
     in_force: bool = Field(default=True, description="false: asked for, takes hold at the next safe point")
     wave: int | None = Field(default=None, description="an approval: the wave it holds back (rollouts)")
     gates: list[str] = Field(default_factory=list, description="an approval: the gates still to approve")
+    until: datetime | None = Field(default=None, description="when it ends on its own (a failure hold: its timeout)")
 
     @property
     def waiting_for(self) -> str:
@@ -225,11 +228,11 @@ class Controls(Generic[StopT]):
 
     def hold(self, reason: HoldReason, *, releases: str, by: str = "bifrost", why: str = "", at: str = "",
              targets: Sequence[str] = (), in_force: bool = True, wave: int | None = None,
-             gates: Sequence[str] = ()) -> Hold:
+             gates: Sequence[str] = (), until: datetime | None = None) -> Hold:
         """Place (or replace) the hold of this reason."""
         self.release(reason)
         h = Hold(reason=reason, since=workflow.now(), by=by, why=why, releases=releases, at=at,
-                 targets=list(targets), in_force=in_force, wave=wave, gates=list(gates))
+                 targets=list(targets), in_force=in_force, wave=wave, gates=list(gates), until=until)
         self.state.holds.append(h)
         self.sync()
         return h

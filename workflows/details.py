@@ -123,6 +123,10 @@ def how_to_act(state: RolloutState, *, soaking: list[str]) -> list[tuple[str, di
     if state.awaiting_wave is not None:
         out.append(("approve", {"wave": state.awaiting_wave, "approver": WHO, "comment": "looks good"}))
         out.append(("reject", {"wave": state.awaiting_wave, "approver": WHO, "reason": "why"}))
+    held = find_hold(state.holds, "failure")
+    if held is not None and held.targets:
+        out.append(("resolve_hold", {"stage": held.targets[0], "action": "retry", "by": WHO}))
+        out.append(("resolve_hold", {"stage": held.targets[0], "action": "promote", "by": WHO, "reason": "why"}))
     if window:
         out.append(("override_window", {"stage": window[0], "by": WHO, "reason": "why"}))
     if soaking:
@@ -169,6 +173,8 @@ def in_progress(state: RolloutState) -> str:
         return ", ".join(st.key for st in state.wave_stages(state.awaiting_wave))
     if state.status == "waiting_window":
         return ", ".join(waiting_window(state))
+    if state.status == "held" and (held := find_hold(state.holds, "failure")) is not None:
+        return ", ".join(held.targets)
     return ", ".join(state.current_stages)
 
 

@@ -55,6 +55,8 @@ class StageState(BaseModel):
     soak_max_looks: int = 0
     soak_ends_at: datetime | None = None
     awaiting_verdict: bool = Field(default=False, description="finished its work; the rollout may still roll it back")
+    holds: int = Field(default=0, description="how often it held on failure (on_failure: hold); the n-th hold waits "
+                                              "for the rollout's n-th decision")
     started_at: datetime | None = None
     ended_at: datetime | None = None
 
@@ -110,6 +112,18 @@ class StageConclusion(BaseModel):
     reason: str = ""
 
 
+HoldAction = Literal["rollback", "retry", "promote"]
+
+
+class HoldDecision(BaseModel):
+    """The rollout's decision on a stage held on failure: its n-th hold (`hold`), what to do, who chose and why."""
+
+    hold: int = Field(ge=1)
+    action: HoldAction
+    by: str
+    reason: str = ""
+
+
 class StageDetail(BaseModel):
     """A stage's whole state, carried whole through continue-as-new and answered by its `progress` query: the
     stage as the rollout lists it, the judge's and the soak monitor's last findings, where its soak stands, what
@@ -134,10 +148,12 @@ class StageOrders(BaseModel):
     """What the rollout has told its stages (its `stage_orders` query). A stage acts on the rollout's signals
     only as far as this says, since anyone may send them by hand."""
 
-    hold: bool = False
+    hold: bool = Field(default=False, description="hold before promotion: the rollout is paused, or a stage is held on failure")
     stop: dict[str, str] = Field(default_factory=dict, description="stage key -> why the rollout stopped it")
     skip_soak: dict[str, str] = Field(default_factory=dict, description="stage key -> who ended its soak, and why")
     conclude: dict[str, StageConclusion] = Field(default_factory=dict, description="stage key -> the rollout's verdict")
+    resolve: dict[str, HoldDecision] = Field(default_factory=dict, description="stage key -> the decision on its "
+                                             "latest hold on failure (resolve_hold, or the hold's timeout)")
 
 
 class RolloutState(BaseModel):

@@ -220,7 +220,9 @@ class DeployWindow(_Model):
         return self
 
 
-OnFailure = Literal["rollback", "evacuate"]
+OnFailure = Literal["rollback", "evacuate", "hold"]
+EVACUATES: frozenset[str] = frozenset({"evacuate"})  # on_failure values that move traffic first
+MAX_HOLD_MINUTES = 14 * 24 * 60
 
 
 class Region(_Model):
@@ -234,8 +236,9 @@ class Region(_Model):
     freeze_dates: list[IsoDate] = Field(default_factory=list, max_length=1000)
     on_failure: OnFailure = Field(
         default="rollback",
-        description="when the region's prod stage fails: roll it back, or evacuate its traffic first, roll back, "
-                    "then restore the traffic (see `evacuation`)")
+        description="when a stage of the region fails: roll it back; evacuate its traffic first, roll back, then "
+                    "restore the traffic (see `evacuation`); or hold with canary and baseline running until a release "
+                    "manager retries, promotes or rolls back (see `hold`)")
 
     @field_validator("environments")
     @classmethod
@@ -244,6 +247,15 @@ class Region(_Model):
             raise ValueError(f"environments must not repeat (got {v})")
         # test always precedes prod regardless of how they are written
         return sorted(v, key=lambda e: 0 if e == "test" else 1)
+
+
+class HoldSettings(_Model):
+    """How long a stage held on failure (`on_failure: hold`) waits for a release manager, and what happens then."""
+
+    timeout_minutes: float = Field(default=24 * 60.0, ge=1 / 60, le=MAX_HOLD_MINUTES,
+                                   description="how long a hold waits for resolve_hold (1 s to 14 days)")
+    on_timeout: Literal["rollback", "promote"] = Field(
+        default="rollback", description="what a hold that times out does: roll the stage back, or promote it")
 
 
 class EvacuationSettings(_Model):
@@ -423,6 +435,8 @@ class RolloutRequest(_Model):
     change: Change = Field(default_factory=Change)
     evacuation: EvacuationSettings = Field(default_factory=EvacuationSettings,
                                            description="for regions with on_failure: evacuate")
+    hold: HoldSettings = Field(default_factory=HoldSettings,
+                               description="for regions with on_failure: hold")
 
     @field_validator("artifact")
     @classmethod
@@ -444,10 +458,10 @@ class RolloutRequest(_Model):
         for r in self.regions:
             if "prod" not in r.environments and r.traffic_share > 0:
                 raise ValueError(f"regions.{r.name}.traffic_share: a region without 'prod' carries no production traffic")
-            if "prod" not in r.environments and r.on_failure == "evacuate":
+            if "prod" not in r.environments and r.on_failure in EVACUATES:
                 raise ValueError(f"regions.{r.name}.on_failure: only a production stage carries traffic to evacuate; "
-                                 "add 'prod' to its environments or use on_failure: rollback")
-        if any(r.on_failure == "evacuate" for r in self.regions) and len(prod) < 2:
+                                 "add 'prod' to its environments or use on_failure: rollback (or hold)")
+        if any(r.on_failure in EVACUATES for r in self.regions) and len(prod) < 2:
             raise ValueError("regions.on_failure: evacuate needs another production region to take the traffic")
         if prod:
             total = sum(r.traffic_share for r in prod)

@@ -4,7 +4,7 @@ Stages that finish their work stay open until the rollout's verdict, so a rollba
 stage's own page. A rollout that does not reach its goal ends as a Temporal failure whose type names the
 outcome (RolledBack, Rejected, Aborted, Failed) and whose details are its full state; one that succeeds
 returns that state. Release managers drive it through validated updates (approve, reject, pause, resume,
-abort, rollback, skip_soak, override_window) and read it through the `summary` and `status` queries and the
+abort, rollback, skip_soak, override_window, resolve_hold) and read it through the `summary` and `status` queries and the
 UI's current details.
 """
 
@@ -51,6 +51,8 @@ with workflow.unsafe.imports_passed_through():
         ServiceLock,
     )
     from workflows.models import (
+        HoldAction,
+        HoldDecision,
         RolloutPhase,
         RolloutState,
         RolloutSummary,
@@ -71,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         OverrideWindow,
         Pause,
         Reject,
+        ResolveHold,
         Resume,
         Rollback,
         SkipSoak,
@@ -85,6 +88,10 @@ NOTIFY_APPROVAL_PATCH = "notify-approval-pending"  # approval_pending, then appr
 NOTIFY_WINDOW_PATCH = "notify-window-closed"
 NOTIFY_PAUSED_PATCH = "notify-paused"
 NOTIFY_QUEUED_PATCH = "notify-queued"
+NOTIFY_HELD_PATCH = "notify-held"  # rollout_held: a stage failed with on_failure: hold and waits for a person
+# A stage held on failure (on_failure: hold; stage.HOLD_PATCH) puts the rollout under a `failure` hold: the other
+# stages are told to hold before promotion, the hold's timeout takes the request's hold.on_timeout.
+ROLLOUT_HOLD_PATCH = "rollout-hold-on-failure"
 QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # a lock not granted by then: another rollout holds it
 # A rollout reset from the Web UI while it ran: the server (1.27+) keeps the previous run's stages running, with
 # no parent to conclude them, and the new run could not start them again (WorkflowAlreadyStarted). It asks the
@@ -134,6 +141,8 @@ class RolloutWorkflow:
         self._metered: tuple[RolloutStatus, datetime] | None = None  # the status last counted (metrics), and since when
         self._window_noticed: set[str] = set()  # the closed windows people were last told about
         self._watchers: list[asyncio.Task[None]] = []  # notices that wait for a hold to last (queued, reminders)
+        self._held: dict[str, datetime] = {}  # stages held on failure -> when their hold times out
+        self._holds_seen: set[tuple[str, int]] = set()  # (stage, n-th hold) the rollout has placed a hold for
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -240,6 +249,8 @@ class RolloutWorkflow:
                     self._audit("bifrost", f"ignored {PROGRESS_SIGNAL}", key, problem)
             if truth is not None:
                 _take(self._row(key), truth)
+                if truth.status == "held":
+                    self._stage_held(key)
             self._publish()
 
     def _take_report(self, report: StageState) -> None:
@@ -385,6 +396,83 @@ class RolloutWorkflow:
                 if answered():
                     return
                 self._tell(notice(reminder))
+
+    # -- a stage held on failure (on_failure: hold) ----------------------------------------------------
+    def _stages_hold(self) -> bool:
+        """Whether stages must hold before promotion: the rollout is paused, or a stage is held on failure."""
+        return self.controls.paused is not None or self.controls.held("failure") is not None
+
+    def _tell_stages_hold(self) -> None:
+        """Tell every running stage whether to hold before promotion (each confirms with `stage_orders`)."""
+        hold = self._stages_hold()
+        for key, h in self.children.items():
+            if not h.done():
+                self._signal_stage(key, StageWorkflow.set_hold, hold)
+
+    def _place_failure_hold(self) -> None:
+        """The `failure` hold over the stages held now (released when none is)."""
+        if not self._held:
+            self.controls.release("failure")
+            return
+        keys = sorted(self._held)
+        rows = [self._row(k) for k in keys]
+        h = self.controls.held("failure")
+        since = h.since if h is not None else workflow.now()
+        who = ", ".join(self.req.approvals.approvers) or "anyone who may send updates"
+        self.controls.hold("failure", releases=f"resolve_hold on {', '.join(keys)}: retry, promote or rollback "
+                           f"(may decide: {who}; otherwise {self.req.hold.on_timeout} when it times out)",
+                           why="; ".join(f"{r.key}: {r.reason}" for r in rows), targets=keys,
+                           wave=rows[0].wave, until=min(self._held.values()))
+        held = self.controls.held("failure")
+        assert held is not None
+        held.since = since
+
+    def _stage_held(self, key: str) -> None:
+        """A stage says (confirmed by its own answer) it holds on failure: hold the rollout, tell people, time it."""
+        row = self._row(key)
+        if (key, row.holds) in self._holds_seen or key in self.orders.stop or not workflow.patched(ROLLOUT_HOLD_PATCH):
+            return
+        self._holds_seen.add((key, row.holds))
+        timeout = timedelta(minutes=self.req.hold.timeout_minutes)
+        self._held[key] = workflow.now() + timeout
+        self._place_failure_hold()
+        self._audit("bifrost", "hold", key, row.reason)
+        self._tell_stages_hold()
+        self._background(self._hold_times_out(key, row.holds, timeout))
+        if workflow.patched(NOTIFY_HELD_PATCH):  # notify
+            self._tell(notices.held(**self._about(), stage=key, wave=row.wave, reason=row.reason,
+                                    approvers=list(self.req.approvals.approvers), times_out_at=self._held[key],
+                                    on_timeout=self.req.hold.on_timeout))
+
+    def _unhold(self, key: str) -> None:
+        """Stage `key` no longer holds on failure (decided, stopped or ended)."""
+        if self._held.pop(key, None) is not None:
+            self._place_failure_hold()
+            if self.controls.held("failure") is None:
+                self._tell_stages_hold()
+
+    def _resolve(self, key: str, action: HoldAction, by: str, reason: str) -> None:
+        """Record the decision on stage `key`'s hold (what the stage confirms against), then tell the stage."""
+        decision = HoldDecision(hold=self._row(key).holds, action=action, by=by, reason=reason)
+        self.orders.resolve[key] = decision
+        self._audit(by, f"hold-{action}", key, reason)
+        self._unhold(key)
+        self._signal_stage(key, StageWorkflow.resolve, decision)
+        self._publish()
+
+    async def _hold_times_out(self, key: str, hold: int, timeout: timedelta) -> None:
+        """The hold of stage `key` takes the request's default action (hold.on_timeout) if nobody decides in time."""
+        def over() -> bool:
+            decided = self.orders.resolve.get(key)
+            return (decided is not None and decided.hold >= hold) or key not in self._held or self.stop is not None
+
+        try:
+            await workflow.wait_condition(over, timeout=timeout, timeout_summary=f"hold of {key} times out")
+        except TimeoutError:
+            if not over():
+                action = self.req.hold.on_timeout
+                self._resolve(key, action, "bifrost", f"no decision within {self.req.hold.timeout_minutes:g} min: the "
+                              f"request's hold.on_timeout ({action})")
 
     def _signal_stage(self, key: str, signal: Any, arg: Any) -> None:
         """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
@@ -585,6 +673,7 @@ class RolloutWorkflow:
             if not self.children[k].done() and not self._row(k).awaiting_verdict:
                 self.orders.stop.setdefault(k, why)
                 self._signal_stage(k, StageWorkflow.stop, why)
+                self._unhold(k)  # a stage held on failure and stopped rolls back: nothing to decide any more
 
     def _collect(self, keys: list[str]) -> None:
         """Record the end of every stage whose workflow has closed: its own account of what it did."""
@@ -593,6 +682,7 @@ class RolloutWorkflow:
             if h is None or not h.done() or key in self.collected:
                 continue
             self.collected.add(key)
+            self._unhold(key)
             st = self._row(key)
             exc = h.exception()
             if exc is None:
@@ -692,7 +782,7 @@ class RolloutWorkflow:
     @workflow.query(name=STAGE_ORDERS_QUERY, description="Internal: what the rollout told its stages (hold, stop, skip a "
                                                          "soak, keep or roll back); a stage obeys a signal only as far as this says.")
     def stage_orders(self) -> StageOrders:
-        return self.orders.model_copy(update={"hold": self.controls.paused is not None})
+        return self.orders.model_copy(update={"hold": self._stages_hold()})
 
     @workflow.query(name=LOCK_CLAIM_QUERY, description="Internal: this rollout's service-lock request and where it stands "
                                                        "(the lock confirms acquire and release signals against it).")
@@ -770,9 +860,7 @@ class RolloutWorkflow:
     @workflow.update(description='Continue a paused rollout. JSON: {"by": "alice"}.')
     def resume(self, req: Resume) -> Ack:
         self.controls.resume(req.by)
-        for key, h in self.children.items():
-            if not h.done():
-                self._signal_stage(key, StageWorkflow.set_hold, False)
+        self._tell_stages_hold()  # still true while a stage is held on failure
         self._publish()
         return Ack(message=f"resumed by {req.by}")
 
@@ -833,6 +921,24 @@ class RolloutWorkflow:
             waiting = ", ".join(window) or "none"
             raise refused(f"{req.stage} is not waiting for a deployment window; waiting: {waiting}")
 
+    @workflow.update(description='Decide on a stage held on failure (on_failure: hold): "retry" judges it again on a '
+                                 'fresh window, "promote" promotes it, "rollback" rolls it back and the rollout by its '
+                                 'scope. JSON: {"stage": "eu-west-1/prod", "action": "promote", "by": "alice", '
+                                 '"reason": "why (required for promote and rollback)"}.')
+    def resolve_hold(self, req: ResolveHold) -> Ack:
+        self._resolve(req.stage, req.action, req.by, req.reason)
+        what = {"retry": "judged again on a fresh window", "promote": "promoted", "rollback": "rolled back"}[req.action]
+        return Ack(message=f"{req.stage} will be {what} ({req.action} by {req.by})")
+
+    @resolve_hold.validator
+    def _validate_resolve_hold(self, req: ResolveHold) -> None:
+        self._check_running()
+        self._check_approver(req.by)
+        self._check_stage(req.stage)
+        if req.stage not in self._held:
+            held = ", ".join(sorted(self._held)) or "none"
+            raise refused(f"stage: {req.stage} is not held on failure; held now: {held}")
+
     def _check_stage(self, key: str) -> None:
         if self.state.stage(key) is None:
             raise refused(f"unknown stage {key!r}; stages: {', '.join(s.key for s in self.state.stages)}")
@@ -845,7 +951,7 @@ def _take(row: StageState, report: StageState) -> None:
 
 
 # The order a stage's statuses come in: a report behind the stage's own answer is merely older than it.
-_STAGE_RANK = {s: i for i, s in enumerate(["pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
+_STAGE_RANK = {s: i for i, s in enumerate(["pending", "deploying", "analyzing", "held", "promoting", "soaking", "succeeded",
                                             "evacuating", "rolling_back", "restoring_traffic"])}
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from pydantic import ValidationError
@@ -53,6 +53,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.details import stage_details
     from workflows.evacuation import EvacuationWorkflow
     from workflows.models import (
+        HoldAction,
+        HoldDecision,
         SoakProgress,
         StageConclusion,
         StageDetail,
@@ -71,6 +73,9 @@ STAGE_ORDERS_QUERY = "__bifrost_stage_orders"  # the rollout's record of what it
 # A stage confirms the rollout's signals with the rollout's orders; the rollout takes a stage's progress from the
 # stage's own `progress` query, not from the report signal.
 STAGE_SIGNALS_PATCH = "stage-signals-confirmed"
+# `on_failure: hold`: a canary that fails its analysis holds (canary and baseline running) until the rollout's
+# decision: retry on a fresh window, promote, or roll back (the rollout's resolve_hold update or the hold's timeout).
+HOLD_PATCH = "stage-hold-on-failure"
 SOAK_REPORTS = 10  # the rollout hears about a soak's progress at most this many times
 MAX_WINDOW_SAMPLES = 10_000  # a soak look fetches at most this many intervals (Prometheus refuses > 11,000 points)
 
@@ -83,6 +88,11 @@ class _Failed(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class _Judged(_Failed):
+    """Internal: the canary failed its analysis (its verdict, or the analysis could not be made): with
+    `on_failure: hold` the stage holds for a decision instead of rolling back."""
 
 
 # The internal signals are pokes confirmed with the rollout; a stage that has ended has nothing left to obey, so a
@@ -102,6 +112,7 @@ class StageWorkflow:
             state=StageState.of(inp.region, inp.environment, inp.wave))
         self.state = self.detail.state
         self.conclusion: StageConclusion | None = None
+        self.decision: HoldDecision | None = None  # the rollout's decision on the current hold on failure
         self.cancelled = False
         self._reported: StageStatus | None = None
         self._outbox: list[asyncio.Task[None]] = []
@@ -155,6 +166,18 @@ class StageWorkflow:
 
         await self._confirm("conclude", fits)
 
+    @workflow.signal(unfinished_policy=_POKE, description="Internal: the rollout decided on this stage's hold on failure "
+                                 "(retry, promote, rollback); confirmed with the rollout, which only its resolve_hold "
+                                 "update and the hold's timeout change.")
+    async def resolve(self, decision: HoldDecision) -> None:
+        def fits(o: StageOrders) -> str:
+            given = o.resolve.get(self.ref.key)
+            if given is None or given.hold != self.state.holds:
+                return "the rollout has not decided on this stage's hold (only its resolve_hold update can)"
+            return "" if given.action == decision.action else f"the rollout's decision on this hold is {given.action}"
+
+        await self._confirm("resolve", fits)
+
     def _set_stop(self, reason: str) -> None:
         if self.detail.stop_reason is None:
             self.detail.stop_reason = reason or "stopped by the rollout"
@@ -183,6 +206,9 @@ class StageWorkflow:
             self.detail.skip_soak_reason = orders.skip_soak[key] or "skipped"
         if key in orders.conclude and self.conclusion is None:
             self.conclusion = orders.conclude[key]
+        decided = orders.resolve.get(key)
+        if decided is not None and decided.hold == self.state.holds and self.decision is None:
+            self.decision = decided
 
     async def _orders(self) -> tuple[StageOrders | None, str]:
         """The rollout's record of what it told its stages, or None and why it could not be had."""
@@ -325,18 +351,65 @@ class StageWorkflow:
             if isinstance(outcome, BaseException):
                 raise outcome
         self._check_stop()
+        start = await self._gather_window()
+        retries = 0
+        while True:
+            try:
+                await self._judge(start, retries)
+                return
+            except _Judged as failed:
+                if self.inp.on_failure != "hold" or not workflow.patched(HOLD_PATCH):
+                    raise
+                if await self._hold(failed.reason) == "promote":
+                    return
+            retries += 1  # retry: a fresh window, begun after the decision; the old samples are not judged again
+            start = await self._gather_window(f"retry {retries}: ")
+
+    async def _gather_window(self, why: str = "") -> datetime:
+        """Let the canary and baseline gather metrics for one analysis window; the window's start."""
+        canary = self.inp.canary
         start = workflow.now()
         if canary.analysis_minutes > 0:
-            self._report("analyzing", f"collecting metrics for {canary.analysis_minutes:g} min")
+            self._report("analyzing", f"{why}collecting metrics for {canary.analysis_minutes:g} min")
             await self._until(lambda: self.detail.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
                               f"canary window {self.ref.key}")
             self._check_stop()
+        elif why:
+            self._report("analyzing", f"{why}judging again")
+        return start
+
+    async def _hold(self, reason: str) -> HoldAction:
+        """Hold on failure: canary and baseline keep running until the rollout decides (or stops the stage).
+        Rollback raises _Failed (the stage rolls back); promote and retry are returned."""
+        st, key = self.state, self.ref.key
+        st.holds += 1
+        self.decision = None
+        st.reason = reason
+        self._report("held", f"{reason} — canary and baseline keep running until a release manager retries, "
+                             "promotes or rolls back")
+        await self._until(lambda: self.decision is not None or self.detail.stop_reason is not None,
+                          summary=f"held on failure: {key} waits for retry, promote or rollback")
+        if self.decision is None:
+            raise _Failed(f"{reason}; held, then stopped: {self.detail.stop_reason}")
+        d = self.decision
+        self.detail.audit.append(audit_entry(d.by, f"hold-{d.action}", key, d.reason))
+        if d.action == "rollback":
+            raise _Failed(f"{reason}; held, then rolled back by {d.by}: {d.reason}")
+        st.reason = (f"promoted from a hold by {d.by}: {d.reason} (it had failed: {reason})" if d.action == "promote"
+                     else f"retried by {d.by} after: {reason}")
+        return d.action
+
+    async def _judge(self, start: datetime, retries: int = 0) -> None:
+        """Judge the canary on the window from `start` (extending an inconclusive analysis); _Judged if it fails."""
+        inp, canary = self.inp, self.inp.canary
         # sequential analysis needs a window to extend: without one (analysis_minutes 0) the judge decides once
         place = inp.place if canary.analysis_minutes > 0 else None
         look = 1
+        suffix = f"-retry{retries}" if retries else ""
         while True:
             analysis_input = AnalysisInput(
-                stage=self.ref, rollout_id=inp.rollout_id, analysis_id=f"{self.ref.region}-{self.ref.environment}-canary",
+                stage=self.ref, rollout_id=inp.rollout_id,
+                analysis_id=f"{self.ref.region}-{self.ref.environment}-canary{suffix}",
                 metrics=canary.metrics, judge=canary.judge,
                 window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
                 baseline_version=self.detail.previous, canary_version=inp.version, place=place, look=look,
@@ -346,7 +419,7 @@ class StageWorkflow:
                     AnalysisActivities.analyze_canary, analysis_input, summary=f"judge canary {self.ref.key}"
                     + (f" (look {look})" if look > 1 else ""), **options.ANALYSIS))
             except ActivityError as err:
-                raise _Failed(f"canary analysis failed: {error_text(err)}") from None
+                raise _Judged(f"canary analysis failed: {error_text(err)}") from None
             self.state.analysis_looks = look
             decision = analysis.decision
             # bounded: the judge extends at most max_extensions times (10 at most), and never past its last look
@@ -361,7 +434,7 @@ class StageWorkflow:
         if analysis.report_url:  # drawn beside the stage's work; the verdict never waits for the picture
             self._draw(ReportInput.for_canary(analysis_input, analysis.result), f"canary report {self.ref.key}")
         if analysis.result.verdict != "pass":
-            raise _Failed(f"canary judged {analysis.result.verdict}: {analysis.result.summary}")
+            raise _Judged(f"canary judged {analysis.result.verdict}: {analysis.result.summary}")
         self._check_stop()
 
     async def _extend(self, decision: Decision, minutes: float) -> None:
@@ -376,7 +449,7 @@ class StageWorkflow:
     async def _promote(self) -> None:
         inp = self.inp
         if self.detail.hold:
-            self._report("promoting", "rollout paused: holding before promotion")
+            self._report("promoting", "holding before promotion: the rollout is paused, or a stage is held on failure")
             await self._until(lambda: not self.detail.hold or self.detail.stop_reason is not None, summary="paused before promotion")
             self._check_stop()
         soak = timedelta(hours=inp.soak_hours)

@@ -6,16 +6,16 @@ A payload that does not match its model is refused before the validator runs, na
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from common.text import MAX_IDENTITY, Identity
 from common.types import RollbackScope, StageKey
 from workflows.controls import Ack, Payload, refused
 
-__all__ = ["Abort", "Ack", "Approve", "OverrideWindow", "Pause", "Payload", "Reject", "Resume", "Rollback",
-           "SkipSoak", "refused"]
+__all__ = ["Abort", "Ack", "Approve", "OverrideWindow", "Pause", "Payload", "Reject", "ResolveHold", "Resume",
+           "Rollback", "SkipSoak", "refused"]
 
 Name = Annotated[Identity, Field(min_length=1, max_length=MAX_IDENTITY, description="who acts (recorded in the audit trail)")]
 Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (recorded in the audit trail)")]
@@ -88,3 +88,23 @@ class OverrideWindow(Payload):
     stage: StageKey
     by: Name
     reason: Why
+
+
+class ResolveHold(Payload):
+    """{"stage": "eu-west-1/prod", "action": "retry", "by": "alice", "reason": "..."} — decide on a stage held on
+    failure: `retry` (judge again on a fresh window), `promote` (a reason is required) or `rollback` (a reason is
+    required; the rollout then rolls back by its rollback scope)."""
+
+    stage: StageKey
+    action: Literal["rollback", "retry", "promote"]
+    by: Name
+    reason: str = Field(default="", max_length=2000, validate_default=True,
+                        description="why (required for promote and rollback)")
+
+    @field_validator("reason")
+    @classmethod
+    def _reason_when_it_matters(cls, v: str, info: ValidationInfo) -> str:
+        action = info.data.get("action")
+        if action in ("promote", "rollback") and not v:
+            raise ValueError(f"required to {action} a held stage; say why (it goes to the audit trail)")
+        return v

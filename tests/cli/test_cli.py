@@ -236,6 +236,13 @@ UPDATE_REFUSALS = [
     (["override-window", "payments/2.4.0", "--stage", "eu-west-1/staging", "--reason", "x"],
      "override_window not sent: --stage: 'eu-west-1/staging' is not a stage"),
     (["override-window", "payments/2.4.0", "--stage", "eu-west-1/prod", "--reason", ""], "--reason: must not be empty"),
+    (["promote", "payments/2.4.0", "--stage", "eu-west-1/prod", "--reason", "  "],
+     "resolve_hold not sent: --reason: required to promote a held stage"),
+    (["retry", "payments/2.4.0", "--stage", "eu-west-1"], "resolve_hold not sent: --stage: 'eu-west-1' is not a stage"),
+    (["resolve-hold", "payments/2.4.0", "--stage", "eu-west-1/prod", "--action", "rollback"],
+     "resolve_hold not sent: --reason: required to rollback a held stage"),
+    (["rollback", "payments/2.4.0", "--stage", "eu-west-1/prod", "--reason", "x", "--scope", "all"],
+     "rollback not sent: --scope: a held stage rolls back by the request's rollback scope"),
     (["abort", "x" * 1000, "--reason", "why"], "ROLLOUT_ID: "),
     (["abort", "payments/\n2.4.0", "--reason", "why"], "ROLLOUT_ID: 'payments/\\n2.4.0' must be printable"),
     (["status", "payments/\udcff"], "ROLLOUT_ID: "),
@@ -249,6 +256,13 @@ def test_what_the_server_would_refuse_is_refused_here_naming_the_option(args, ex
     assert res.exit_code == 2, res.output  # 4 would mean it tried to reach Temporal
     assert expected in res.output, res.output
     assert len([line for line in res.output.splitlines() if "not sent" in line or "ROLLOUT_ID" in line or "--service" in line]) == 1
+
+
+@pytest.mark.parametrize("args", [["pause", "payments/2.4.0"], ["retry", "payments/2.4.0", "--stage", "eu-west-1/prod"]])
+def test_an_optional_reason_left_out_is_not_refused_here(args):
+    res = run(*args, env=closed_env())
+    assert res.exit_code == 4, res.output  # it tried to reach Temporal: nothing refused it here
+    assert "not sent" not in res.output
 
 
 def test_every_update_command_is_covered_and_named_as_the_workflow_names_it():
