@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from hypothesis import given
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field, ValidationError
 from temporalio.exceptions import ApplicationError
 
-from common.types import TERMINAL
+from common.types import TERMINAL, RolloutStatus
 from workflows.controls import (
     HOLD_PRECEDENCE,
     HOLD_STATUS,
@@ -67,7 +67,8 @@ def test_a_pause_not_yet_in_force_leaves_the_status_but_is_recorded() -> None:
 
 def test_the_user_visible_words_stay_the_rollout_statuses() -> None:
     # every status a hold can show is a RolloutStatus (BifrostStatus values the UI list and the CLI read)
-    assert set(HOLD_STATUS.values()) == {"paused", "queued", "awaiting_approval", "waiting_window"}
+    assert set(HOLD_STATUS.values()) <= set(get_args(RolloutStatus))
+    assert {"paused", "queued", "awaiting_approval", "waiting_window", "held"} <= set(HOLD_STATUS.values())
 
 
 def test_the_rollout_state_derives_the_approval_from_its_hold() -> None:

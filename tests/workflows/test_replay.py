@@ -50,6 +50,13 @@ def test_histories_are_recorded():
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', hpa)}
     assert any("prewarm-hpa-floor" in m for m in marked)
     assert {"evacuation-hpa-evacuate", "evacuation-hpa-restore", "evacuation-hpa-abort"} <= names
+    # holds on failure (record_hold_histories.py): retried, promoted (a sibling told to hold), timed out
+    held = "".join(p.read_text() for p in HISTORIES if p.name.startswith("hold-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', held)}
+    for patch in ("stage-hold-on-failure", "rollout-hold-on-failure", "notify-held"):
+        assert any(patch in m for m in marked), patch
+    assert '"signalName": "resolve"' in held and '"signalName": "set_hold"' in held
+    assert {"hold-retry", "hold-promote", "hold-timeout"} <= names
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 
