@@ -23,13 +23,14 @@ log = logging.getLogger(__name__)
 
 _ICONS = {"approval": ":raising_hand:", "window": ":clock3:", "queued": ":hourglass_flowing_sand:",
           "traffic": ":twisted_rightwards_arrows:", "started": ":rocket:", "completed": ":white_check_mark:",
-          "failed": ":x:", "rolled_back": ":rewind:", "rollback": ":rewind:", "paused": ":double_vertical_bar:"}
+          "failed": ":x:", "rolled_back": ":rewind:", "rollback": ":rewind:", "paused": ":double_vertical_bar:",
+          "held": ":warning:"}
 HELD = "held"  # a webhook's `events` entry that picks every notification the rollout waits on (a hold)
 
 
 @dataclass(frozen=True)
 class Webhook:
-    """One chat webhook; `events` empty means every event ("held" picks every hold: approval, window, pause, lock)."""
+    """One chat webhook; `events` empty means every event ("held" picks every hold: approval, window, pause, lock, failure)."""
 
     name: str
     url_env: str
@@ -55,10 +56,11 @@ def _fields(n: Notification) -> list[tuple[str, str]]:
         rows.append(("Stages", ", ".join(n.stages)))
     if n.gates:
         rows.append(("Gates", ", ".join(n.gates)))
-    if n.hold == "approval":
-        rows.append(("Who may approve", ", ".join(n.approvers) or "anyone who may send updates"))
+    if n.hold in ("approval", "failure"):
+        rows.append(("Who may approve" if n.hold == "approval" else "Who may decide",
+                     ", ".join(n.approvers) or "anyone who may send updates"))
     if n.until is not None:
-        rows.append(("Times out" if n.hold == "approval" else "Opens", f"{n.until:%Y-%m-%d %H:%M} UTC"))
+        rows.append(("Times out" if n.hold in ("approval", "failure") else "Opens", f"{n.until:%Y-%m-%d %H:%M} UTC"))
     if n.reminders_left is not None:
         rows.append(("Reminders left", str(n.reminders_left)))
     if n.region is not None:

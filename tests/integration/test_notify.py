@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.testing import ActivityEnvironment
 
 from activities.adapters.registry import AdapterRegistry, registry_from_targets
-from activities.adapters.simulated import SimulatedFleet
+from activities.adapters.simulated import SimulatedFleet, VersionEffect
 from activities.adapters.targets import TargetsError, parse_targets
 from activities.adapters.webhooks import Webhook, WebhookNotifier
 from activities.notify import NotifyActivities
@@ -214,6 +214,27 @@ async def test_holds_are_told_paused_window_and_queued_behind_the_lock(env, task
         await queued.result()
     assert len(_with(webhook_receiver, "window_closed", "us-east-1/test")) == 1  # told once per closed window
     assert not _with(webhook_receiver, "rollout_queued", f"{req.service} 2.0.0")  # the first got the lock at once
+
+
+async def test_a_stage_held_on_failure_is_told_with_who_may_decide_when_it_times_out_and_a_link(
+        env, task_queue, webhook_receiver: Receiver, monkeypatch):
+    req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0, "on_failure": "hold"}],
+                       blast_radius={"canary_region": None}, approvals={"approvers": ["alice"]},
+                       hold={"timeout_minutes": 0.1, "on_timeout": "rollback"})
+    async with _notifying_worker(env.client, webhook_receiver, task_queue, monkeypatch) as f:
+        f.scenario.effects = [VersionEffect(version="2.0.0", environments=["test"], latency_factor=1.8)]
+        h = await start(env.client, req, task_queue)
+        await _until(lambda: bool(_with(webhook_receiver, "rollout_held")), "rollout_held")
+        with pytest.raises(WorkflowFailureError):  # nobody decides: the hold times out and rolls back
+            await h.result()
+    held = _with(webhook_receiver, "rollout_held")
+    assert len(held) == 1 and "us-east-1/test failed and holds" in held[0]["text"] and "resolve_hold" in held[0]["text"]
+    assert "it will rollback" in held[0]["text"]
+    run = (await h.describe()).run_id
+    assert f"<{UI}/namespaces/default/workflows/{quote(h.id, safe='')}/{run}/history|Open in the Temporal Web UI>" \
+        in held[0]["text"]
+    fields = {x["text"].split("\n")[0]: x["text"].split("\n")[1] for x in held[0]["blocks"][1]["fields"]}
+    assert fields["*Who may decide*"] == "alice" and "*Times out*" in fields and fields["*Stages*"] == "us-east-1/test"
 
 
 async def test_traffic_moves_are_told_at_the_start_each_step_and_the_end(env, task_queue, webhook_receiver: Receiver,
