@@ -231,3 +231,15 @@ def test_the_longest_ids_fit_temporal():
 def test_one_problem_line_per_field_even_for_huge_or_odd_values():
     found = problems({**BASE, "rollback_scope": "x" * 100_000, "colour\nred": 1})
     assert all("\n" not in p and len(p) < 600 for p in found), found
+
+
+def test_hold_on_failure_and_its_timeout_are_checked_naming_the_field():
+    held = {**BASE, "regions": [{"name": "us-east-1", "traffic_share": 1.0, "on_failure": "hold"}]}
+    req = parse_request({**held, "hold": {"timeout_minutes": 0.05, "on_timeout": "promote"}})
+    assert req.regions[0].on_failure == "hold" and req.hold.timeout_minutes == 0.05 and req.hold.on_timeout == "promote"
+    assert parse_request(held).hold.on_timeout == "rollback" and parse_request(held).hold.timeout_minutes == 1440
+    assert any(p.startswith("hold.timeout_minutes:") for p in problems({**held, "hold": {"timeout_minutes": 0}}))
+    assert any(p.startswith("hold.timeout_minutes:") for p in problems({**held, "hold": {"timeout_minutes": 20161}}))
+    assert any(p.startswith("hold.on_timeout:") for p in problems({**held, "hold": {"on_timeout": "retry"}}))
+    assert any(p.startswith("regions.0.on_failure:") for p in problems(
+        {**BASE, "regions": [{"name": "us-east-1", "traffic_share": 1.0, "on_failure": "evacuate_and_hold"}]}))
