@@ -220,8 +220,9 @@ class DeployWindow(_Model):
         return self
 
 
-OnFailure = Literal["rollback", "evacuate", "hold"]
-EVACUATES: frozenset[str] = frozenset({"evacuate"})  # on_failure values that move traffic first
+OnFailure = Literal["rollback", "evacuate", "hold", "evacuate_and_hold"]
+EVACUATES: frozenset[str] = frozenset({"evacuate", "evacuate_and_hold"})  # on_failure values that move traffic first
+HOLDS: frozenset[str] = frozenset({"hold", "evacuate_and_hold"})  # on_failure values that hold for a person
 MAX_HOLD_MINUTES = 14 * 24 * 60
 
 
@@ -237,8 +238,9 @@ class Region(_Model):
     on_failure: OnFailure = Field(
         default="rollback",
         description="when a stage of the region fails: roll it back; evacuate its traffic first, roll back, then "
-                    "restore the traffic (see `evacuation`); or hold with canary and baseline running until a release "
-                    "manager retries, promotes or rolls back (see `hold`)")
+                    "restore the traffic (see `evacuation`); hold with canary and baseline running until a release "
+                    "manager retries, promotes or rolls back (see `hold`); or evacuate_and_hold: move a failing prod "
+                    "stage's traffic away, then hold")
 
     @field_validator("environments")
     @classmethod
@@ -436,7 +438,7 @@ class RolloutRequest(_Model):
     evacuation: EvacuationSettings = Field(default_factory=EvacuationSettings,
                                            description="for regions with on_failure: evacuate")
     hold: HoldSettings = Field(default_factory=HoldSettings,
-                               description="for regions with on_failure: hold")
+                               description="for regions with on_failure: hold or evacuate_and_hold")
 
     @field_validator("artifact")
     @classmethod

@@ -63,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         StageState,
     )
     from workflows.report import ReportWorkflow, report_workflow_id
+    from workflows.request import HOLDS
     from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
 REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its own workflow, not a stage activity
@@ -113,6 +114,7 @@ class StageWorkflow:
         self.state = self.detail.state
         self.conclusion: StageConclusion | None = None
         self.decision: HoldDecision | None = None  # the rollout's decision on the current hold on failure
+        self.evacuated: EvacuationState | None = None  # evacuate_and_hold: the region's traffic moved away while held
         self.cancelled = False
         self._reported: StageStatus | None = None
         self._outbox: list[asyncio.Task[None]] = []
@@ -358,7 +360,7 @@ class StageWorkflow:
                 await self._judge(start, retries)
                 return
             except _Judged as failed:
-                if self.inp.on_failure != "hold" or not workflow.patched(HOLD_PATCH):
+                if self.inp.on_failure not in HOLDS or not workflow.patched(HOLD_PATCH):
                     raise
                 if await self._hold(failed.reason) == "promote":
                     return
@@ -385,6 +387,9 @@ class StageWorkflow:
         st.holds += 1
         self.decision = None
         st.reason = reason
+        if self.inp.on_failure == "evacuate_and_hold" and self.inp.environment == "prod" and self.evacuated is None:
+            self.evacuated = await self._evacuate(then="held")
+            reason = st.reason
         self._report("held", f"{reason} — canary and baseline keep running until a release manager retries, "
                              "promotes or rolls back")
         await self._until(lambda: self.decision is not None or self.detail.stop_reason is not None,
@@ -397,6 +402,10 @@ class StageWorkflow:
             raise _Failed(f"{reason}; held, then rolled back by {d.by}: {d.reason}")
         st.reason = (f"promoted from a hold by {d.by}: {d.reason} (it had failed: {reason})" if d.action == "promote"
                      else f"retried by {d.by} after: {reason}")
+        if self.evacuated is not None:  # the traffic returns (health-checked) before the canary goes on
+            evacuated, self.evacuated = self.evacuated, None
+            await self._restore_traffic(evacuated)
+            self._check_stop()
         return d.action
 
     async def _judge(self, start: datetime, retries: int = 0) -> None:
@@ -561,7 +570,9 @@ class StageWorkflow:
         the other regions first, and returns, step by step, once the rolled-back version passes a health check."""
         st = self.state
         st.awaiting_verdict = False
-        evacuated = await self._evacuate() if mitigate and self._evacuates() else None
+        evacuated, self.evacuated = self.evacuated, None  # evacuate_and_hold: moved away when it held
+        if evacuated is None:
+            evacuated = await self._evacuate() if mitigate and self._evacuates() else None
         ended = await self._roll_back()
         if evacuated is not None and ended == "rolled_back":
             await self._restore_traffic(evacuated)
@@ -607,7 +618,7 @@ class StageWorkflow:
             return failed, f"could not {move.direction} {move.region}: {error_text(err)}"
         return done, f"{move.direction} of {move.region}: {done.status}" + (f" ({done.reason})" if done.reason else "")
 
-    async def _evacuate(self) -> EvacuationState | None:
+    async def _evacuate(self, then: str = "rolled back") -> EvacuationState | None:
         """Move the region's traffic away (pre-warming the others) before the rollback: the fastest mitigation."""
         st = self.state
         self._report("evacuating", f"moving {self.inp.region}'s traffic to the other regions before the rollback")
@@ -617,7 +628,7 @@ class StageWorkflow:
         if state is not None and state.status == "evacuated":
             st.reason += f"; evacuated {self.inp.region} first (weights {state.weights_before} → {state.weights_now})"
             return state
-        st.reason += f"; {how}; rolled back without evacuating"
+        st.reason += f"; {how}; {then} without evacuating"
         return None
 
     async def _restore_traffic(self, evacuated: EvacuationState) -> None:

@@ -241,5 +241,10 @@ def test_hold_on_failure_and_its_timeout_are_checked_naming_the_field():
     assert any(p.startswith("hold.timeout_minutes:") for p in problems({**held, "hold": {"timeout_minutes": 0}}))
     assert any(p.startswith("hold.timeout_minutes:") for p in problems({**held, "hold": {"timeout_minutes": 20161}}))
     assert any(p.startswith("hold.on_timeout:") for p in problems({**held, "hold": {"on_timeout": "retry"}}))
+    alone = problems({**BASE, "regions": [{"name": "us-east-1", "traffic_share": 1.0, "on_failure": "evacuate_and_hold"}]})
+    assert any("evacuate needs another production region" in p for p in alone), alone
+    no_prod = problems({**BASE, "regions": [{"name": "us-east-1", "traffic_share": 1.0},
+                                            {"name": "eu-west-1", "environments": ["test"], "on_failure": "evacuate_and_hold"}]})
+    assert any("regions.eu-west-1.on_failure: only a production stage carries traffic" in p for p in no_prod), no_prod
     assert any(p.startswith("regions.0.on_failure:") for p in problems(
-        {**BASE, "regions": [{"name": "us-east-1", "traffic_share": 1.0, "on_failure": "evacuate_and_hold"}]}))
+        {**BASE, "regions": [{"name": "us-east-1", "traffic_share": 1.0, "on_failure": "hold_forever"}]}))

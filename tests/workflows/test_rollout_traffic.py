@@ -90,3 +90,37 @@ def _regression(version: str, region: str) -> Any:
     from activities.adapters.simulated import VersionEffect
 
     return VersionEffect(version=version, regions=[region], environments=["prod"], latency_factor=1.6)
+
+
+@pytest.mark.parametrize("decision", ["retry", "rollback"])
+async def test_evacuate_and_hold_moves_the_traffic_away_holds_and_returns_it_after_the_decision(env, task_queue, tmp_path,
+                                                                                                 decision):
+    from tests.workflows.test_controls import wait_for
+    from workflows.rollout import RolloutWorkflow
+    from workflows.updates import ResolveHold
+
+    registry, fleet = simulated_registry()
+    req = _request(on_failure="evacuate_and_hold")
+    fleet.scenario.effects.append(_regression(req.version, "eu-west-1"))
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        state = await wait_for(h, lambda s: s.status == "held", timeout=120)
+        row = state.stage("eu-west-1/prod")
+        assert row is not None and row.status == "held" and "evacuated eu-west-1 first" in row.reason, row
+        away = await traffic_moves(env.client, req.service)
+        assert [(m.direction, m.status) for m in away] == [("evacuate", "evacuated")]  # type: ignore[union-attr]
+        assert away[0].weights_after["eu-west-1"] == 0  # type: ignore[union-attr]
+        assert not [c for c in fleet.calls if c[0] == "rollback"]  # held: canary and baseline kept
+        fleet.scenario.effects = []
+        await h.execute_update(RolloutWorkflow.resolve_hold, ResolveHold(
+            stage="eu-west-1/prod", action=decision, by="alice", reason="recovered" if decision == "retry" else "no"))
+        result = await outcome(h)
+        moves = await traffic_moves(env.client, req.service)
+    assert [(m.direction, m.status) for m in moves] == [("evacuate", "evacuated"), ("restore", "restored")], moves  # type: ignore[union-attr]
+    assert moves[1].weights_after == EVEN  # type: ignore[union-attr]
+    stage = result.stage("eu-west-1/prod")
+    assert stage is not None and "traffic restored" in stage.reason, stage.reason
+    if decision == "retry":
+        assert result.status == "succeeded" and stage.version_now == req.version
+    else:
+        assert result.status == "rolled_back" and stage.version_now == "1.0.0"
