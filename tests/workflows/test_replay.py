@@ -56,7 +56,8 @@ def test_histories_are_recorded():
     for patch in ("stage-hold-on-failure", "rollout-hold-on-failure", "notify-held"):
         assert any(patch in m for m in marked), patch
     assert '"signalName": "resolve"' in held and '"signalName": "set_hold"' in held
-    assert {"hold-retry", "hold-promote", "hold-timeout"} <= names
+    assert {"hold-retry", "hold-promote", "hold-timeout", "hold-evacuate", "hold-evacuate-traffic"} <= names
+    assert '"EvacuationWorkflow"' in held  # evacuate_and_hold: the held stage's evacuation and restore
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 
