@@ -34,6 +34,11 @@ class PeerAnswer(BaseModel):
     error: str | None = None  # the query failed (a workflow of another type, or a bug in its handler)
 
 
+def _retrieved(task: asyncio.Task[PeerAnswer]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class PeerActivities:
     """Holds the client used to query other workflows.
 
@@ -54,6 +59,7 @@ class PeerActivities:
         task = self._next.get(key)
         if task is None:
             task = self._next[key] = asyncio.get_running_loop().create_task(self._after(key, q, self._flying.get(key)))
+            task.add_done_callback(_retrieved)  # every asker may have been cancelled: its error is theirs, not a log line
         return await asyncio.shield(task)  # an asker cancelled leaves the query to the others
 
     async def _after(self, key: tuple[str, str], q: PeerQuery, before: asyncio.Task[PeerAnswer] | None) -> PeerAnswer:
