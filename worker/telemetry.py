@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Interceptor as ClientInterceptor
+from temporalio.client import OutboundInterceptor, QueryWorkflowInput
 from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
@@ -174,13 +175,30 @@ class _TracedActivity(ActivityInboundInterceptor):
             context.detach(token)
 
 
+class _UntracedQueries(OutboundInterceptor):
+    """Client calls through the tracing interceptor, except queries, which go straight to the untraced client."""
+
+    def __init__(self, traced: OutboundInterceptor, plain: OutboundInterceptor) -> None:
+        super().__init__(traced)
+        self.plain = plain
+
+    async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+        return await self.plain.query_workflow(input)
+
+
 class SampledTracing(TracingInterceptor):
     """The SDK's TracingInterceptor, except that a trace its sampler dropped propagates nothing further.
 
     With `--trace-sample-ratio` most rollouts are not traced, yet the stock interceptor still sends a trace header with
     every activity, child, signal and query, decodes it on the other side and makes a non-recording span there
     (docs/benchmarks.md, telemetry cost). Here an unsampled client call sends no header; a workflow without one makes
-    no spans and sends none; an activity without one runs untraced. A sampled rollout is traced exactly as before."""
+    no spans and sends none; an activity without one runs untraced. A sampled rollout is traced as before, except
+    that queries are not: a query changes nothing, and the peer queries that confirm internal signals (about ten per
+    rollout, each a client span, a header and a span in the queried workflow) are already inside the trace as their
+    `RunActivity:query_workflow` spans (docs/benchmarks.md, telemetry cost)."""
+
+    def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
+        return _UntracedQueries(super().intercept_client(next), next)
 
     def _context_to_headers(self, headers: Mapping[str, Payload]) -> Mapping[str, Payload]:
         return super()._context_to_headers(headers) if _sampled() else headers

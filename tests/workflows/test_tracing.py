@@ -35,6 +35,8 @@ async def test_a_rollout_is_one_trace_across_client_workflows_and_activities(env
     for activity in ("deploy_canary", "deploy_baseline", "analyze_canary", "promote"):
         assert names[f"RunActivity:{activity}"] == stages, (activity, names)
     assert names["RunActivity:request_service_lock"] >= 1, names  # the lock, through an activity's own client call
+    assert names["RunActivity:query_workflow"] >= stages, names  # the peer queries that confirm internal signals...
+    assert not [n for n in names if n.startswith(("QueryWorkflow:", "HandleQuery:"))], names  # ...are not traced
     others = {s.context.trace_id for s in spans if s.attributes and s.attributes.get("temporalWorkflowID", "").startswith(handle.id)}
     assert others == {trace_id}, "a span of this rollout landed in another trace"
 
