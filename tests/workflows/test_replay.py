@@ -23,6 +23,7 @@ def test_histories_are_recorded():
     assert {"good", "regression", "report", "approval-pause", "abort", "soak-continued", "evacuation-approved",
             "evacuation-restore", "evacuation-alarm", "signals-queue", "signals-regression", "signals-skip-soak"} <= names
     assert len([p for p in HISTORIES if p.name.startswith("soak-continued-")]) >= 2  # a chain that crossed continue-as-new
+    assert len([p for p in HISTORIES if p.name.startswith("guard-")]) >= 2  # a region guard across continue-as-new
     # the confirmed internal signals (record_signal_histories.py): each patch and its confirming query are in them
     signals = "".join(p.read_text() for p in HISTORIES if p.name.startswith("signals-"))
     patches = {base64.b64decode(m).decode() for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', signals)}
