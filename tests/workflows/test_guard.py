@@ -24,10 +24,10 @@ from workflows.traffic_models import EvacuationState, evacuation_id
 pytestmark = pytest.mark.asyncio
 
 
-def fleet_with(sick: dict[str, float], **targets: Any) -> tuple[Any, SimulatedFleet]:
+def fleet_with(sick: dict[str, float], samples: int = 120, **targets: Any) -> tuple[Any, SimulatedFleet]:
     """A simulated fleet whose primaries (1.0.0) fail `factor` times as often in the given regions."""
     effects = [VersionEffect(version="1.0.0", regions=[r], error_factor=f) for r, f in sick.items()]
-    fleet = SimulatedFleet(FleetScenario(min_samples=40, effects=effects))
+    fleet = SimulatedFleet(FleetScenario(min_samples=samples, effects=effects))
     return registry_from_targets(parse_targets(simulated_targets(**targets)), fleet), fleet
 
 
@@ -148,17 +148,18 @@ async def test_bad_input_is_refused_by_the_workflow_naming_the_field(env: Any, t
 
 async def test_a_probe_unhealthy_against_its_peers_is_drained_again(env: Any, tmp_path: Path) -> None:
     svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
+    # samples follow traffic: the probe is given half the region's share so that it has enough to be judged on
     registry, fleet = fleet_with({"eu-west-1": 3.0})
     sick = list(fleet.scenario.effects)
     async with running_worker(env.client, registry, tq, tmp_path):
-        handle = await start(env.client, guard_input(svc, probe_looks=4), tq)
+        handle = await start(env.client, guard_input(svc, probe_looks=4, probe_percent=50), tq)
         await wait_for(handle, lambda s: any(d.action == "evacuated" for d in s.decisions))
         fleet.scenario.effects.clear()
         await wait_for(handle, lambda s: s.regions["eu-west-1"].probing)
         fleet.scenario.effects.extend(sick)  # it falls sick again at its probe share
         state = await wait_for(handle, lambda s: [d.action for d in s.decisions].count("evacuated") == 2)
         assert any(d.action == "evacuate" and "probe is unhealthy against its peers" in d.reasons[0]
-                   for d in state.decisions)
+                   for d in state.decisions), [(d.action, d.reasons) for d in state.decisions]
         assert state.weights["eu-west-1"] == 0 and not state.regions["eu-west-1"].probing
         assert not any(d.action == "restored" for d in state.decisions)
         # its restore still returns to the weights before the first evacuation

@@ -116,7 +116,7 @@ def test_any_sequence_of_sick_regions_keeps_one_serving_m_at_most_and_the_gap(
 @given(st.dictionaries(st.sampled_from(REGIONS), st.integers(1, 255), min_size=2), st.integers(1, 99), st.data())
 def test_probe_weights_give_the_region_its_percent_and_the_others_the_rest_pro_rata(
         home: dict[str, int], percent: int, data: st.DataObject) -> None:
-    from activities.traffic_plan import probe_weights
+    from common.traffic.plan import probe_weights
 
     region = data.draw(st.sampled_from(sorted(home)))
     out = probe_weights(home, region, percent)
