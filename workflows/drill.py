@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.evacuation import EvacuationWorkflow
     from workflows.guard_models import DEFAULT_GUARD_STEPS
     from workflows.guard_rules import GuardRules
-    from workflows.request import MAX_SERVICE_LEN, DeployWindow
+    from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
     from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
 DrillOutcome = Literal["drilled", "skipped", "failed"]
@@ -51,7 +51,7 @@ class DrillInput(BaseModel):
     regions: list[str] = Field(min_length=1, max_length=50, description="drilled one at a time, in this order")
     blocked_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
                                                 description="weekly windows in which the drill is skipped")
-    timezone: str = "UTC"
+    timezone: TimeZone = Field(default="UTC", description="IANA zone of the blocked windows")
     hold_minutes: float = Field(default=5, ge=0, le=24 * 60, description="how long each region stays evacuated")
     steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20)
     health_interval_seconds: int = Field(default=5, ge=1, le=3600)

@@ -84,9 +84,7 @@ class RegionGuardWorkflow:
                 looks += 1
                 self._outbox = [h for h in self._outbox if not h.done()]
                 if looks >= inp.looks_per_run or workflow.info().is_continue_as_new_suggested():
-                    await self._flush()
-                    await workflow.wait_condition(workflow.all_handlers_finished)
-                    workflow.continue_as_new(inp.model_copy(update={"state": self.state.trimmed()}))
+                    await self._continue_as_new()
                 self._enter("watching", doing=f"the next look (every {inp.look_interval_seconds} s)")
                 try:
                     await workflow.wait_condition(lambda: self.controls.stopping or bool(self.state.approvals),
@@ -105,6 +103,20 @@ class RegionGuardWorkflow:
             await self._flush()
             await workflow.wait_condition(workflow.all_handlers_finished)
             return self.state
+
+    async def _continue_as_new(self) -> None:
+        """Start the next run with this run's state, unless a person's word is still to be acted on here.
+
+        A `stop` lives in the controls, not in the state a continue-as-new carries, and an approval is acted on
+        in the run that accepted it: continuing as new with either pending dropped the acknowledged stop (the CI
+        hang: the guard watched on, and its caller's `result()` with it). So a stop or an approval that arrived
+        during the look, or while the notifications were finishing, is taken here first; the handlers are
+        synchronous, so nothing can arrive between the last check and the continue-as-new."""
+        await self._flush()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.controls.stopping or self.state.approvals:
+            return  # the wait below returns at once: the stop ends this run, the approval is carried out in it
+        workflow.continue_as_new(self.inp.model_copy(update={"state": self.state.trimmed()}))
 
     async def _look(self) -> None:
         st, inp = self.state, self.inp

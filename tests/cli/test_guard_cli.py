@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -32,7 +33,7 @@ def test_help_teaches_with_examples_and_exit_codes() -> None:
     (["--max-evacuated", "0"], "rules.max_evacuated: Input should be greater than or equal to 1"),
     (["--steps", "10,50"], "steps: levels must strictly decrease"),
     (["--window", "6"], "window_seconds: 6 s holds fewer than judge.min_samples"),
-    (["--timezone", "Mars/Olympus"], "rules.timezone: unknown time zone"),
+    (["--timezone", "Mars/Olympus"], "rules.timezone: unknown IANA time zone"),
     (["--quiet", "mon-fri@10:00-09:00"], "start (10:00:00) must be before end"),
     (["--slo", "error_rate"], "judge.slo.error_rate: Input should be a finite number"),
 ])
@@ -79,5 +80,6 @@ async def test_start_status_approve_and_stop_against_a_dev_server(env: Any, task
             await guard_cli.send(svc, "approve", ApproveGuard(region="eu-west-1", approver="bob"), workflow_id=guard_id(svc))
         assert refused.value.code == 1 and "no proposal for eu-west-1" in capsys.readouterr().err
         assert await guard_cli.send(svc, "stop", StopGuard(by="alice", reason="done"), workflow_id=guard_id(svc)) == 0
-        final = await handle.result()
+        async with asyncio.timeout(60):
+            final = await handle.result()
         assert final["status"] == "stopped"

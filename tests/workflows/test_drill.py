@@ -3,6 +3,7 @@ window; `bifrost drill schedule` creates a Temporal Schedule that starts DrillWo
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,14 @@ from bifrost_cli import drill as drill_cli
 from tests.workflows.evacuation_helpers import running_worker, service
 from tests.workflows.test_guard import fleet_with
 from workflows.drill import DrillInput, DrillReport, DrillWorkflow, drill_id
+
+DRILL_DEADLINE = 120.0  # a drill that does not end fails its test instead of hanging the suite
+
+
+async def bounded(aw: Any) -> Any:
+    async with asyncio.timeout(DRILL_DEADLINE):
+        return await aw
+
 
 ALL_WEEK = {"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"], "start": "00:00", "end": "23:59"}
 
@@ -28,8 +37,8 @@ async def test_a_drill_evacuates_and_restores_each_region_in_turn(env: Any, tmp_
     svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
     registry, _ = fleet_with({})
     async with running_worker(env.client, registry, tq, tmp_path):
-        report: DrillReport = await env.client.execute_workflow(
-            DrillWorkflow.run, drill_input(svc), id=f"drill/{svc}/1", task_queue=tq)
+        report: DrillReport = await bounded(env.client.execute_workflow(
+            DrillWorkflow.run, drill_input(svc), id=f"drill/{svc}/1", task_queue=tq))
         assert report.outcome == "drilled", report
         assert [r.region for r in report.regions] == ["eu-west-1", "ap-south-1"]
         for r in report.regions:
@@ -43,8 +52,8 @@ async def test_a_drill_in_a_blocked_window_is_skipped_and_changes_nothing(env: A
     svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
     registry, fleet = fleet_with({})
     async with running_worker(env.client, registry, tq, tmp_path):
-        report: DrillReport = await env.client.execute_workflow(
-            DrillWorkflow.run, drill_input(svc, blocked_windows=[ALL_WEEK]), id=f"drill/{svc}/1", task_queue=tq)
+        report: DrillReport = await bounded(env.client.execute_workflow(
+            DrillWorkflow.run, drill_input(svc, blocked_windows=[ALL_WEEK]), id=f"drill/{svc}/1", task_queue=tq))
     assert report.outcome == "skipped" and "blocked window" in report.reason and not report.regions
     assert not [e for e in fleet.effects if e.service == svc]
 
@@ -53,8 +62,8 @@ async def test_a_refused_region_is_recorded_and_the_drill_fails(env: Any, tmp_pa
     svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
     registry, _ = fleet_with({})
     async with running_worker(env.client, registry, tq, tmp_path):
-        report: DrillReport = await env.client.execute_workflow(
-            DrillWorkflow.run, drill_input(svc, regions=["mars-1", "eu-west-1"]), id=f"drill/{svc}/1", task_queue=tq)
+        report: DrillReport = await bounded(env.client.execute_workflow(
+            DrillWorkflow.run, drill_input(svc, regions=["mars-1", "eu-west-1"]), id=f"drill/{svc}/1", task_queue=tq))
     assert report.outcome == "failed" and "mars-1" in report.reason
     assert "has no traffic target" in report.regions[0].refused[0]
     assert report.regions[1].restore.startswith("restored")  # the next region is still drilled
@@ -103,9 +112,17 @@ async def test_a_drill_while_a_rollout_holds_the_lock_is_skipped(env: Any, tmp_p
         lock = await env.client.start_workflow(ServiceLockWorkflow.run, LockState(service=svc, holder=holder),
                                                id=lock_id(svc), task_queue=tq)
         try:
-            report: DrillReport = await env.client.execute_workflow(
-                DrillWorkflow.run, drill_input(svc), id=f"drill/{svc}/1", task_queue=tq)
+            report: DrillReport = await bounded(env.client.execute_workflow(
+                DrillWorkflow.run, drill_input(svc), id=f"drill/{svc}/1", task_queue=tq))
         finally:
             await lock.terminate("test over")
     assert report.outcome == "skipped" and f"rollout/{svc}/2.0.0" in report.reason and not report.regions
     assert not [e for e in fleet.effects if e.service == svc]
+
+
+def test_a_drill_refuses_an_unknown_time_zone_naming_the_field() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        drill_input("payments", timezone="Mars/Olympus")
+    assert "timezone" in str(err.value) and "unknown IANA time zone 'Mars/Olympus'" in str(err.value)

@@ -56,9 +56,20 @@ async def wait_for(handle: WorkflowHandle, pred: Callable[[GuardState], bool], t
             await asyncio.sleep(0.2)
 
 
+UPDATE_DEADLINE = 60.0  # every wait of these tests is bounded: a lost update fails the test, never hangs the suite
+
+
+async def update(handle: WorkflowHandle, fn: Any, arg: Any) -> Any:
+    """Send an update and wait for its answer, for at most UPDATE_DEADLINE seconds."""
+    async with asyncio.timeout(UPDATE_DEADLINE):
+        return await handle.execute_update(fn, arg)
+
+
 async def stop(handle: WorkflowHandle) -> GuardState:
-    await handle.execute_update(RegionGuardWorkflow.stop, StopGuard(by="alice", reason="test over"))
-    return await handle.result()
+    """Stop the guard and wait for its final state (bounded: the CI hang was a stop the next run forgot)."""
+    await update(handle, RegionGuardWorkflow.stop, StopGuard(by="alice", reason="test over"))
+    async with asyncio.timeout(UPDATE_DEADLINE):
+        return await handle.result()
 
 
 async def test_auto_evacuates_a_degraded_region_then_restores_it_when_it_heals(env: Any, tmp_path: Path) -> None:
@@ -105,12 +116,12 @@ async def test_propose_waits_for_approval_then_evacuates(env: Any, tmp_path: Pat
         assert state.weights["ap-south-1"] == 100 and state.proposals and state.runs >= 2
         assert state.status == "awaiting_approval" and state.regions["ap-south-1"].streak.unhealthy >= 4
         with pytest.raises(WorkflowUpdateFailedError) as err:
-            await handle.execute_update(RegionGuardWorkflow.approve, ApproveGuard(region="ap-south-1", approver="mallory"))
+            await update(handle, RegionGuardWorkflow.approve, ApproveGuard(region="ap-south-1", approver="mallory"))
         assert "may not approve" in str(err.value.cause)
         with pytest.raises(WorkflowUpdateFailedError) as err:
-            await handle.execute_update(RegionGuardWorkflow.approve, ApproveGuard(region="us-east-1", approver="alice"))
+            await update(handle, RegionGuardWorkflow.approve, ApproveGuard(region="us-east-1", approver="alice"))
         assert "no proposal for us-east-1" in str(err.value.cause)
-        await handle.execute_update(RegionGuardWorkflow.approve, ApproveGuard(region="ap-south-1", approver="alice"))
+        await update(handle, RegionGuardWorkflow.approve, ApproveGuard(region="ap-south-1", approver="alice"))
         state = await wait_for(handle, lambda s: any(d.action == "evacuated" for d in s.decisions))
         assert state.weights["ap-south-1"] == 0 and not state.proposals
         assert state.last_auto_evacuation is None  # approved by a person: not an automatic evacuation
@@ -167,3 +178,35 @@ async def test_a_probe_unhealthy_against_its_peers_is_drained_again(env: Any, tm
         assert watch.restore is not None and watch.restore.restore_to is not None
         assert watch.restore.restore_to.weights == {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
         await stop(handle)
+
+
+def held_looks(fleet: SimulatedFleet) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold every metrics fetch of the fleet until `gate` is set; `entered` is set once a look is held there."""
+    gate, entered = asyncio.Event(), asyncio.Event()
+    fetch = fleet.fetch
+
+    async def held(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await gate.wait()
+        return await fetch(*args, **kwargs)
+
+    fleet.fetch = held  # type: ignore[method-assign]
+    return gate, entered
+
+
+async def test_a_stop_accepted_during_the_look_before_a_continue_as_new_still_stops(env: Any, tmp_path: Path) -> None:
+    """The CI hang: `stop` was acknowledged while a look ran, the run then continued as new, and the new run,
+    which never heard of the stop, watched on for ever (the test's `result()` with it)."""
+    svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
+    registry, fleet = fleet_with({})
+    gate, entered = held_looks(fleet)
+    async with running_worker(env.client, registry, tq, tmp_path):
+        handle = await start(env.client, guard_input(svc, looks_per_run=1), tq)  # every look ends its run
+        async with asyncio.timeout(60):
+            await entered.wait()  # look 1 is under way; its run continues as new after it
+        await update(handle, RegionGuardWorkflow.stop, StopGuard(by="alice", reason="maintenance"))
+        gate.set()
+        async with asyncio.timeout(60):
+            final = await handle.result()
+        assert final.status == "stopped" and final.reason.startswith("stopped by alice: maintenance")
+        assert final.runs == 1 and final.look == 1  # it stopped instead of continuing as new
