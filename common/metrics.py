@@ -34,6 +34,7 @@ ADAPTER_ERRORS = "bifrost_adapter_errors_total"  # {activity, kind}
 # Gates a rollout waits at, by the status it waits in.
 WAIT_GATES: Mapping[str, str] = {
     "queued": "lock", "awaiting_approval": "approval", "waiting_window": "window", "paused": "pause",
+    "waiting_traffic": "traffic",
 }
 
 # Histogram buckets (seconds), given to the worker's Prometheus exporter.

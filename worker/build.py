@@ -159,7 +159,7 @@ def activities_for(
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
         lock.request_service_lock, lock.rollout_is_running, peers.query_workflow, notify.notify,
         traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
-        releases.find_release, guard.guard_look,
+        releases.find_release, guard.guard_look, traffic.region_weights,
     ]
 
 

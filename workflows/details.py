@@ -169,6 +169,9 @@ def in_progress(state: RolloutState) -> str:
         return ", ".join(st.key for st in state.wave_stages(state.awaiting_wave))
     if state.status == "waiting_window":
         return ", ".join(waiting_window(state))
+    if state.status == "waiting_traffic":
+        held = find_hold(state.holds, "traffic")
+        return ", ".join(sorted(held.targets)) if held is not None else ""
     return ", ".join(state.current_stages)
 
 

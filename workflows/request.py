@@ -423,6 +423,9 @@ class RolloutRequest(_Model):
     change: Change = Field(default_factory=Change)
     evacuation: EvacuationSettings = Field(default_factory=EvacuationSettings,
                                            description="for regions with on_failure: evacuate")
+    traffic_recheck_seconds: int = Field(default=30, ge=1, le=3600,
+                                         description="a wave whose regions' traffic is evacuated or moving holds, and "
+                                                     "reads the traffic again this often (docs/traffic.md)")
 
     @field_validator("artifact")
     @classmethod

@@ -51,6 +51,11 @@ def test_histories_are_recorded():
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', hpa)}
     assert any("prewarm-hpa-floor" in m for m in marked)
     assert {"evacuation-hpa-evacuate", "evacuation-hpa-restore", "evacuation-hpa-abort"} <= names
+    # rollouts that know the traffic (record_traffic_histories.py): a wave held for traffic, a window judged again
+    traffic = "".join(p.read_text() for p in HISTORIES if p.name.startswith(("traffic-hold-", "traffic-rejudge-")))
+    marks = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', traffic)}
+    assert any("rollout-holds-for-traffic" in m for m in marks) and any("stage-rejudges-after-traffic-moves" in m for m in marks)
+    assert '"region_weights"' in traffic
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 
