@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
@@ -30,12 +30,28 @@ with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import TrafficActivities
     from common.types import EnvKind
     from workflows import options
-    from workflows.guard_models import GuardState, guard_id
     from workflows.traffic_models import EvacuationState, evacuation_id
+
+GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
 
 TRAFFIC_HOLD_PATCH = "rollout-holds-for-traffic"  # a wave waits until its regions' traffic is back and still
 REJUDGE_PATCH = "stage-rejudges-after-traffic-moves"  # a window that overlapped a traffic change is not judged
 MAX_REWINDOWS = 3  # fresh windows a stage waits at most; then it judges what it has, and says so
+
+
+class _GuardRegion(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    evacuated_by_guard: bool = False
+    probing: bool = False
+
+
+class _GuardView(BaseModel):
+    """The part of the region guard's `status` answer read here (without importing the guard and its statistics)."""
+
+    model_config = ConfigDict(extra="ignore")
+    environment: str = "prod"
+    status: str = ""
+    regions: dict[str, _GuardRegion] = Field(default_factory=dict)
 
 
 class TrafficFacts(BaseModel):
@@ -102,7 +118,7 @@ async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) 
         facts.unread = error_text(err)
     if not facts.weights and not facts.unread:
         return facts  # none of these regions has a traffic target: nothing to hold on, nothing more to ask
-    evacuation, guard = await asyncio.gather(_query(evacuation_id(service)), _query(guard_id(service)))
+    evacuation, guard = await asyncio.gather(_query(evacuation_id(service)), _query(f"{GUARD_PREFIX}{service}"))
     try:
         move = EvacuationState.model_validate(evacuation) if evacuation is not None else None
     except ValidationError:
@@ -114,7 +130,7 @@ async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) 
         if not move.finished:
             facts.moving = f"{move.direction} of {move.region} by {move.requested_by}, {move.status}"
     try:
-        watch = GuardState.model_validate(guard) if guard is not None else None
+        watch = _GuardView.model_validate(guard) if guard is not None else None
     except ValidationError:
         watch = None
     if watch is not None and watch.environment == environment and watch.status not in ("stopped", "failed"):
