@@ -455,7 +455,8 @@ class RolloutWorkflow:
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
         if workflow.patched(TRAFFIC_HOLD_PATCH):
-            await self._wait_traffic(wave)
+            while await self._wait_traffic(wave):  # it held: a deployment window may have closed meanwhile
+                await self._wait_windows(wave)
 
     def _already_done(self, wave: Wave) -> bool:
         """Every stage of the wave ran the new version when the rollout read them (a resubmission after a failure)."""
@@ -513,9 +514,10 @@ class RolloutWorkflow:
             await self._wait_unpaused(f"wave {wave.index}")
             self._publish()
 
-    async def _wait_traffic(self, wave: Wave) -> None:
+    async def _wait_traffic(self, wave: Wave) -> bool:
         """Hold the wave while a region it deploys to has its traffic evacuated or moving: a canary there would be
-        judged on no users, or on two regimes (workflows/traffic_gate.py; read from the truth, never a message)."""
+        judged on no users, or on two regimes (workflows/traffic_gate.py; read from the truth, never a message).
+        True if it held."""
         regions: dict[EnvKind, set[str]] = {}
         for s in wave.stages:
             regions.setdefault(s.environment, set()).add(s.region)
@@ -530,7 +532,7 @@ class RolloutWorkflow:
                     self.controls.release("traffic")
                     self._audit("bifrost", "traffic-back", f"wave-{wave.index}", "its regions serve again: the wave goes on")
                     self._publish()
-                return
+                return held is not None
             releases = "traffic back: " + "; ".join(dict.fromkeys(blocked[k] for k in sorted(blocked)))
             if held is None or held.releases != releases:
                 if held is None:

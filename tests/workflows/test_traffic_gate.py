@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from workflows.guard_models import guard_id
 from workflows.traffic_gate import GUARD_PREFIX, TrafficFacts
 
-T0 = datetime(2026, 12, 2, 2, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
 EVEN = {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
 
 
