@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.adapters.registry import AdapterRegistry
+from activities.adapters.registry import AdapterRegistry, TrafficTarget
 from activities.errors import reports_adapter_errors
 from activities.guard_models import GuardLookInput, GuardLookResult, ReadinessResult
 from activities.heartbeat import heartbeating
@@ -17,6 +18,9 @@ from activities.traffic.shift import REFUSED, TrafficActivities, refuse
 from canary.config import MetricSpec
 from common.traffic.models import PlanInput
 from common.types import MetricWindow, StageRef
+
+if TYPE_CHECKING:
+    from canary.guard import RegionLook  # scipy: loaded by the worker, not by the workflows
 
 
 class GuardActivities:
@@ -64,11 +68,12 @@ class GuardActivities:
         serving = [s for s in all_samples if weights[s.region] > 0]
         others = [s for s in all_samples if weights[s.region] == 0]
         looks = look_fleet(inp.judge, specs, serving, others, inp.look)
+        alarm_notes = await _alarms(inp.service, members, looks)
         readiness = [await self._ready(inp, s.region) for s in serving] if inp.readiness else []
         notes = [f"records {', '.join(sorted(set(by_sid) - {t.set_identifier for t in members}))} have no traffic target"
                  ] if set(by_sid) - {t.set_identifier for t in members} else []
         return GuardLookResult(weights=weights, serving=[s.region for s in serving], looks=looks,
-                               readiness=readiness, notes=notes)
+                               readiness=readiness, notes=notes + alarm_notes)
 
     async def _ready(self, inp: GuardLookInput, region: str) -> ReadinessResult:
         """The evacuation's own plan for `region`, read-only: ready, or every problem it would refuse on."""
@@ -84,6 +89,24 @@ class GuardActivities:
         receivers = {r.region: f"{r.replicas_before} → {r.prewarm_to or r.replicas_before} replicas"
                      for r in plan.regions if r.role == "receiver"}
         return ReadinessResult(region=region, ready=True, receivers=receivers)
+
+
+async def _alarms(service: str, members: list[TrafficTarget], looks: list[RegionLook]) -> list[str]:
+    """A region with a CloudWatch alarm in ALARM is unhealthy at this look, whatever its metrics say; an alarm that
+    does not exist is only noted (a typo must not evacuate a region). The notes, one line each."""
+    notes: list[str] = []
+    by_region = {look.region: look for look in looks}
+    for t in members:
+        if t.alarms is None or t.region not in by_region:
+            continue
+        firing, missing = await t.alarms.read(service)
+        if firing:
+            look = by_region[t.region]
+            look.reasons = [f"CloudWatch alarm {name} in ALARM" for name in firing] + look.reasons
+            look.unhealthy, look.no_data, look.summary = True, False, "; ".join(look.reasons)
+        if missing:
+            notes.append(f"{t.region}: CloudWatch alarms not found: {', '.join(missing)} (check the targets file)")
+    return notes
 
 
 def _union(healths: object) -> list[MetricSpec]:
