@@ -1,4 +1,5 @@
-"""`bifrost demo`: an embedded server and worker, a good rollout and a regressing one, checked end to end."""
+"""`bifrost demo`: an embedded server and worker, a good rollout and a regressing one, then the region guard
+evacuating a degraded region and restoring it once it heals, checked end to end."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from activities.adapters.registry import registry_from_targets
 from activities.adapters.reports import LocalReportStore
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import load_targets
+from bifrost_cli.demo_guard import guard_act
 from bifrost_cli.ops import outcome, start_rollout
 from bifrost_cli.render import state_table
 from bifrost_cli.traffic import traffic_moves
@@ -71,6 +73,8 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: L
         bad_handle = await start_rollout(client, bad, TASK_QUEUE)
         first, second = await _watch(client, [good_handle.id, bad_handle.id], console)
         moves = [m for m in await traffic_moves(client, bad.service) if m is not None]
+        console.print(Text("the region guard: a region degrades, the guard moves its users away, and back once it heals"))
+        guard = await guard_act(client, fleet, good.service, good.version, TASK_QUEUE, console)
     ok_first = first.status == "succeeded" and all(s.version_now == good.version for s in first.stages)
     failing = next((s for s in second.stages if s.verdict == "fail"), None)
     every = all(v["primary"] == good.version for v in fleet.snapshot().values())
@@ -90,12 +94,14 @@ async def _run(address: str, console: Console, fleet: SimulatedFleet, reports: L
         (f"{first.rollout_id}: {first.status}", "green" if ok_first else "red"), f" — {first.reason}\n",
         (f"{second.rollout_id}: {second.status}", "green" if ok_second else "red"), f" — {second.reason}\n",
         (traffic, "green" if ok_traffic else "red"), "\n",
+        (f"region guard: weights {guard.before} → {guard.sick} evacuated {guard.during} → restored {guard.after}"
+         + (f" ({guard.problem})" if guard.problem else ""), "green" if guard.ok else "red"), "\n",
         f"canary report: {failing.report_url}\n" if failing and failing.report_url else "",
         f"every region now runs {good.version}: " + ("yes" if every else "NO"),
         f"\nthe worker's metrics (bifrost_* and temporal_*): {telemetry.metrics_url}" if telemetry else "",
     )
     console.print(Panel.fit(outcome, title="demo outcome"))
-    return ok_first and ok_second and ok_traffic
+    return ok_first and ok_second and ok_traffic and guard.ok
 
 
 def run_demo(*, port: int = 7233, ui_port: int = 8233, keep: bool = False, console: Console | None = None) -> int:

@@ -727,9 +727,11 @@ def demo(port: int, ui_port: int, keep: bool) -> None:
 
 
 def _register_traffic() -> None:
+    from bifrost_cli.drill import drill
+    from bifrost_cli.guard import guard
     from bifrost_cli.traffic import evacuate, restore, traffic
 
-    for command in (evacuate, restore, traffic):
+    for command in (evacuate, restore, traffic, guard, drill):
         cli.add_command(command)
 
 

@@ -24,7 +24,7 @@ STYLE = {
     "rolling_back": "yellow", "soaking": "cyan", "analyzing": "cyan", "deploying": "cyan", "promoting": "cyan",
     "pending": "dim", "evacuating": "yellow", "restoring_traffic": "yellow", "aborted": "yellow", "rejected": "yellow",
     "paused": "magenta", "queued": "dim",
-    "awaiting_approval": "magenta", "waiting_window": "magenta", "held": "magenta", "running": "cyan",
+    "awaiting_approval": "magenta", "waiting_window": "magenta", "waiting_traffic": "magenta", "held": "magenta", "running": "cyan",
 }
 
 

@@ -11,7 +11,7 @@ import getpass
 import os
 import sys
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from pydantic import BaseModel, ValidationError
@@ -79,17 +79,26 @@ def _problems(err: ValidationError) -> str:
     return "\n".join(f"  - {'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in err.errors())
 
 
-def _input(data: dict[str, Any]) -> EvacuationInput:
-    """The workflow input from the options; any problem exits 2 here, before Temporal is contacted."""
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], data: dict[str, Any], nothing: str = "nothing was changed") -> M:
+    """A workflow input from the options (the model, then its cross-field `problems()`); any problem exits 2
+    here, naming the field, before Temporal is contacted."""
     try:
-        inp = EvacuationInput.model_validate({k: v for k, v in data.items() if v is not None})
+        inp = model.model_validate(data)
     except ValidationError as err:
-        _fail(f"refused, nothing was changed:\n{_problems(err)}", EXIT_INVALID)
+        _fail(f"refused, {nothing}:\n{_problems(err)}", EXIT_INVALID)
         raise  # not reached
-    problems = inp.problems()
+    problems: list[str] = inp.problems()  # type: ignore[attr-defined]
     if problems:
-        _fail("refused, nothing was changed:\n" + "\n".join(f"  - {p}" for p in problems), EXIT_INVALID)
+        _fail(f"refused, {nothing}:\n" + "\n".join(f"  - {p}" for p in problems), EXIT_INVALID)
     return inp
+
+
+def _input(data: dict[str, Any]) -> EvacuationInput:
+    """The evacuation's input from the options."""
+    return validated(EvacuationInput, {k: v for k, v in data.items() if v is not None})
 
 
 # -- printing -------------------------------------------------------------------------------------
@@ -305,14 +314,15 @@ async def show_status(service: str, as_json: bool) -> int:
     return EXIT_OK
 
 
-async def send(service: str, update: str, payload: BaseModel) -> int:
+async def send(service: str, update: str, payload: BaseModel, *, workflow_id: str | None = None) -> int:
+    """Send a validated update to the service's traffic workflow (or `workflow_id`); a refusal exits 1 saying why."""
     from temporalio.client import WorkflowUpdateFailedError
 
     from worker.connect import connect
     from workflows.updates import Ack
 
     client = await connect()
-    handle = client.get_workflow_handle(evacuation_id(service))
+    handle = client.get_workflow_handle(workflow_id or evacuation_id(service))
     try:
         ack = await handle.execute_update(update, payload, result_type=Ack)
     except WorkflowUpdateFailedError as err:

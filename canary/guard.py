@@ -114,20 +114,26 @@ def look_fleet(judge: GuardJudge, specs: list[MetricSpec], serving: list[RegionS
 
 
 class Streak(BaseModel):
-    """How many looks in a row a region was unhealthy, and healthy (no-data looks break neither)."""
+    """Looks in a row: unhealthy, healthy (on data), and calm (not unhealthy: healthy or no data)."""
 
     unhealthy: int = 0
-    healthy: int = 0
+    healthy: int = Field(default=0, description="no-data looks break neither this nor `unhealthy`")
+    calm: int = Field(default=0, description="looks in a row not unhealthy: a drained region has no data to judge")
 
     def after(self, look: RegionLook) -> Streak:
         if look.unhealthy:
-            return Streak(unhealthy=self.unhealthy + 1, healthy=0)
+            return Streak(unhealthy=self.unhealthy + 1, healthy=0, calm=0)
         if look.no_data:
-            return Streak(unhealthy=self.unhealthy, healthy=self.healthy)
-        return Streak(unhealthy=0, healthy=self.healthy + 1)
+            return Streak(unhealthy=self.unhealthy, healthy=self.healthy, calm=self.calm + 1)
+        return Streak(unhealthy=0, healthy=self.healthy + 1, calm=self.calm + 1)
 
     def sick(self, judge: GuardJudge) -> bool:
         return self.unhealthy >= judge.unhealthy_looks
 
     def well(self, judge: GuardJudge) -> bool:
         return self.healthy >= judge.healthy_looks
+
+    def rested(self, judge: GuardJudge) -> bool:
+        """The hold-down of an evacuated region: `healthy_looks` looks in a row without an unhealthy one. A drained
+        region has no samples of its own, so its probe (judged on data) is what shows it is well."""
+        return self.calm >= judge.healthy_looks

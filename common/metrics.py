@@ -35,6 +35,7 @@ ADAPTER_ERRORS = "bifrost_adapter_errors_total"  # {activity, kind}
 WAIT_GATES: Mapping[str, str] = {
     "queued": "lock", "awaiting_approval": "approval", "waiting_window": "window", "paused": "pause",
     "held": "failure",
+    "waiting_traffic": "traffic",
 }
 
 # Histogram buckets (seconds), given to the worker's Prometheus exporter.

@@ -30,7 +30,7 @@ StageStatus = Literal[
     "evacuating", "rolling_back", "restoring_traffic", "rolled_back", "skipped", "failed", "held",
 ]
 RolloutStatus = Literal[
-    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "held", "rolling_back",
+    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "waiting_traffic", "held", "rolling_back",
     "succeeded", "rolled_back", "aborted", "rejected", "failed",
 ]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "rolled_back", "aborted", "rejected", "failed"})

@@ -22,6 +22,7 @@ from activities.adapters.registry import AdapterRegistry
 from activities.adapters.reports import LocalReportStore, ReportStore
 from activities.analysis import AnalysisActivities
 from activities.deploy import DeployActivities
+from activities.guard import GuardActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
 from activities.peers import PeerActivities
@@ -30,14 +31,17 @@ from activities.traffic.shift import TrafficActivities
 from worker.limits import WorkerLimits
 from worker.sandbox import workflow_runner
 from worker.telemetry import worker_interceptors
+from workflows.drill import DrillWorkflow
 from workflows.evacuation import EvacuationWorkflow
+from workflows.guard import RegionGuardWorkflow
 from workflows.lock import ServiceLockWorkflow
 from workflows.report import ReportWorkflow, report_task_queue
 from workflows.revert import RevertWorkflow
 from workflows.rollout import RolloutWorkflow
 from workflows.stage import StageWorkflow
 
-WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow]
+WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow,
+             RegionGuardWorkflow, DrillWorkflow]
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -149,12 +153,13 @@ def activities_for(
     traffic = TrafficActivities(registry)
     peers = PeerActivities(client)
     releases = ReleaseActivities(client)
+    guard = GuardActivities(registry, traffic)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
         lock.request_service_lock, lock.rollout_is_running, peers.query_workflow, notify.notify,
         traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
-        releases.find_release,
+        releases.find_release, guard.guard_look, traffic.region_weights,
     ]
 
 

@@ -2,7 +2,7 @@
 workflow's state reaches its search attributes and the UI's current details.
 
 A workflow keeps a coarse *phase* (what it is doing) and a list of typed *holds* (what keeps it from going on:
-a pause, the service lock, an approval, a deployment window), as Argo Rollouts keeps a phase and pause
+a pause, the service lock, an approval, a deployment window, a region whose traffic is away), as Argo Rollouts keeps a phase and pause
 conditions. The status word users see (BifrostStatus, the `status` query, the CLI) is derived from the two by
 `status_of`, and the search attributes and details are published from the state by `Controls.publish` only.
 
@@ -39,14 +39,14 @@ from common.types import REFUSED
 # nothing changed); from it on, an upsert is written only when a value changed. Old runs replay as they were.
 UPSERT_ON_CHANGE_PATCH = "controls-upsert-on-change"
 
-HoldReason = Literal["paused", "lock", "approval", "window", "failure"]
+HoldReason = Literal["paused", "lock", "approval", "window", "traffic", "failure"]
 # The status word a hold shows while it is in force (BifrostStatus): the user-visible words stay as they were.
 # `failure`: a stage failed with `on_failure: hold`; it keeps its canary and baseline until a release manager
 # retries, promotes or rolls it back (resolve_hold), or the hold times out (the request's `hold.on_timeout`).
 HOLD_STATUS: Mapping[str, str] = {"paused": "paused", "lock": "queued", "approval": "awaiting_approval",
-                                  "window": "waiting_window", "failure": "held"}
+                                  "window": "waiting_window", "traffic": "waiting_traffic", "failure": "held"}
 # When several holds are in force at once, the status names the first of these: a failed stage needs a person first.
-HOLD_PRECEDENCE: tuple[str, ...] = ("failure", "paused", "approval", "window", "lock")
+HOLD_PRECEDENCE: tuple[str, ...] = ("failure", "paused", "approval", "window", "traffic", "lock")
 
 class Payload(BaseModel):
     """Base of every update payload: one JSON object, typed into the UI's update dialog.

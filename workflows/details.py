@@ -175,6 +175,9 @@ def in_progress(state: RolloutState) -> str:
         return ", ".join(waiting_window(state))
     if state.status == "held" and (held := find_hold(state.holds, "failure")) is not None:
         return ", ".join(held.targets)
+    if state.status == "waiting_traffic":
+        held = find_hold(state.holds, "traffic")
+        return ", ".join(sorted(held.targets)) if held is not None else ""
     return ", ".join(state.current_stages)
 
 

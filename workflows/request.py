@@ -439,6 +439,9 @@ class RolloutRequest(_Model):
                                            description="for regions with on_failure: evacuate")
     hold: HoldSettings = Field(default_factory=HoldSettings,
                                description="for regions with on_failure: hold or evacuate_and_hold")
+    traffic_recheck_seconds: int = Field(default=30, ge=1, le=3600,
+                                         description="a wave whose regions' traffic is evacuated or moving holds, and "
+                                                     "reads the traffic again this often (docs/traffic.md)")
 
     @field_validator("artifact")
     @classmethod

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         INVALID_REQUEST,
         OUTCOME_FAILURE_TYPES,
         TERMINAL,
+        EnvKind,
         Notification,
         RollbackScope,
         RolloutStatus,
@@ -66,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.request import RolloutRequest
     from workflows.rollback import stages_to_roll_back
     from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, STAGE_SIGNALS_PATCH, StageWorkflow
+    from workflows.traffic_gate import TRAFFIC_HOLD_PATCH, traffic_facts
     from workflows.updates import (
         Abort,
         Ack,
@@ -540,6 +542,9 @@ class RolloutWorkflow:
             self._publish()
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
+        if workflow.patched(TRAFFIC_HOLD_PATCH):
+            while await self._wait_traffic(wave):  # it held: a deployment window may have closed meanwhile
+                await self._wait_windows(wave)
 
     def _already_done(self, wave: Wave) -> bool:
         """Every stage of the wave ran the new version when the rollout read them (a resubmission after a failure)."""
@@ -596,6 +601,40 @@ class RolloutWorkflow:
             self._raise_if_stopped()
             await self._wait_unpaused(f"wave {wave.index}")
             self._publish()
+
+    async def _wait_traffic(self, wave: Wave) -> bool:
+        """Hold the wave while a region it deploys to has its traffic evacuated or moving: a canary there would be
+        judged on no users, or on two regimes (workflows/traffic_gate.py; read from the truth, never a message).
+        True if it held."""
+        regions: dict[EnvKind, set[str]] = {}
+        for s in wave.stages:
+            regions.setdefault(s.environment, set()).add(s.region)
+        while True:
+            blocked: dict[str, str] = {}
+            for env, names in sorted(regions.items()):
+                facts = await traffic_facts(self.req.service, env, sorted(names))
+                blocked.update({s.key: why for s in wave.stages if s.environment == env and (why := facts.why_not(s.region))})
+            held = self.controls.held("traffic")
+            if not blocked:
+                if held is not None:
+                    self.controls.release("traffic")
+                    self._audit("bifrost", "traffic-back", f"wave-{wave.index}", "its regions serve again: the wave goes on")
+                    self._publish()
+                return held is not None
+            releases = "traffic back: " + "; ".join(dict.fromkeys(blocked[k] for k in sorted(blocked)))
+            if held is None or held.releases != releases:
+                if held is None:
+                    self._audit("bifrost", "traffic-hold", f"wave-{wave.index}", releases)
+                self.controls.hold("traffic", releases=releases, targets=sorted(blocked), at=f"before wave {wave.index}")
+                self._publish()
+            try:
+                await workflow.wait_condition(lambda: self.stop is not None,
+                                              timeout=timedelta(seconds=self.req.traffic_recheck_seconds),
+                                              timeout_summary=f"read the traffic of wave {wave.index} again")
+            except TimeoutError:
+                pass
+            self._raise_if_stopped()
+            await self._wait_unpaused(f"wave {wave.index}")
 
     def _place(self, key: str) -> StagePlace:
         """Stage `key`'s place in the plan's order: the judge splits the rollout's error budget by it."""

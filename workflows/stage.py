@@ -64,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.report import ReportWorkflow, report_workflow_id
     from workflows.request import HOLDS
+    from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
     from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
 REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its own workflow, not a stage activity
@@ -376,6 +377,8 @@ class StageWorkflow:
             await self._until(lambda: self.detail.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
                               f"canary window {self.ref.key}")
             self._check_stop()
+            if workflow.patched(REJUDGE_PATCH):
+                start = await self._window_without_traffic_change(start)
         elif why:
             self._report("analyzing", f"{why}judging again")
         return start
@@ -445,6 +448,32 @@ class StageWorkflow:
         if analysis.result.verdict != "pass":
             raise _Judged(f"canary judged {analysis.result.verdict}: {analysis.result.summary}")
         self._check_stop()
+
+    async def _window_without_traffic_change(self, start: datetime) -> datetime:
+        """The start of an analysis window that no traffic change of the service overlapped (docs/traffic.md).
+
+        A window in which weights moved (an evacuation or restore ran, or a step of one was applied) holds samples
+        of two regimes: it is not judged; the stage waits a fresh window, at most MAX_REWINDOWS times, then judges
+        the last one and says so. Read from the truth: the record set and the traffic workflow's own state."""
+        minutes = self.inp.canary.analysis_minutes
+        for fresh in range(1, MAX_REWINDOWS + 2):
+            facts = await traffic_facts(self.inp.service, self.inp.environment, [self.inp.region])
+            moved = facts.moved_since(self.inp.region, start)  # '' without a traffic target: nothing Bifrost moves
+            if not moved:
+                return start
+            if fresh > MAX_REWINDOWS:
+                self.detail.audit.append(audit_entry("bifrost", "window-judged", self.ref.key, f"traffic still moved "
+                                                     f"({moved}) after {MAX_REWINDOWS} fresh windows: the last is judged"))
+                return start
+            why = f"the analysis window overlapped a traffic change ({moved}): not judged; a fresh window ({fresh}/{MAX_REWINDOWS})"
+            self.detail.audit.append(audit_entry("bifrost", "window-discarded", self.ref.key, why))
+            self.state.extended = why
+            self._report("analyzing", why)
+            start = workflow.now()
+            await self._until(lambda: self.detail.stop_reason is not None, timedelta(minutes=minutes),
+                              f"fresh canary window {self.ref.key} ({fresh}/{MAX_REWINDOWS})")
+            self._check_stop()
+        return start
 
     async def _extend(self, decision: Decision, minutes: float) -> None:
         """Inconclusive: show why, and gather as long again as the first window (the judge then sees the whole window)."""

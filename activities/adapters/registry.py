@@ -53,6 +53,7 @@ class TrafficTarget:
     min_wait_seconds: int = 0  # configured lower bound on the wait after each step (the TTL is waited anyway)
     max_replicas: int | None = None
     health: tuple[MetricSpec, ...] = ()
+    alarms: Any = None  # AlarmStates of the region's CloudWatch alarms (the region guard reads them), or None
 
     @property
     def key(self) -> str:
@@ -264,9 +265,15 @@ class _TrafficBuilder:
             def router_for(service: str) -> TrafficRouter:
                 return self.simulated.record_set(service, env)
 
+        alarms = None
+        if cfg.alarms:
+            from activities.adapters.cloudwatch_alarms import AlarmStates
+
+            alarms = AlarmStates(tuple(cfg.alarms), functools.partial(
+                _aws_connection(self.targets.aws).client, "cloudwatch", cfg.alarms_aws_region or t.region))
         return TrafficTarget(region=t.region, environment=t.environment, set_identifier=t.set_identifier,
                              router_for=router_for, min_wait_seconds=min_wait, max_replicas=cfg.max_replicas,
-                             health=tuple(cfg.health_specs()))
+                             health=tuple(cfg.health_specs()), alarms=alarms)
 
 
 def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = None) -> AdapterRegistry:

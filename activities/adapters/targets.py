@@ -192,6 +192,12 @@ class TrafficConfig(_Model):
         default_factory=lambda: list[str | MetricSpec](DEFAULT_HEALTH), min_length=1,
         description="metrics checked after each traffic step; each must exist in the target's metric source",
     )
+    alarms: list[str] = Field(
+        default_factory=list, max_length=20,
+        description="CloudWatch alarm names (may use {service}): one in ALARM makes the region unhealthy to the "
+                    "region guard at that look; read with the file's `aws` connection in `alarms_aws_region`",
+    )
+    alarms_aws_region: str | None = Field(default=None, description="default: the target's region")
 
     @model_validator(mode="after")
     def _one_record(self) -> "TrafficConfig":

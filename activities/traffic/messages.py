@@ -109,3 +109,18 @@ class ReadTrafficInput(BaseModel):
 class TrafficSnapshot(BaseModel):
     weights: dict[str, int]
     replicas: dict[str, int]
+
+
+class RegionWeightsInput(BaseModel):
+    """Which of `regions` serve traffic now: their weights in the service's record set (read-only)."""
+
+    service: str
+    environment: EnvKind = "prod"
+    regions: list[str]
+
+
+class RegionWeights(BaseModel):
+    """The weights by region of the regions asked about that have a traffic target (the rest are not managed)."""
+
+    weights: dict[str, int] = Field(default_factory=dict, description="region -> weight, as the record set holds it now")
+    total: int = Field(default=0, description="the record set's total weight")

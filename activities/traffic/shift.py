@@ -23,6 +23,8 @@ from activities.traffic.messages import (
     HealthResult,
     ReadTrafficInput,
     RegionVerdict,
+    RegionWeights,
+    RegionWeightsInput,
     ScaleInput,
     ScaleResult,
     SetWeightsInput,
@@ -293,3 +295,26 @@ class TrafficActivities:
             replicas[region] = await self.registry.deployer(stage).replicas(stage)
         return TrafficSnapshot(weights=await router.weights(), replicas=replicas)
 
+
+    @activity.defn
+    @reports_adapter_errors
+    async def region_weights(self, inp: RegionWeightsInput) -> RegionWeights:
+        """The weight each asked region has in the service's record set now (read from the router, the truth a
+        rollout holds a stage on); regions without a traffic target are left out. Changes nothing."""
+        async with heartbeating("region_weights"):
+            return await self._region_weights(inp)
+
+    async def _region_weights(self, inp: RegionWeightsInput) -> RegionWeights:
+        out = RegionWeights()
+        read: dict[int, dict[str, int]] = {}  # record sets read so far, by router
+        for region in inp.regions:
+            target = self.registry.traffic_target(region, inp.environment)
+            if target is None:
+                continue
+            router = target.router_for(inp.service)
+            if id(router) not in read:
+                read[id(router)] = await router.weights()
+            by_sid = read[id(router)]
+            out.weights[region] = by_sid.get(target.set_identifier, 0)
+            out.total = max(out.total, sum(by_sid.values()))
+        return out

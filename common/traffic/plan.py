@@ -137,6 +137,19 @@ def restore_target(weights: dict[str, int], home: dict[str, int], restored: str)
     return out
 
 
+def probe_weights(home: dict[str, int], sid: str, percent: int) -> dict[str, int]:
+    """The home weights with `sid` at `percent` of its home share and the others sharing the rest pro rata
+    (the region guard's probe: a restore to these, then the rest of the way once the probe is healthy)."""
+    shares = _shares(home)
+    kept = shares[sid] * Fraction(percent, 100)
+    others = 1 - shares[sid]
+    out = {k: (kept if k == sid else s + (shares[sid] - kept) * s / others if others else s) for k, s in shares.items()}
+    weights = to_weights(out, sum(home.values()))
+    if percent and weights[sid] == 0:
+        weights[sid] = 1  # a probe gets some traffic however small its share
+    return weights
+
+
 def restore_steps(current: dict[str, int], target: dict[str, int], levels: Sequence[int]) -> list[dict[str, int]]:
     """Weights after each step of a restore: every share moves from now toward `target`, `level`% of the way."""
     now, goal = _shares(current), _shares(target)

@@ -80,15 +80,18 @@ def test_an_evacuated_region_is_judged_against_all_serving_regions() -> None:
 def test_streaks_count_consecutive_looks(seq: list[str], k: int, hold: int) -> None:
     judge = GuardJudge(unhealthy_looks=k, healthy_looks=hold)
     streak = Streak()
-    sick_run = well_run = 0
+    sick_run = well_run = calm_run = 0
     for kind in seq:
         look = RegionLook(region="a", unhealthy=kind == "sick", no_data=kind == "nodata")
         streak = streak.after(look)
         if kind == "sick":
-            sick_run, well_run = sick_run + 1, 0
+            sick_run, well_run, calm_run = sick_run + 1, 0, 0
         elif kind == "well":
-            sick_run, well_run = 0, well_run + 1
-        assert (streak.unhealthy, streak.healthy) == (sick_run, well_run)
+            sick_run, well_run, calm_run = 0, well_run + 1, calm_run + 1
+        else:
+            calm_run += 1
+        assert (streak.unhealthy, streak.healthy, streak.calm) == (sick_run, well_run, calm_run)
+        assert streak.rested(judge) == (calm_run >= hold)
         assert streak.sick(judge) == (sick_run >= k) and streak.well(judge) == (well_run >= hold)
         assert not (streak.sick(judge) and streak.well(judge))
 

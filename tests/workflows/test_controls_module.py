@@ -68,7 +68,7 @@ def test_a_pause_not_yet_in_force_leaves_the_status_but_is_recorded() -> None:
 def test_the_user_visible_words_stay_the_rollout_statuses() -> None:
     # every status a hold can show is a RolloutStatus (BifrostStatus values the UI list and the CLI read)
     assert set(HOLD_STATUS.values()) <= set(get_args(RolloutStatus))
-    assert {"paused", "queued", "awaiting_approval", "waiting_window", "held"} <= set(HOLD_STATUS.values())
+    assert {"paused", "queued", "awaiting_approval", "waiting_window", "waiting_traffic", "held"} <= set(HOLD_STATUS.values())
 
 
 def test_the_rollout_state_derives_the_approval_from_its_hold() -> None:

@@ -111,3 +111,20 @@ def test_any_sequence_of_sick_regions_keeps_one_serving_m_at_most_and_the_gap(
         assert serving and len(evacuated) <= rules.max_evacuated
     gap = timedelta(minutes=rules.min_gap_minutes)
     assert all(b - a >= gap for a, b in zip(autos, autos[1:]))
+
+
+@given(st.dictionaries(st.sampled_from(REGIONS), st.integers(1, 255), min_size=2), st.integers(1, 99), st.data())
+def test_probe_weights_give_the_region_its_percent_and_the_others_the_rest_pro_rata(
+        home: dict[str, int], percent: int, data: st.DataObject) -> None:
+    from common.traffic.plan import probe_weights
+
+    region = data.draw(st.sampled_from(sorted(home)))
+    out = probe_weights(home, region, percent)
+    total, t = sum(home.values()), sum(out.values())
+    assert set(out) == set(home) and all(0 <= w <= 255 for w in out.values()) and out[region] >= 1
+    assert abs(out[region] / t - home[region] / total * percent / 100) <= 1.5 / t + 1e-9  # rounding, or the 1 given
+    others = [k for k in home if k != region]
+    for k in others:  # the others keep their proportions to each other, within rounding
+        assert abs(out[k] / t - home[k] / total * (1 + (home[region] / total) * (1 - percent / 100)
+                                                    / (1 - home[region] / total))) <= 1.5 / t + 1e-9
+    assert out[region] <= max(1, home[region])

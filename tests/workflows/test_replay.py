@@ -23,6 +23,7 @@ def test_histories_are_recorded():
     assert {"good", "regression", "report", "approval-pause", "abort", "soak-continued", "evacuation-approved",
             "evacuation-restore", "evacuation-alarm", "signals-queue", "signals-regression", "signals-skip-soak"} <= names
     assert len([p for p in HISTORIES if p.name.startswith("soak-continued-")]) >= 2  # a chain that crossed continue-as-new
+    assert len([p for p in HISTORIES if p.name.startswith("guard-")]) >= 2  # a region guard across continue-as-new
     # the confirmed internal signals (record_signal_histories.py): each patch and its confirming query are in them
     signals = "".join(p.read_text() for p in HISTORIES if p.name.startswith("signals-"))
     patches = {base64.b64decode(m).decode() for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', signals)}
@@ -58,6 +59,11 @@ def test_histories_are_recorded():
     assert '"signalName": "resolve"' in held and '"signalName": "set_hold"' in held
     assert {"hold-retry", "hold-promote", "hold-timeout", "hold-evacuate", "hold-evacuate-traffic"} <= names
     assert '"EvacuationWorkflow"' in held  # evacuate_and_hold: the held stage's evacuation and restore
+    # rollouts that know the traffic (record_traffic_histories.py): a wave held for traffic, a window judged again
+    traffic = "".join(p.read_text() for p in HISTORIES if p.name.startswith(("traffic-hold-", "traffic-rejudge-")))
+    marks = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', traffic)}
+    assert any("rollout-holds-for-traffic" in m for m in marks) and any("stage-rejudges-after-traffic-moves" in m for m in marks)
+    assert '"region_weights"' in traffic
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 

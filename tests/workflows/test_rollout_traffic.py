@@ -3,15 +3,26 @@ away first, rolls back, and returns the traffic step by step once the rolled-bac
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.client import Client
+from temporalio.service import RPCError
 
 from bifrost_cli.ops import outcome
 from bifrost_cli.traffic import traffic_moves
-from tests.workflows.evacuation_helpers import running_worker, simulated_registry
+from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry
 from tests.workflows.helpers import make_request, start
+from workflows import search
+from workflows.evacuation import EvacuationWorkflow
+from workflows.models import RolloutState
 from workflows.request import RequestError, parse_request
+from workflows.rollout import RolloutWorkflow
+from workflows.traffic_models import evacuation_id
 
 EVEN = {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
 FAST = {"steps": [50, 0], "health_check_minutes": 0.02, "health_interval_seconds": 1, "min_samples": 3}
@@ -124,3 +135,107 @@ async def test_evacuate_and_hold_moves_the_traffic_away_holds_and_returns_it_aft
         assert result.status == "succeeded" and stage.version_now == req.version
     else:
         assert result.status == "rolled_back" and stage.version_now == "1.0.0"
+
+
+# -- rollouts and traffic know each other (issue #19 item 5, docs/traffic.md) -------------------------------------
+async def _poll(pred: Any, timeout: float = 120.0, every: float = 0.3) -> Any:
+    """Poll `pred()` (async) until it returns something truthy; fail after `timeout` seconds. A query that the
+    server let time out (a loaded machine) is asked again."""
+    async with asyncio.timeout(timeout):
+        while True:
+            try:
+                got = await pred()
+            except RPCError:
+                got = None
+            if got:
+                return got
+            await asyncio.sleep(every)
+
+
+@dataclass
+class HeldRollout:
+    """What a rollout submitted while eu-west-1 was drained showed while it held, and how it ended."""
+
+    rollout_id: str
+    held: RolloutState
+    details: str
+    searchable: bool
+    deployed_while_held: list[Any]
+    result: RolloutState
+
+
+async def held_rollout(client: Client, task_queue: str, tmp: Path) -> HeldRollout:
+    """Submit a rollout while eu-west-1's users are moved away; once it holds, bring the region back."""
+    registry, fleet = simulated_registry(weights={"eu-west-1": 0})
+    req = make_request(traffic_recheck_seconds=1)
+    router = registry.traffic_target("eu-west-1", "prod").router_for(req.service)  # type: ignore[union-attr]
+    async with running_worker(client, registry, task_queue, tmp):
+        handle = await start(client, req, task_queue)
+
+        async def holding() -> RolloutState | None:
+            state = await handle.query(RolloutWorkflow.status)
+            return state if state.status == "waiting_traffic" else None
+
+        async def searchable() -> bool:  # the list's columns say it too (published through the controls)
+            attrs = (await handle.describe()).typed_search_attributes
+            return attrs.get(search.STATUS) == "waiting_traffic" and attrs.get(search.STAGE) == "eu-west-1/prod"
+
+        held = await _poll(holding)
+        found = await _poll(searchable)
+        meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)  # the UI's details
+        deployed = [c for c in fleet.calls if c[1] == "eu-west-1/prod" and c[0].startswith("deploy")]
+        await router.set_weights({"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100},
+                                 expect={"us-east-1": 100, "eu-west-1": 0, "ap-south-1": 100})  # the region is back
+        async with asyncio.timeout(180):
+            result = await outcome(handle)
+    return HeldRollout(handle.id, held, meta.current_details, found, deployed, result)
+
+
+async def test_a_wave_whose_region_is_evacuated_holds_until_its_traffic_is_back(env, task_queue, tmp_path):
+    run = await held_rollout(env.client, task_queue, tmp_path)
+    hold = next(h for h in run.held.holds if h.reason == "traffic")
+    assert hold.targets == ["eu-west-1/prod"] and "eu-west-1: evacuated (weight 0 of 200)" in (run.held.waiting_for or "")
+    # no canary was started there while it held: the stage had not begun, nothing was deployed in eu-west-1/prod
+    assert {s.key: s.status for s in run.held.stages}["eu-west-1/prod"] == "pending" and not run.deployed_while_held
+    assert run.searchable and "WAITING TRAFFIC" in run.details and "weight 0 of 200" in run.details
+    assert run.result.status == "succeeded", run.result.reason
+    assert [a.action for a in run.result.audit if a.action.startswith("traffic-")] == ["traffic-hold", "traffic-back"]
+
+
+@dataclass
+class Rejudged:
+    rollout_id: str
+    evacuation_id: str
+    result: RolloutState
+    stage_audit: list[dict[str, Any]]
+
+
+async def rejudged_rollout(client: Client, task_queue: str, tmp: Path) -> Rejudged:
+    """One production stage, eu-west-1, judged on a 12 s window while ap-south-1's users are moved onto it."""
+    registry, _ = simulated_registry()
+    req = make_request(regions=[{"name": "eu-west-1", "environments": ["prod"], "traffic_share": 1.0}],
+                       canary={"analysis_minutes": 0.2, "judge": {"min_samples": 5}}, blast_radius={"canary_region": None})
+    async with running_worker(client, registry, task_queue, tmp):
+        handle = await start(client, req, task_queue)
+        stage = client.get_workflow_handle(f"{handle.id}/eu-west-1/prod")
+
+        async def analyzing() -> bool:
+            return bool((await stage.query("progress"))["state"]["status"] == "analyzing")
+
+        await _poll(analyzing)
+        move = await client.start_workflow(EvacuationWorkflow.run, evacuation(req.service, "ap-south-1", steps=[0]),
+                                           id=evacuation_id(req.service), task_queue=task_queue)
+        async with asyncio.timeout(180):
+            moved = await move.result()
+            assert moved.status == "evacuated" and "eu-west-1" in moved.receivers
+            result = await outcome(handle)
+        detail = await stage.query("progress")
+    return Rejudged(handle.id, move.id, result, detail["audit"])
+
+
+async def test_a_canary_window_that_a_traffic_change_overlapped_is_judged_again_on_a_fresh_one(env, task_queue, tmp_path):
+    run = await rejudged_rollout(env.client, task_queue, tmp_path)
+    assert run.result.status == "succeeded", run.result.reason
+    discarded = [a for a in run.stage_audit if a["action"] == "window-discarded"]
+    assert discarded and "overlapped a traffic change" in discarded[0]["detail"], run.stage_audit
+    assert not [a for a in run.stage_audit if a["action"] == "window-judged"]  # the fresh window was clean

@@ -1,0 +1,185 @@
+"""DrillWorkflow: a practice evacuation — each region in turn evacuated and restored, and what happened recorded.
+
+Started by a Temporal Schedule (`bifrost drill schedule SERVICE`), as AWS zonal autoshift practises weekly. It
+skips the whole drill inside a blocked window or while a rollout of the service holds its lock (and says so);
+otherwise, one region at a time, it runs the usual EvacuationWorkflow as a child to evacuate the region, keeps it
+evacuated for `hold_minutes`, and restores it the same way. The report records, per region, the time to drain,
+the receivers' health after each step, and anything refused or reverted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.notify import NotifyActivities
+    from activities.peers import PeerActivities, PeerQuery
+    from activities.traffic.shift import REFUSED
+    from canary.config import JudgeConfig
+    from common.lock import LOCK_STATE_QUERY, LockState, lock_id
+    from common.text import Identity
+    from common.traffic.plan import step_problems
+    from common.types import INVALID_REQUEST, EnvKind, Notification
+    from workflows import options
+    from workflows.evacuation import EvacuationWorkflow
+    from workflows.guard_models import DEFAULT_GUARD_STEPS
+    from workflows.guard_rules import GuardRules
+    from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
+    from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
+
+DrillOutcome = Literal["drilled", "skipped", "failed"]
+
+
+def drill_id(service: str) -> str:
+    """The schedule's id, and the prefix of the drills it starts."""
+    return f"drill/{service}"
+
+
+class DrillInput(BaseModel):
+    """One practice run over a service's regions. Strict: the schedule's action may be edited in the UI."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    environment: EnvKind = "prod"
+    requested_by: Identity
+    regions: list[str] = Field(min_length=1, max_length=50, description="drilled one at a time, in this order")
+    blocked_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
+                                                description="weekly windows in which the drill is skipped")
+    timezone: TimeZone = Field(default="UTC", description="IANA zone of the blocked windows")
+    hold_minutes: float = Field(default=5, ge=0, le=24 * 60, description="how long each region stays evacuated")
+    steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20)
+    health_interval_seconds: int = Field(default=5, ge=1, le=3600)
+    min_samples: int = Field(default=10, ge=1, le=10_000, description="the evacuation's judge.min_samples")
+
+    def problems(self) -> list[str]:
+        """What is wrong across fields, one line each naming the field (the CLI and the workflow refuse on it)."""
+        problems = step_problems(self.steps)
+        if len(set(self.regions)) != len(self.regions):
+            problems.append(f"regions: each region may appear once; got {', '.join(self.regions)}")
+        return problems
+
+    def blocked(self, at: datetime) -> bool:
+        return GuardRules(quiet_windows=self.blocked_windows, timezone=self.timezone).quiet(at)
+
+
+class RegionDrill(BaseModel):
+    """What happened to one region: evacuated and restored (and how long it took), refused, or reverted."""
+
+    region: str
+    evacuation: str = Field(default="", description="the evacuation's final status and reason")
+    restore: str = ""
+    drain_seconds: float | None = Field(default=None, description="from the first weight change to the last")
+    receivers_health: list[str] = Field(default_factory=list, description="the health check after each step")
+    refused: list[str] = Field(default_factory=list)
+
+
+class DrillReport(BaseModel):
+    """The drill's result (and its `status` query)."""
+
+    service: str
+    outcome: DrillOutcome | Literal["running"] = "running"
+    reason: str = ""
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    regions: list[RegionDrill] = Field(default_factory=list)
+
+
+@workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
+class DrillWorkflow:
+    """Evacuate and restore each region of a service in turn, as practice; record the outcome."""
+
+    @workflow.init
+    def __init__(self, inp: DrillInput) -> None:
+        self.inp = inp
+        self.report = DrillReport(service=inp.service)
+
+    @workflow.run
+    async def run(self, inp: DrillInput) -> DrillReport:
+        self.report.started_at = workflow.now()
+        problems = inp.problems()
+        if problems:
+            raise ApplicationError("drill refused:\n" + "\n".join(f"  - {p}" for p in problems),
+                                   type=INVALID_REQUEST, non_retryable=True)
+        if inp.blocked(workflow.now()):
+            return await self._end("skipped", f"inside a blocked window ({inp.timezone}); nothing was changed")
+        holder = await self._rollout_running()
+        if holder:
+            return await self._end("skipped", f"a rollout of {inp.service} is running ({holder}); nothing was changed")
+        for region in inp.regions:
+            self.report.regions.append(await self._drill(region))
+        failed = [r.region for r in self.report.regions if r.refused or not r.restore.startswith("restored")]
+        if failed:
+            return await self._end("failed", f"not drilled cleanly: {', '.join(failed)} (see each region)")
+        return await self._end("drilled", f"{len(inp.regions)} regions evacuated and restored")
+
+    async def _rollout_running(self) -> str | None:
+        answer = await workflow.execute_activity_method(
+            PeerActivities.query_workflow, PeerQuery(workflow_id=lock_id(self.inp.service), query=LOCK_STATE_QUERY),
+            summary="is a rollout running?", **options.CONFIRM)
+        if not answer.found or answer.error or answer.answer is None:
+            return None
+        state = LockState.model_validate(answer.answer, strict=False)
+        return f"{state.holder.workflow_id}, {state.holder.version}" if state.holder is not None else None
+
+    async def _drill(self, region: str) -> RegionDrill:
+        inp, out = self.inp, RegionDrill(region=region)
+        evacuation = EvacuationInput(
+            service=inp.service, region=region, environment=inp.environment, requested_by=inp.requested_by,
+            reason="drill: practice evacuation", steps=list(inp.steps), health_interval_seconds=inp.health_interval_seconds,
+            judge=JudgeConfig(min_samples=inp.min_samples))
+        evacuated = await self._child(evacuation, out, "evacuation")
+        if evacuated is None:
+            return out
+        applied = [s.applied_at for s in evacuated.steps if s.applied_at is not None]
+        out.drain_seconds = (applied[-1] - applied[0]).total_seconds() if applied else None
+        out.receivers_health = [f"step {s.index} ({s.level}%): {s.health}" for s in evacuated.steps]
+        try:
+            restore = evacuated.restore_input(requested_by=inp.requested_by, reason="drill: practice restore")
+        except ValueError as err:
+            out.restore = f"nothing to restore: {err}"
+            return out
+        if inp.hold_minutes:
+            await workflow.sleep(timedelta(minutes=inp.hold_minutes), summary=f"{region} stays evacuated")
+        await self._child(restore, out, "restore")
+        return out
+
+    async def _child(self, child: EvacuationInput, out: RegionDrill, what: str) -> EvacuationState | None:
+        try:
+            result: EvacuationState = await workflow.execute_child_workflow(
+                EvacuationWorkflow.run, child, id=evacuation_id(child.service), task_queue=workflow.info().task_queue,
+                static_summary=f"drill: {what} of {child.region}")
+        except WorkflowAlreadyStartedError:
+            out.refused.append(f"{what}: another traffic change of {child.service} is running")
+            return None
+        except ChildWorkflowError as err:
+            cause = err.cause
+            why = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            if isinstance(cause, ApplicationError) and cause.type == REFUSED:
+                out.refused.append(f"{what}: {why}")
+            setattr(out, what, f"failed: {why}")
+            return None
+        text = f"{result.status}: {result.reason}"
+        if what == "restore":
+            out.restore = text
+        else:
+            out.evacuation = text
+        return result if result.status == "evacuated" or what == "restore" else None
+
+    async def _end(self, outcome: DrillOutcome, reason: str) -> DrillReport:
+        self.report.outcome, self.report.reason, self.report.ended_at = outcome, reason, workflow.now()
+        await workflow.execute_activity_method(  # best effort: the notify activity never fails
+            NotifyActivities.notify,
+            Notification(rollout_id=workflow.info().workflow_id, service=self.inp.service, version="drill",
+                         event=f"drill_{outcome}", text=reason),
+            summary=f"notify drill {outcome}", **options.NOTIFY)
+        return self.report
+
+    @workflow.query(description="The drill so far: each region's evacuation, restore, time to drain, receivers' health.")
+    def status(self) -> DrillReport:
+        return self.report

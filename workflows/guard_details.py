@@ -1,0 +1,41 @@
+"""The region guard's Current Details in the Temporal UI: every region's verdict, streaks and readiness,
+pending proposals (and the JSON to approve them), the latest decisions. Free text is escaped for markdown."""
+
+from __future__ import annotations
+
+import json
+
+from common.text import markdown as md
+from workflows.guard_models import GuardInput, GuardState
+
+
+def guard_details(state: GuardState, inp: GuardInput) -> str:
+    judge = inp.judge
+    lines = [f"## Region guard of {md(state.service)} ({state.environment}) — **{state.status}**", ""]
+    lines.append(f"Mode **{inp.rules.mode}**, restore **{inp.rules.restore}**; look {state.look} every "
+                 f"{inp.look_interval_seconds} s over {inp.window_seconds} s; sick after {judge.unhealthy_looks} "
+                 f"unhealthy looks, well after {judge.healthy_looks} healthy ones; at most {inp.rules.max_evacuated} "
+                 f"evacuated; {inp.rules.min_gap_minutes:g} min between automatic evacuations; false-alarm level "
+                 f"{judge.look_level():.2g} per region-look")
+    if state.waiting_for:
+        lines += ["", f"Waiting for: {md(state.waiting_for)}"]
+    if state.reason:
+        lines += ["", md(state.reason)]
+    lines += ["", "| region | weight | serving | unhealthy / healthy looks | last verdict | readiness |", "|---|---|---|---|---|---|"]
+    for r, w in sorted(state.regions.items()):
+        ready = "-" if w.readiness is None else ("ready" if w.readiness.ready else "NOT READY: " + "; ".join(w.readiness.problems))
+        serving = "yes" if w.serving else ("evacuated by the guard" if w.evacuated_by_guard else "no")
+        lines.append(f"| {md(r)} | {w.weight} | {serving} | {w.streak.unhealthy} / {w.streak.healthy} | "
+                     f"{md(w.verdict)[:300]} | {md(ready)[:300]} |")
+    if state.proposals:
+        lines += ["", "Proposals (More actions → Send an Update → `approve`, or `bifrost guard approve`):", ""]
+        for p in state.proposals:
+            payload = json.dumps({"region": p.region, "approver": "<your name>", "comment": "why"})
+            lines.append(f"- {p.action} **{md(p.region)}** (look {p.look}): {md('; '.join(p.reasons))[:500]} — `{payload}`")
+    if state.decisions:
+        lines += ["", "Latest decisions:", ""]
+        for d in state.decisions[-10:]:
+            lines.append(f"- {d.at:%H:%M:%S} look {d.look} {d.action} {md(d.region)}: {md('; '.join(d.reasons))[:300]}")
+    if state.notes:
+        lines += ["", *(f"- {md(n)}" for n in state.notes)]
+    return "\n".join(lines)

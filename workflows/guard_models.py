@@ -1,0 +1,182 @@
+"""What the region guard takes, keeps and reports, and the payloads of its updates.
+
+- `GuardInput`: the service, the rules and the judgement settings, and (after a continue-as-new) the state.
+- `GuardState`: the `status` query's answer and what a continue-as-new carries: every region's streaks, verdict
+  and readiness, the guard's evacuations, pending proposals, decisions and the audit trail.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from activities.guard_models import ReadinessResult
+from canary.config import MetricSpec
+from canary.guard import GuardJudge, Streak
+from common.text import Identity
+from common.traffic.plan import step_problems
+from common.types import EnvKind
+from workflows.controls import AuditEntry, Hold, Payload
+from workflows.guard_rules import GuardRules
+from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
+from workflows.traffic_models import EvacuationInput
+
+GuardPhase = Literal["watching", "evacuating", "restoring", "stopped", "failed"]
+GuardStatus = Literal["watching", "evacuating", "restoring", "paused", "awaiting_approval", "stopped", "failed"]
+GUARD_TERMINAL: frozenset[str] = frozenset({"stopped", "failed"})
+DEFAULT_GUARD_STEPS = [50, 10, 0]  # a restore walks back through 10% (the probe), 50%, 100%
+MAX_AUDIT = 200  # entries a continue-as-new carries
+MAX_DECISIONS = 50
+
+
+def guard_id(service: str) -> str:
+    """One guard per service."""
+    return f"guard/{service}"
+
+
+class GuardInput(BaseModel):
+    """Watch one service's regions; evacuate (or propose to) a sick one, restore it when well.
+
+    Strict and bounded: the UI's Start Workflow sends this as typed."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+    environment: EnvKind = "prod"
+    requested_by: Identity
+    reason: str = Field(default="", max_length=MAX_TEXT)
+    rules: GuardRules = Field(default_factory=GuardRules)
+    judge: GuardJudge = Field(default_factory=GuardJudge)
+    metrics: list[MetricSpec] = Field(default_factory=list, max_length=20, description="empty: the regions' traffic.health")
+    look_interval_seconds: int = Field(default=60, ge=1, le=3600, description="time between two looks")
+    window_seconds: int = Field(default=120, ge=1, le=86_400, description="each look judges the samples of this window")
+    sample_interval_seconds: int = Field(default=3, ge=1, le=3600, description="sample spacing of the health metrics")
+    steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20,
+                             description="evacuation levels; the restore walks them back, its first step the probe")
+    headroom: float = Field(default=1.2, ge=1.0, le=10.0)
+    evacuation_health_interval_seconds: int = Field(default=5, ge=1, le=3600,
+                                                    description="the evacuation's own health checks after each step")
+    evacuation_min_samples: int = Field(default=10, ge=1, le=10_000,
+                                        description="the evacuation's judge.min_samples (its wait after each step)")
+    probe_percent: int = Field(default=10, ge=0, le=99,
+                               description="a restore first gives back this much of the region's share (0: no probe)")
+    probe_looks: int = Field(default=3, ge=1, le=1000, description="healthy looks of the probe before the rest")
+    approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone")
+    looks_per_run: int = Field(default=500, ge=1, le=10_000, description="continue as new after this many looks")
+    state: GuardState | None = Field(default=None, description="carried by continue-as-new; leave out")
+
+    def problems(self) -> list[str]:
+        """What is wrong across fields, one line each naming the field (the workflow refuses on it)."""
+        problems = step_problems(self.steps)
+        if self.window_seconds < self.sample_interval_seconds * self.judge.min_samples:
+            problems.append(f"window_seconds: {self.window_seconds} s holds fewer than judge.min_samples "
+                            f"({self.judge.min_samples}) samples {self.sample_interval_seconds} s apart")
+        unknown = sorted(set(self.judge.slo) - {m.name for m in self.metrics}) if self.metrics else []
+        if unknown:
+            problems.append(f"judge.slo: {', '.join(unknown)} not among the metrics")
+        return problems
+
+
+class RegionWatch(BaseModel):
+    """One region as the guard sees it."""
+
+    region: str
+    weight: int = 0
+    serving: bool = True
+    streak: Streak = Field(default_factory=Streak)
+    verdict: str = ""
+    unhealthy: bool = False
+    readiness: ReadinessResult | None = None
+    evacuated_by_guard: bool = False
+    probing: bool = Field(default=False, description="back at the probe share, judged against its peers")
+    set_identifier: str = ""
+    restore: EvacuationInput | None = Field(default=None, description="the restore of the guard's evacuation")
+
+
+class Proposal(BaseModel):
+    """An evacuation or restore the guard wants and a person must approve."""
+
+    region: str
+    action: Literal["evacuate", "restore"]
+    reasons: list[str]
+    since: datetime
+    look: int
+
+
+class Decision(BaseModel):
+    """One decision of the guard: what, about which region, why, and what came of it."""
+
+    at: datetime
+    look: int
+    region: str
+    action: Literal["evacuate", "propose", "refuse", "restore", "propose_restore", "probe", "evacuated", "restored",
+                    "failed"]
+    reasons: list[str]
+
+
+class GuardState(BaseModel):
+    """The guard's whole state: the `status` query's answer, carried across continue-as-new."""
+
+    workflow_id: str
+    service: str
+    environment: EnvKind = "prod"
+    phase: GuardPhase = "watching"
+    holds: list[Hold] = Field(default_factory=list)
+    doing: str | None = None
+    status: GuardStatus = "watching"
+    waiting_for: str | None = None
+    reason: str = ""
+    look: int = 0
+    runs: int = Field(default=1, description="this run's number (continue-as-new starts another)")
+    weights: dict[str, int] = Field(default_factory=dict, description="by region, at the last look")
+    regions: dict[str, RegionWatch] = Field(default_factory=dict)
+    last_auto_evacuation: datetime | None = None
+    proposals: list[Proposal] = Field(default_factory=list)
+    approvals: list[ApproveGuard] = Field(default_factory=list, description="approved, not yet carried out")
+    decisions: list[Decision] = Field(default_factory=list)
+    audit: list[AuditEntry] = Field(default_factory=list)
+    last_look_at: datetime | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    def evacuated(self) -> set[str]:
+        return {r for r, w in self.regions.items() if not w.serving}
+
+    def serving(self) -> set[str]:
+        return {r for r, w in self.regions.items() if w.serving}
+
+    def proposal(self, region: str) -> Proposal | None:
+        return next((p for p in self.proposals if p.region == region), None)
+
+    def trimmed(self) -> GuardState:
+        """The state a continue-as-new carries: the audit and decisions cut to their latest entries."""
+        return self.model_copy(update={"audit": self.audit[-MAX_AUDIT:], "decisions": self.decisions[-MAX_DECISIONS:],
+                                       "runs": self.runs + 1})
+
+
+class ApproveGuard(Payload):
+    """{"region": "eu-west-1", "approver": "alice", "comment": "go"} — carry out the guard's proposal for a region."""
+
+    region: str = Field(min_length=1, max_length=63)
+    approver: Identity
+    comment: str = Field(default="", max_length=2000)
+
+
+class DismissGuard(Payload):
+    """{"region": "eu-west-1", "by": "alice", "reason": "known, being fixed"} — drop a proposal."""
+
+    region: str = Field(min_length=1, max_length=63)
+    by: Identity
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+class StopGuard(Payload):
+    """{"by": "alice", "reason": "maintenance"} — stop watching; traffic stays where it is."""
+
+    by: Identity
+    reason: str = Field(min_length=1, max_length=2000)
+
+
+GuardState.model_rebuild()
+GuardInput.model_rebuild()

@@ -1,0 +1,141 @@
+"""Rollouts and traffic know each other (issue #19 item 5): is a region's traffic where a canary can be judged?
+
+A canary is judged against its baseline on the samples of its region's users. A region whose traffic has been
+evacuated yields none, and one whose traffic is moving (an evacuation or restore of the service running, or the
+region guard probing it back) yields samples of two regimes. So:
+
+- a rollout does not start a wave whose regions' traffic is away or moving: it holds (`traffic`, controls.py) and
+  looks again every `traffic_recheck_seconds` until the regions are back;
+- a stage whose analysis window overlapped a traffic change of its service does not use that window for the
+  verdict: it waits a fresh window and judges on that (at most MAX_REWINDOWS times).
+
+Every fact here is read from the truth, never taken from a message: the weights from the record set through the
+traffic adapter (`TrafficActivities.region_weights`), the running evacuation and the guard from their own `status`
+queries (`PeerActivities.query_workflow`). No signal can make a region look back, or away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.errors import error_text
+    from activities.peers import PeerActivities, PeerQuery
+    from activities.traffic.messages import RegionWeights, RegionWeightsInput
+    from activities.traffic.shift import TrafficActivities
+    from common.types import EnvKind
+    from workflows import options
+    from workflows.traffic_models import EvacuationState, evacuation_id
+
+GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
+
+TRAFFIC_HOLD_PATCH = "rollout-holds-for-traffic"  # a wave waits until its regions' traffic is back and still
+REJUDGE_PATCH = "stage-rejudges-after-traffic-moves"  # a window that overlapped a traffic change is not judged
+MAX_REWINDOWS = 3  # fresh windows a stage waits at most; then it judges what it has, and says so
+
+
+class _GuardRegion(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    evacuated_by_guard: bool = False
+    probing: bool = False
+
+
+class _GuardView(BaseModel):
+    """The part of the region guard's `status` answer read here (without importing the guard and its statistics)."""
+
+    model_config = ConfigDict(extra="ignore")
+    environment: str = "prod"
+    status: str = ""
+    regions: dict[str, _GuardRegion] = Field(default_factory=dict)
+
+
+class TrafficFacts(BaseModel):
+    """What the truth says about a service's traffic in one environment, now."""
+
+    weights: dict[str, int] = Field(default_factory=dict, description="region -> weight (regions with a traffic target)")
+    total: int = 0
+    moving: str = Field(default="", description="the running traffic change of the service, in one line; empty: none")
+    moved_regions: list[str] = Field(default_factory=list, description="the regions the service's latest traffic "
+                                                                       "change moves or moved (its region and receivers)")
+    last_change: datetime | None = Field(default=None, description="when the latest traffic change last applied a step")
+    guard_out: dict[str, str] = Field(default_factory=dict, description="region -> why the region guard keeps it out")
+    unread: str = Field(default="", description="why the weights could not be read (the rollout then holds)")
+
+    def involves(self, region: str) -> bool:
+        """Whether the latest traffic change moves (or moved) `region`'s weight."""
+        return region in self.moved_regions or not self.moved_regions
+
+    def moved_since(self, region: str, start: datetime) -> str:
+        """Why `region`'s weight moved, or is moving, since `start` ('' when it did not)."""
+        if region not in self.weights or not self.involves(region):
+            return ""
+        if self.moving:
+            return self.moving
+        if self.last_change is not None and self.last_change >= start:
+            return f"a traffic step applied at {self.last_change:%H:%M:%S} UTC"
+        return ""
+
+    def why_not(self, region: str) -> str:
+        """Why `region` cannot start a canary now ('' when it can)."""
+        if self.unread:
+            return f"{region}: its traffic could not be read ({self.unread})"
+        if region not in self.weights:
+            return ""  # no traffic target: Bifrost does not manage (or know) this region's traffic
+        if self.moving and self.involves(region):
+            return f"{region}: traffic is moving ({self.moving})"
+        if region in self.guard_out:
+            return f"{region}: {self.guard_out[region]}"
+        if self.weights[region] == 0 and self.total > 0:
+            return f"{region}: evacuated (weight 0 of {self.total})"
+        return ""
+
+
+async def _query(workflow_id: str) -> object | None:
+    """The `status` query's answer of `workflow_id` (its latest run), or None if there is none or it cannot answer."""
+    try:
+        answer = await workflow.execute_activity_method(
+            PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query="status"),
+            summary=f"traffic: ask {workflow_id}", **options.RECHECK)
+    except ActivityError:
+        return None
+    return answer.answer if answer.found and answer.error is None else None
+
+
+async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) -> TrafficFacts:
+    """Read the weights of `regions`, the service's running evacuation and its region guard, at once."""
+    facts = TrafficFacts()
+    try:
+        read: RegionWeights = await workflow.execute_activity_method(
+            TrafficActivities.region_weights, RegionWeightsInput(service=service, environment=environment, regions=regions),
+            summary=f"traffic of {', '.join(regions)}", **options.RECHECK)
+        facts.weights, facts.total = read.weights, read.total
+    except ActivityError as err:
+        facts.unread = error_text(err)
+    if not facts.weights and not facts.unread:
+        return facts  # none of these regions has a traffic target: nothing to hold on, nothing more to ask
+    evacuation, guard = await asyncio.gather(_query(evacuation_id(service)), _query(f"{GUARD_PREFIX}{service}"))
+    try:
+        move = EvacuationState.model_validate(evacuation) if evacuation is not None else None
+    except ValidationError:
+        move = None
+    if move is not None and move.environment == environment:
+        applied = [s.applied_at for s in move.steps if s.applied_at is not None]
+        facts.last_change = max(applied) if applied else None
+        facts.moved_regions = sorted({move.region, *move.receivers})
+        if not move.finished:
+            facts.moving = f"{move.direction} of {move.region} by {move.requested_by}, {move.status}"
+    try:
+        watch = _GuardView.model_validate(guard) if guard is not None else None
+    except ValidationError:
+        watch = None
+    if watch is not None and watch.environment == environment and watch.status not in ("stopped", "failed"):
+        for region, w in watch.regions.items():
+            if w.evacuated_by_guard:
+                facts.guard_out[region] = ("being restored by the region guard (probe)" if w.probing
+                                           else "evacuated by the region guard")
+    return facts
