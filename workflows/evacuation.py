@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         EvacuationInput,
         EvacuationPhase,
         EvacuationState,
+        HealthValue,
         StepRecord,
     )
     from workflows.updates import Pause, Resume
@@ -280,6 +281,7 @@ class EvacuationWorkflow:
                 rec.checked_at, rec.healthy, rec.health = workflow.now(), False, f"health check failed: {_text(err)}"
                 raise _Alarm(i, rec.health) from err
             rec.checked_at, rec.healthy, rec.health = workflow.now(), not health.alarm, health.summary
+            rec.values = [HealthValue.of(r.region, m) for r in health.regions if r.monitor is not None for m in r.monitor.metrics]
             if health.alarm:
                 raise _Alarm(i, "; ".join(health.reasons) or health.summary)
             self._set_status("shifting")

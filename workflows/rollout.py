@@ -41,7 +41,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.clock import MIN_WINDOW_WAIT, wait_until
     from workflows.controls import Controls, Stopped
-    from workflows.details import holds_at, rollout_details, rollout_search, rollout_summary, waiting_window
+    from workflows.details import (
+        FURTHEST_ENVIRONMENT_PATCH,
+        holds_at,
+        rollout_details,
+        rollout_search,
+        rollout_summary,
+        waiting_window,
+    )
     from workflows.lock import (
         GRANTED_SIGNAL,
         LOCK_SIGNALS_PATCH,
@@ -762,7 +769,8 @@ class RolloutWorkflow:
             metrics.rollout_status_changed(workflow.metric_meter(), service=self.req.service, before=before, after=status,
                                            since=since, now=workflow.now())
             self._metered = (status, workflow.now())
-        self.controls.publish(rollout_search(self.state, self.plan, self.req.requested_by),
+        furthest = workflow.patched(FURTHEST_ENVIRONMENT_PATCH)
+        self.controls.publish(rollout_search(self.state, self.plan, self.req.requested_by, furthest=furthest),
                               rollout_details(self.state, self.plan, soaking=self._soaking()))
 
     def _soaking(self) -> list[str]:

@@ -18,6 +18,7 @@ from tests.workflows.evacuation_helpers import (
     wait_for,
 )
 from workflows.evacuation import EvacuationWorkflow
+from workflows.traffic_details import evacuation_details
 from workflows.traffic_models import AbortShift, ApproveShift, EvacuationState
 from workflows.updates import Pause, Resume
 
@@ -91,6 +92,13 @@ async def test_restore_walks_back_and_scales_the_receivers_down(env, task_queue,
     assert result.replicas_after == {"us-east-1": 4, "eu-west-1": 4, "ap-south-1": 4}  # receivers scaled back down
     assert "eu-west-1: look" in result.steps[0].health  # the restored region is the one whose health is checked
     assert result.audit[0].who == "bob" and result.request_reason == "INC-42 fixed"
+    # the page lists the levels the restore walks, in its order (not the evacuation's 50, 0 reversed), and each
+    # health look's values: the restored region's metrics, before the shift and after the step
+    details = evacuation_details(result)
+    assert "levels 50%, 100%;" in details, details
+    assert {(v.region, v.metric) for v in result.steps[0].values} == {("eu-west-1", "latency_p99"), ("eu-west-1", "error_rate")}
+    assert all(v.before is not None and v.after is not None and v.before_n > 0 for v in result.steps[0].values)
+    assert "  - eu-west-1 latency_p99: " in details
 
 
 async def test_pause_resume_and_validators_that_name_the_problem(env, task_queue, tmp_path):
@@ -243,5 +251,9 @@ async def test_each_step_waits_long_enough_for_the_judge_to_decide(ts_env, task_
         result = await (await start(ts_env.client, evacuation(svc, steps=[0], health_interval_seconds=10,
                                                               judge={"min_samples": 10}), task_queue)).result()
     assert result.status == "evacuated" and result.wait_seconds == 100
+    # the page says why the wait is 100 s when the TTL is 5 s
+    assert (result.ttl_seconds, result.settle_seconds) == (5, 5)
+    assert "wait 100 s after each step (TTL 5 s; longer, so the health check has 10 samples 10 s apart)" \
+        in evacuation_details(result)
     assert (result.steps[0].health_started_at - result.steps[0].applied_at).total_seconds() >= 100
 
