@@ -761,7 +761,7 @@ class RolloutWorkflow:
         except ActivityError as err:
             req = CancelRequest(found=False, reason=f"could not read who asked: {error_text(err)}")
         who = req.identity or (f"workflow {req.by_workflow}" if req.by_workflow else "")
-        named = f"cancellation requested by {who}" if who else "cancellation requested (the request named no one)"
+        named = f"cancellation requested by {who}" if who else "cancellation requested by someone unnamed (the request carried no identity: the Web UI sends one only when it signs its users in)"
         if req.reason:
             named += f": {req.reason}"
         self.controls.stop = Stop("aborted", named)
