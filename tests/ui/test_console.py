@@ -74,6 +74,8 @@ def list_queries(today: str) -> dict[str, str]:
         "awaiting approval": 'BifrostStatus = "awaiting_approval"',
         "running in prod": 'BifrostEnvironment = "prod" AND ExecutionStatus = "Running"',
         "failed today": f'ExecutionStatus = "Failed" AND WorkflowType = "RolloutWorkflow" AND CloseTime > "{today}T00:00:00Z"',
+        "what people act on": 'ParentWorkflowId IS NULL AND WorkflowType IN ("RolloutWorkflow", "EvacuationWorkflow")',
+        "rolled back from prod": 'WorkflowType = "RolloutWorkflow" AND BifrostStatus = "rolled_back" AND BifrostEnvironment = "prod"',
     }
 
 
@@ -291,7 +293,8 @@ async def test_list_queries_and_the_saved_view(browser: Browser, ui_server: UiSe
         queries = list_queries(datetime.now(UTC).date().isoformat())
         ours = {gated.id, soaking.id, console.rolled_back.rollout_id}
         expected = {"awaiting approval": {gated.id}, "running in prod": {soaking.id},
-                    "failed today": {console.rolled_back.rollout_id}}
+                    "failed today": {console.rolled_back.rollout_id}, "what people act on": ours,
+                    "rolled back from prod": {console.rolled_back.rollout_id}}
         for name, query in queries.items():
             found = await wait_listed(client, query, expected[name])
             assert found & ours == expected[name], f"{name}: {query!r} lists {sorted(found & ours)}"

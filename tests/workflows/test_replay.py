@@ -58,6 +58,13 @@ def test_histories_are_recorded():
     assert '"signalName": "resolve"' in held and '"signalName": "set_hold"' in held
     assert {"hold-retry", "hold-promote", "hold-timeout", "hold-evacuate", "hold-evacuate-traffic"} <= names
     assert '"EvacuationWorkflow"' in held  # evacuate_and_hold: the held stage's evacuation and restore
+    # the console round 2 (record_console_histories.py): each patch is in them, and the cancel_request read
+    console = "".join(p.read_text() for p in HISTORIES if p.name.startswith("console-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', console)}
+    for patch in ("search-furthest-environment", "cancel-names-requester", "ordered-rollback-completes",
+                  "evacuation-aborted-fails"):
+        assert any(patch in m for m in marked), patch
+    assert '"cancel_request"' in console
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 
