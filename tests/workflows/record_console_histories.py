@@ -20,8 +20,8 @@ from tests.workflows import evacuation_helpers as evac
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 from tests.workflows.record_evacuation_histories import _save as save_one
 from tests.workflows.record_histories import _children, _save, start_recording
-from workflows.rollout import RolloutWorkflow
 from workflows.evacuation import EvacuationWorkflow
+from workflows.rollout import RolloutWorkflow
 from workflows.traffic_models import AbortShift
 
 GROUPS = ("console-cancel", "console-evacuation-aborted")
