@@ -260,7 +260,8 @@ class EvacuationWorkflow:
             self._audit("bifrost", "step", f"{i}/{n}: {rec.level}% → {res.weights}" + ("" if res.changed else " (already in place)"))
             self._notice(notices.TRAFFIC_STEP, f"step {i}/{n} ({rec.level}%) applied; health check after the TTL",
                          res.weights)
-            self._set_status("shifting", doing=f"{wait.total_seconds():g} s (TTL) after step {i}/{n}, then a health check")
+            ttl = "the TTL" if self.state.wait_seconds == plan.ttl_seconds else f"TTL {plan.ttl_seconds} s"
+            self._set_status("shifting", doing=f"{wait.total_seconds():g} s ({ttl}) after step {i}/{n}, then a health check")
             try:
                 await workflow.wait_condition(lambda: self.controls.stopping, timeout=wait,
                                               timeout_summary=f"TTL after step {i}/{n}")
