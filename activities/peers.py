@@ -11,8 +11,9 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -37,6 +38,29 @@ class PeerAnswer(BaseModel):
 def _retrieved(task: asyncio.Task[PeerAnswer]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+class CancelRequestQuery(BaseModel):
+    """Find who asked run `run_id` of workflow `workflow_id` to cancel."""
+
+    workflow_id: str
+    run_id: str
+
+
+class CancelRequest(BaseModel):
+    """The run's WorkflowExecutionCancelRequested event, as the server recorded it.
+
+    `identity` is what the requesting client sent (the Web UI sends its user's identity; the CLI and SDKs
+    send `pid@host` unless told otherwise): self-reported, so it attributes the request in the audit and
+    gates nothing. The SDK gives workflow code the request's reason but not its identity, hence this read."""
+
+    found: bool
+    identity: str = ""
+    reason: str = ""
+    by_workflow: str = Field(default="", description="the workflow that requested it (a parent), if any")
+
+
+MAX_IDENTITY_CHARS = 200  # an identity is free text the client chose: kept short for the audit and the UI
 
 
 class PeerActivities:
@@ -84,3 +108,16 @@ class PeerActivities:
         except WorkflowQueryFailedError as err:
             return PeerAnswer(found=True, error=str(err))
         return PeerAnswer(found=True, answer=answer)
+
+    @activity.defn
+    async def cancel_request(self, q: CancelRequestQuery) -> CancelRequest:
+        """Who asked this run to cancel: its WorkflowExecutionCancelRequested event's identity and reason."""
+        handle = self.client.get_workflow_handle(q.workflow_id, run_id=q.run_id)
+        async for event in handle.fetch_history_events(rpc_timeout=QUERY_RPC_TIMEOUT):
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED:
+                attrs = event.workflow_execution_cancel_requested_event_attributes
+                return CancelRequest(found=True, identity=attrs.identity[:MAX_IDENTITY_CHARS],
+                                     reason=attrs.cause[:MAX_IDENTITY_CHARS],
+                                     by_workflow=attrs.external_workflow_execution.workflow_id)
+        return CancelRequest(found=False)
+

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import CONFLICT, REFUSED, TrafficActivities
     from common import metrics, notices
     from common.traffic.models import PlanInput, TrafficPlan
-    from common.types import EVACUATION_FAILED, MetricWindow, StageRef
+    from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
     from workflows.controls import Ack, Controls, Stopped, refused
     from workflows.traffic_details import evacuation_details
@@ -46,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
         EvacuationInput,
         EvacuationPhase,
         EvacuationState,
+        HealthValue,
         StepRecord,
     )
     from workflows.updates import Pause, Resume
@@ -113,6 +114,9 @@ def _text(err: BaseException) -> str:
 
 NOTIFY_TRAFFIC_PATCH = "notify-traffic-moves"  # traffic_started / traffic_step / traffic_ended notices
 HPA_FLOOR_PATCH = "prewarm-hpa-floor"  # pre-warm raises an HPA's minReplicas and puts it back (scale activities' payloads)
+# From this patch on an aborted evacuation or restore ends as a failure of type Aborted with its state as the
+# details (the rollouts' convention: red in the UI, read back by the CLI); before it, it completed (green).
+ABORTED_FAILS_PATCH = "evacuation-aborted-fails"
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -256,7 +260,8 @@ class EvacuationWorkflow:
             self._audit("bifrost", "step", f"{i}/{n}: {rec.level}% → {res.weights}" + ("" if res.changed else " (already in place)"))
             self._notice(notices.TRAFFIC_STEP, f"step {i}/{n} ({rec.level}%) applied; health check after the TTL",
                          res.weights)
-            self._set_status("shifting", doing=f"{wait.total_seconds():g} s (TTL) after step {i}/{n}, then a health check")
+            ttl = "the TTL" if self.state.wait_seconds == plan.ttl_seconds else f"TTL {plan.ttl_seconds} s"
+            self._set_status("shifting", doing=f"{wait.total_seconds():g} s ({ttl}) after step {i}/{n}, then a health check")
             try:
                 await workflow.wait_condition(lambda: self.controls.stopping, timeout=wait,
                                               timeout_summary=f"TTL after step {i}/{n}")
@@ -280,6 +285,7 @@ class EvacuationWorkflow:
                 rec.checked_at, rec.healthy, rec.health = workflow.now(), False, f"health check failed: {_text(err)}"
                 raise _Alarm(i, rec.health) from err
             rec.checked_at, rec.healthy, rec.health = workflow.now(), not health.alarm, health.summary
+            rec.values = [HealthValue.of(r.region, m) for r in health.regions if r.monitor is not None for m in r.monitor.metrics]
             if health.alarm:
                 raise _Alarm(i, "; ".join(health.reasons) or health.summary)
             self._set_status("shifting")
@@ -427,6 +433,10 @@ class EvacuationWorkflow:
             message = reason if status == "refused" else f"{self.inp.direction} of {self.inp.region} failed: {reason}"
             raise ApplicationError(message, self.state,
                                    type=REFUSED if status == "refused" else EVACUATION_FAILED, non_retryable=True)
+        if status == "aborted" and workflow.patched(ABORTED_FAILS_PATCH):  # red, like an aborted rollout
+            what = f"{self.inp.direction} of {self.inp.region}"
+            message = f"{what} {reason}" if reason.startswith("aborted ") else f"{what} aborted: {reason}"
+            raise ApplicationError(message, self.state, type=OUTCOME_FAILURE_TYPES["aborted"], non_retryable=True)
         return self.state
 
     # -- helpers -----------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
-    from activities.peers import PeerActivities, PeerQuery
+    from activities.peers import CancelRequest, CancelRequestQuery, PeerActivities, PeerQuery
     from canary.config import StagePlace
     from common import metrics, notices
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
@@ -42,7 +42,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.clock import MIN_WINDOW_WAIT, wait_until
     from workflows.controls import Controls, Stopped
-    from workflows.details import holds_at, rollout_details, rollout_search, rollout_summary, waiting_window
+    from workflows.details import (
+        FURTHEST_ENVIRONMENT_PATCH,
+        holds_at,
+        rollout_details,
+        rollout_search,
+        rollout_summary,
+        waiting_window,
+    )
     from workflows.lock import (
         GRANTED_SIGNAL,
         LOCK_SIGNALS_PATCH,
@@ -104,6 +111,10 @@ PREVIOUS_STAGE_WAIT = timedelta(seconds=2)
 # A resubmitted rollout resumes from the failed stage: a wave whose every stage already runs the version (read at
 # the start) changes nothing, so its gates and windows are not asked again (its stages end `skipped`).
 DONE_WAVES_PATCH = "gates-skip-waves-already-done"
+# A cancellation request (the Web UI's Request Cancellation, `temporal workflow cancel`) is attributed in the
+# reason and the audit to the identity the request carried, read from the run's history by an activity.
+CANCEL_IDENTITY_PATCH = "cancel-names-requester"
+CANCEL_REASON = "workflow cancellation requested"
 PREVIOUS_STAGE_TRIES = 60
 
 
@@ -128,7 +139,7 @@ class RolloutWorkflow:
         self.plan: Plan | None = None
         self.controls: Controls[Stop] = Controls(
             self.state, noun="rollout", terminal=TERMINAL, stop_word=lambda stop: stop.status,
-            on_cancel=lambda: self._halt(Stop("aborted", "workflow cancellation requested")))
+            on_cancel=lambda: self._halt(Stop("aborted", CANCEL_REASON)))
         self.failed_stage: str | None = None
         self.window_overrides: set[str] = set()
         self.children: dict[str, workflow.ChildWorkflowHandle[Any, StageState]] = {}
@@ -165,7 +176,7 @@ class RolloutWorkflow:
         except workflow.NondeterminismError:
             raise  # a worker with the right code can still resume this run
         except asyncio.CancelledError:
-            self._halt(Stop("aborted", "workflow cancellation requested"))
+            self._halt(Stop("aborted", CANCEL_REASON))
         except Exception as err:  # a bug must not wedge the rollout or hold the service's lock
             workflow.logger.exception("rollout failed unexpectedly")
             self._halt(Stop("failed", f"Bifrost internal error ({type(err).__name__}: {err}); "
@@ -744,9 +755,11 @@ class RolloutWorkflow:
     async def _conclude(self) -> None:
         """Settle every stage, then keep them all (success) or roll back by scope, each on its own page."""
         started = list(self.children)
+        await self._name_canceller()
         if not self._settled(started):
             self._stop_working(started, self.stop.reason if self.stop else "the rollout stopped")
             await self._until(lambda: self._settled(started))
+            await self._name_canceller()  # a cancellation requested while the stages settled
         self._collect(started)
         if self.failed_stage is None and self.stop is None:
             await self._keep(started, "")
@@ -770,6 +783,29 @@ class RolloutWorkflow:
             status, reason = "failed", reason + " — some stages could not be rolled back; see their reasons"
         self.state.current_stages = []
         self._enter(status, reason=reason)
+
+    async def _name_canceller(self) -> None:
+        """If a cancellation request stops the rollout, name who sent it: in the reason and the audit trail.
+
+        Workflow code sees only the request's reason, so an activity reads the identity from the run's history. The
+        identity is what the client sent (self-reported): it attributes, it decides nothing."""
+        stop = self.stop
+        if stop is None or stop.reason != CANCEL_REASON or not workflow.patched(CANCEL_IDENTITY_PATCH):
+            return
+        info = workflow.info()
+        try:
+            req = await workflow.execute_activity_method(
+                PeerActivities.cancel_request, CancelRequestQuery(workflow_id=info.workflow_id, run_id=info.run_id),
+                summary="who requested the cancellation", **options.CONFIRM)
+        except ActivityError as err:
+            req = CancelRequest(found=False, reason=f"could not read who asked: {error_text(err)}")
+        who = req.identity or (f"workflow {req.by_workflow}" if req.by_workflow else "")
+        named = f"cancellation requested by {who}" if who else "cancellation requested by someone unnamed (the request carried no identity: the Web UI sends one only when it signs its users in)"
+        if req.reason:
+            named += f": {req.reason}"
+        self.controls.stop = Stop("aborted", named)
+        self._audit(who or "unknown", "cancel", None, req.reason or "Request Cancellation (Web UI) or workflow cancel")
+        self._publish()
 
     async def _keep(self, keys: list[str], reason: str) -> None:
         """Tell stages that finished their work to keep the new version, and record how they end."""
@@ -801,7 +837,8 @@ class RolloutWorkflow:
             metrics.rollout_status_changed(workflow.metric_meter(), service=self.req.service, before=before, after=status,
                                            since=since, now=workflow.now())
             self._metered = (status, workflow.now())
-        self.controls.publish(rollout_search(self.state, self.plan, self.req.requested_by),
+        furthest = workflow.patched(FURTHEST_ENVIRONMENT_PATCH)
+        self.controls.publish(rollout_search(self.state, self.plan, self.req.requested_by, furthest=furthest),
                               rollout_details(self.state, self.plan, soaking=self._soaking()))
 
     def _soaking(self) -> list[str]:

@@ -10,7 +10,7 @@ SERVICE = SearchAttributeKey.for_keyword("BifrostService")
 VERSION = SearchAttributeKey.for_keyword("BifrostVersion")
 STATUS = SearchAttributeKey.for_keyword("BifrostStatus")
 STAGE = SearchAttributeKey.for_keyword("BifrostStage")  # the stage(s) in progress, e.g. "eu-west-1/prod"
-ENVIRONMENT = SearchAttributeKey.for_keyword("BifrostEnvironment")  # "test" or "prod" while a wave runs, else "-"
+ENVIRONMENT = SearchAttributeKey.for_keyword("BifrostEnvironment")  # the furthest environment changed: "prod", "test" or "-"
 REQUESTED_BY = SearchAttributeKey.for_keyword("BifrostRequestedBy")
 
 ALL = [SERVICE, VERSION, STATUS, STAGE, ENVIRONMENT, REQUESTED_BY]

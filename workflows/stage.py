@@ -78,6 +78,10 @@ STAGE_SIGNALS_PATCH = "stage-signals-confirmed"
 # `on_failure: hold`: a canary that fails its analysis holds (canary and baseline running) until the rollout's
 # decision: retry on a fresh window, promote, or roll back (the rollout's resolve_hold update or the hold's timeout).
 HOLD_PATCH = "stage-hold-on-failure"
+# From this patch on a stage rolled back on the rollout's order (its scope after another stage failed, an abort, a
+# rejection) completes (green) with status rolled_back; only a stage that failed on its own ends red (RolledBack),
+# so the workflow list points at the stage that failed. Older runs replay as they ended.
+ORDERED_ROLLBACK_COMPLETES_PATCH = "ordered-rollback-completes"
 SOAK_REPORTS = 10  # the rollout hears about a soak's progress at most this many times
 MAX_WINDOW_SAMPLES = 10_000  # a soak look fetches at most this many intervals (Prometheus refuses > 11,000 points)
 
@@ -320,8 +324,10 @@ class StageWorkflow:
         self._report("succeeded", f"kept `{inp.version}`", tell_rollout=False)
         return await self._end("succeeded")
 
-    async def _end(self, status: StageStatus) -> StageState:
-        """Close the stage: wait for its reports and background work, then succeed or fail with its state."""
+    async def _end(self, status: StageStatus, *, ordered: bool = False) -> StageState:
+        """Close the stage: wait for its reports and background work, then succeed or fail with its state.
+
+        `ordered`: the rollout ordered this rollback (the stage did not fail on its own); it completes."""
         st = self.state
         st.status = status
         st.ended_at = workflow.now()
@@ -329,6 +335,8 @@ class StageWorkflow:
         metrics.stage_ended(workflow.metric_meter(), region=st.region, environment=st.environment, outcome=status,
                             started=st.started_at, ended=st.ended_at)
         await asyncio.gather(*self._outbox, *self._background, return_exceptions=True)
+        if status == "rolled_back" and ordered and workflow.patched(ORDERED_ROLLBACK_COMPLETES_PATCH):
+            return st
         if status in OUTCOME_FAILURE_TYPES:
             raise ApplicationError(f"{self.ref.key} {status.replace('_', ' ')}: {st.reason}", st,
                                    type=OUTCOME_FAILURE_TYPES[status], non_retryable=True)
@@ -605,7 +613,7 @@ class StageWorkflow:
         ended = await self._roll_back()
         if evacuated is not None and ended == "rolled_back":
             await self._restore_traffic(evacuated)
-        return await self._end(ended)
+        return await self._end(ended, ordered=not mitigate)
 
     async def _roll_back(self) -> StageStatus:
         st = self.state

@@ -6,7 +6,7 @@ import json
 
 from common.text import markdown as md
 from workflows.controls import find_hold
-from workflows.traffic_models import EVACUATION_TERMINAL, EvacuationState
+from workflows.traffic_models import EVACUATION_TERMINAL, EvacuationState, StepRecord
 
 WHO = "<your name>"
 
@@ -21,6 +21,37 @@ def how_to_act(state: EvacuationState, *, paused: bool, awaiting_approval: bool)
     out.append(("resume", {"by": WHO}) if paused else ("pause", {"by": WHO, "reason": "why"}))
     out.append(("abort", {"by": WHO, "reason": "why", "revert": True}))
     return out
+
+
+def wait_line(state: EvacuationState) -> str:
+    """How long each step waits before its health check, and why that long: the TTL, a target's minimum wait,
+    the extra wait asked for, or the samples the health check needs."""
+    s, h = state, state.health
+    if not s.ttl_seconds:  # a state from before the TTL was kept
+        return f"wait {s.wait_seconds} s after each step"
+    parts = [f"TTL {s.ttl_seconds} s"]
+    if s.settle_seconds > s.ttl_seconds:
+        parts.append(f"the targets' minimum wait {s.settle_seconds} s")
+    if h.extra_wait_seconds:
+        parts.append(f"+ {h.extra_wait_seconds} s extra")
+    needed = h.judge.min_samples * h.health_interval_seconds
+    if s.wait_seconds == needed and needed > max(s.ttl_seconds, s.settle_seconds) + h.extra_wait_seconds:
+        parts.append(f"longer, so the health check has {h.judge.min_samples} samples {h.health_interval_seconds} s apart")
+    return f"wait {s.wait_seconds} s after each step ({'; '.join(parts)})"
+
+
+def _number(x: float | None) -> str:
+    return "–" if x is None else f"{x:.4g}"
+
+
+def step_lines(st: StepRecord) -> str:
+    """One step: its level and weights, its health verdict, and under it each metric's mean before → after."""
+    line = (f"- {st.index}: {st.level}% → {md(json.dumps(st.weights, sort_keys=True))}"
+            f"{'' if st.changed else ' (already in place)'}; health: {md(st.health or 'pending')}")
+    values = [f"  - {md(v.region)} {md(v.metric)}: {_number(v.before)} → {_number(v.after)} "
+              f"({md(v.classification)}{', critical' if v.critical else ''}; n {v.before_n} → {v.after_n})"
+              for v in st.values]
+    return "\n".join([line, *values])
 
 
 def _weights_table(state: EvacuationState) -> str:
@@ -51,8 +82,9 @@ def evacuation_details(state: EvacuationState) -> str:
     head = f"## {verb} {md(s.region)} ({s.service}, {s.environment}) — **{s.status.replace('_', ' ')}**"
     paras = [head]
     if s.planned:
-        paras.append(f"Step {s.step}/{len(s.planned)}; levels {', '.join(f'{lv}%' for lv in s.steps_requested)}; "
-                     f"wait {s.wait_seconds} s after each step (TTL); record set: {md(s.record_set)}")
+        levels = s.levels or s.steps_requested  # a state from before `levels` was kept: the levels asked for
+        paras.append(f"Step {s.step}/{len(s.planned)}; levels {', '.join(f'{lv}%' for lv in levels)}; "
+                     f"{wait_line(s)}; record set: {md(s.record_set)}")
     paras.append(f"Requested by **{md(s.requested_by)}**: {md(s.request_reason or '(no reason given)')}")
     if s.reason:
         paras.append(f"Reason: {md(s.reason)}")
@@ -68,9 +100,7 @@ def evacuation_details(state: EvacuationState) -> str:
         paras.append("How to act (More actions → Send an Update, or the `bifrost traffic` CLI):\n\n"
                      + "\n".join(f"- `{name}`: `{json.dumps(example)}`" for name, example in examples))
     if s.steps:
-        paras.append("Steps:\n\n" + "\n".join(
-            f"- {st.index}: {st.level}% → {md(json.dumps(st.weights, sort_keys=True))}"
-            f"{'' if st.changed else ' (already in place)'}; health: {md(st.health or 'pending')}" for st in s.steps))
+        paras.append("Steps:\n\n" + "\n".join(step_lines(st) for st in s.steps))
     if s.audit:
         paras.append("Audit trail:\n\n" + "\n".join(
             f"- {a.at:%H:%M:%S} {md(f'{a.who}: {a.action} {a.detail}'.rstrip())}" for a in s.audit[-8:]))

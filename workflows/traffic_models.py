@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from canary.config import JudgeConfig
+from canary.config import JudgeConfig, MetricResult
 from common.text import Identity
 from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
 from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
@@ -145,6 +145,24 @@ class EvacuationInput(HealthSettings):
         return max(ttl_wait + self.extra_wait_seconds, self.judge.min_samples * self.health_interval_seconds)
 
 
+class HealthValue(BaseModel):
+    """One metric of one receiving region in a health look: its mean before the shift and after the step."""
+
+    region: str
+    metric: str
+    before: float | None = None
+    after: float | None = None
+    before_n: int = 0
+    after_n: int = 0
+    classification: str = ""
+    critical: bool = False
+
+    @classmethod
+    def of(cls, region: str, m: MetricResult) -> HealthValue:
+        return cls(region=region, metric=m.name, before=m.baseline_mean, after=m.canary_mean, before_n=m.baseline_n,
+                   after_n=m.canary_n, classification=m.classification, critical=m.critical)
+
+
 class StepRecord(BaseModel):
     """One traffic step: the weights it set, when, and what the health check after it said."""
 
@@ -158,6 +176,7 @@ class StepRecord(BaseModel):
     checked_at: datetime | None = None
     healthy: bool | None = None
     health: str = ""
+    values: list[HealthValue] = Field(default_factory=list, description="the health look's means, per region and metric")
 
 
 class EvacuationState(BaseModel):
@@ -200,6 +219,9 @@ class EvacuationState(BaseModel):
         default_factory=dict, description="region -> the HPA floor this workflow raised it to and has not put back; "
         "recorded before the change, so a crash between raise and put-back still knows what to put back")
     wait_seconds: int = Field(default=0, description="wait after each step: TTL + extra, at least min_samples x interval")
+    ttl_seconds: int = Field(default=0, description="the record set's TTL, as the plan read it (0: not planned yet)")
+    settle_seconds: int = Field(default=0, description="the plan's wait: the TTL, or a target's longer minimum wait")
+    levels: list[int] = Field(default_factory=list, description="the region's level after each planned step, in order")
     steps: list[StepRecord] = Field(default_factory=list)
     audit: list[AuditEntry] = Field(default_factory=list)
     started_at: datetime | None = None
@@ -232,6 +254,9 @@ class EvacuationState(BaseModel):
         self.min_replicas_before = {r.region: r.min_replicas for r in plan.regions if r.min_replicas is not None}
         self.min_replicas_now = dict(self.min_replicas_before)
         self.wait_seconds = plan.wait_seconds
+        self.ttl_seconds = plan.ttl_seconds
+        self.settle_seconds = plan.wait_seconds
+        self.levels = list(plan.levels)
 
     def restore_input(self, *, requested_by: str, reason: str = "") -> EvacuationInput:
         """The input that returns this evacuation's region to its weights and replicas before."""

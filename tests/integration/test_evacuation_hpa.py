@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from bifrost_cli.traffic import weights_lines
+from bifrost_cli.traffic import traffic_outcome, weights_lines
 from tests.integration.test_evacuation_aws import EVEN, SERVICE, Fleet, fleet  # noqa: F401 - the fixture
 from tests.workflows.evacuation_helpers import evacuation, running_worker, start, wait_for
 from workflows.evacuation import HPA_FLOOR_PATCH, EvacuationWorkflow
-from workflows.traffic_models import AbortShift
+from workflows.traffic_models import AbortShift, EvacuationState
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +35,16 @@ def with_hpas(f: Fleet) -> Fleet:
 def floors(f: Fleet) -> dict[str, int]:
     return {r: f.kube.get_hpa(f"shop-{r}", f"{SERVICE}-hpa")["spec"]["minReplicas"] for r in RECEIVERS}
 
+
+
+async def aborted_state(handle) -> EvacuationState:  # type: ignore[no-untyped-def]
+    """An aborted evacuation fails with type Aborted (patch evacuation-aborted-fails); its state is the details."""
+    with pytest.raises(WorkflowFailureError) as err:
+        await handle.result()
+    assert err.value.cause.type == "Aborted", err.value.cause
+    state, _ = await traffic_outcome(handle)
+    assert state is not None
+    return state
 
 async def until(pred, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
@@ -89,7 +99,7 @@ async def test_an_abort_with_revert_puts_the_floor_back(env, task_queue, tmp_pat
         await wait_for(h, lambda s: s.step == 1 and s.status == "shifting", timeout=60)
         assert floors(fleet) == {r: 8 for r in RECEIVERS}
         await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="alice", reason="wrong region"))
-        result = await h.result()
+        result = await aborted_state(h)
     assert result.status == "aborted" and "put back as they were" in result.reason, result.reason
     assert fleet.weights() == EVEN and floors(fleet) == {r: FLOOR for r in RECEIVERS} and result.raised == {}
 
@@ -178,7 +188,7 @@ async def test_an_aborted_restore_leaves_the_evacuations_floors_with_the_traffic
         h = await start(env.client, evacuated.restore_input(requested_by="bob"), task_queue)
         await wait_for(h, lambda s: s.step == 1 and s.status == "shifting", timeout=60)
         await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="bob", reason="not yet"))
-        aborted = await h.result()
+        aborted = await aborted_state(h)
     assert aborted.status == "aborted", aborted.reason
     assert fleet.weights() == evacuated.weights_after  # the traffic is back out of eu-west-1...
     assert floors(fleet) == {r: 8 for r in RECEIVERS}  # ...so the receivers keep the floors that carry it

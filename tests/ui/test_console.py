@@ -24,7 +24,7 @@ from urllib.parse import unquote_plus
 
 import pytest
 import pytest_asyncio
-from playwright.async_api import Browser, Page, ViewportSize, expect
+from playwright.async_api import Browser, Locator, Page, ViewportSize, expect
 from temporalio.client import Client
 
 from activities.adapters.registry import AdapterRegistry
@@ -32,6 +32,7 @@ from activities.adapters.reports import LocalReportStore
 from bifrost_cli.ops import outcome, start_rollout
 from tests.ui.conftest import UiServer
 from tests.ui.temporal_ui import (
+    DIALOG,
     column_headers,
     current_details,
     details_fitted,
@@ -58,6 +59,13 @@ LIST_TIMEOUT_S = 15  # visibility (the list) follows a workflow's close within a
 REGRESSING = "2.1.0"  # the simulated fleet makes this version 60% slower in us-east-1/prod
 EARLY_STAGE = "ap-south-1/test"  # wave 1: it succeeded, then the rollout rolled it back
 BIFROST_COLUMNS = ["BifrostStatus", "BifrostStage", "BifrostService", "BifrostVersion"]
+FAILING_STAGE = "us-east-1/prod"  # its canary failed: it rolled itself back
+SCOPE_ROLLED_BACK = ["ap-south-1/test", "ap-south-1/prod", "us-east-1/test"]  # rolled back by the rollout (scope all)
+
+
+def status_of(page: Page, workflow_id: str) -> Locator:
+    """The status badge of the list row of `workflow_id`."""
+    return workflow_row(page, workflow_id).locator("[data-testid=execution-status]")
 
 
 def list_queries(today: str) -> dict[str, str]:
@@ -66,6 +74,8 @@ def list_queries(today: str) -> dict[str, str]:
         "awaiting approval": 'BifrostStatus = "awaiting_approval"',
         "running in prod": 'BifrostEnvironment = "prod" AND ExecutionStatus = "Running"',
         "failed today": f'ExecutionStatus = "Failed" AND WorkflowType = "RolloutWorkflow" AND CloseTime > "{today}T00:00:00Z"',
+        "what people act on": 'ParentWorkflowId IS NULL AND WorkflowType IN ("RolloutWorkflow", "EvacuationWorkflow")',
+        "rolled back from prod": 'WorkflowType = "RolloutWorkflow" AND BifrostStatus = "rolled_back" AND BifrostEnvironment = "prod"',
     }
 
 
@@ -146,13 +156,45 @@ async def test_a_rolled_back_rollout_is_listed_as_failed(browser: Browser, ui_se
         await expect(page).to_have_url(re.compile(re.escape("query=%60ExecutionStatus%60%3D%22Failed%22")))
         row = workflow_row(page, rollout_id)
         await expect(row.locator("[data-testid=execution-status]")).to_have_text("Failed")
-        for st in console.rolled_back.stages[:4]:  # the four stages that ran end failed (rolled back) too
-            await expect(workflow_row(page, f"{rollout_id}/{st.key}").locator("[data-testid=execution-status]")).to_have_text("Failed")
+        # Only the stage that failed is red beside its rollout; the three the rollout rolled back by its scope
+        # did as they were told and completed (their pages say "rolled back").
+        await expect(status_of(page, f"{rollout_id}/{FAILING_STAGE}")).to_have_text("Failed")
+        for key in SCOPE_ROLLED_BACK:
+            await expect(workflow_row(page, f"{rollout_id}/{key}")).to_have_count(0)
         await snap(page, tmp_path, "ui-list-failed", page.locator("[data-testid=saved-views-bar]"),
                    page.locator("table").first, docs=True)
         # The quick filter named "Failures" is something else: running workflows whose workflow tasks fail.
         failures = page.locator("[data-testid=task-failures]")
         assert "TemporalReportedProblems" in unquote_plus(await failures.get_attribute("href") or "")
+
+
+async def test_the_default_list_and_the_parent_view_tell_the_outcome(browser: Browser, ui_server: UiServer,
+                                                                     console: Console, tmp_path: Path) -> None:
+    """The list every browser opens on: the rollout red, the stage that failed red, the stages rolled back on the
+    rollout's order green. "Parent Workflows" (a system view in every browser) lists the rollout without its
+    stages, reports and evacuations, and shows its children on demand."""
+    rollout_id = console.rolled_back.rollout_id
+    stage_ids = [f"{rollout_id}/{st.key}" for st in console.rolled_back.stages[:4]]
+    await wait_listed(console.client, f'WorkflowId STARTS_WITH "{rollout_id}"', {rollout_id, *stage_ids})
+    async with console_page(browser, tmp_path) as page:
+        await open_list(page, ui_server.ui_url)
+        await expect(status_of(page, rollout_id)).to_have_text("Failed")
+        await expect(status_of(page, f"{rollout_id}/{FAILING_STAGE}")).to_have_text("Failed")
+        for key in SCOPE_ROLLED_BACK:
+            await expect(status_of(page, f"{rollout_id}/{key}")).to_have_text("Completed")
+        await snap(page, tmp_path, "ui-list-default", page.locator("table").first, docs=True)
+
+        await page.locator("[data-testid=saved-views-bar]").get_by_text("Parent", exact=True).click()
+        await expect(page).to_have_url(re.compile(re.escape("query=%60ParentWorkflowId%60+is+null")))
+        row = workflow_row(page, rollout_id)
+        await expect(row.locator("[data-testid=execution-status]")).to_have_text("Failed")
+        for stage_id in stage_ids:
+            await expect(workflow_row(page, stage_id)).to_have_count(0)
+        await row.locator("td").nth(1).locator("button").last.click()  # "View Child Workflows"
+        await expect(status_of(page, f"{rollout_id}/{FAILING_STAGE}")).to_have_text("Failed")
+        for key in SCOPE_ROLLED_BACK:
+            await expect(status_of(page, f"{rollout_id}/{key}")).to_have_text("Completed")
+        await snap(page, tmp_path, "ui-list-parents", page.locator("table").first, docs=True)
 
 
 async def test_a_stage_page_shows_its_own_rollback(browser: Browser, ui_server: UiServer, console: Console,
@@ -161,8 +203,8 @@ async def test_a_stage_page_shows_its_own_rollback(browser: Browser, ui_server: 
     async with console_page(browser, tmp_path) as page:
         await open_workflow(page, ui_server.ui_url, stage_id)
         badge = page.locator("[data-testid=execution-status]").first
-        await expect(badge).to_have_text("Failed")
-        await expect(badge.locator("span").first).to_have_class(re.compile(r"\bbg-surface-danger\b"))  # the UI's red
+        # rolled back on the rollout's order, as intended: the stage workflow completed (green), its page says so
+        await expect(badge).to_have_text("Completed")
         details = await current_details(page)
         body = details.locator("body")
         await expect(body).to_contain_text(f"Stage {EARLY_STAGE} — ROLLED BACK")
@@ -251,7 +293,8 @@ async def test_list_queries_and_the_saved_view(browser: Browser, ui_server: UiSe
         queries = list_queries(datetime.now(UTC).date().isoformat())
         ours = {gated.id, soaking.id, console.rolled_back.rollout_id}
         expected = {"awaiting approval": {gated.id}, "running in prod": {soaking.id},
-                    "failed today": {console.rolled_back.rollout_id}}
+                    "failed today": {console.rolled_back.rollout_id}, "what people act on": ours,
+                    "rolled back from prod": {console.rolled_back.rollout_id}}
         for name, query in queries.items():
             found = await wait_listed(client, query, expected[name])
             assert found & ours == expected[name], f"{name}: {query!r} lists {sorted(found & ours)}"
@@ -282,3 +325,34 @@ async def test_list_queries_and_the_saved_view(browser: Browser, ui_server: UiSe
             aborted = await asyncio.wait_for(outcome(handle), RESULT_TIMEOUT_S)
             assert aborted.status == "aborted", aborted.reason
 
+
+
+async def test_request_cancellation_names_who_asked(browser: Browser, ui_server: UiServer, console: Console,
+                                                    tmp_path: Path) -> None:
+    """The UI's Request Cancellation carries the UI's identity; the rollout names it in its reason and audit."""
+    client = console.client
+    handle = await start_rollout(client, make_request(service="ledger", approvals={"gates": [{"stage": EARLY_STAGE}]}),
+                                 console.task_queue)
+    await wait_for_status(client, handle.id, "awaiting_approval")
+    async with console_page(browser, tmp_path) as page:
+        await open_workflow(page, ui_server.ui_url, handle.id)
+        direct = page.get_by_role("button", name="Request Cancellation", exact=True)
+        if not await direct.is_visible():
+            await page.get_by_role("button", name="More Actions").click()
+            direct = page.get_by_role("menuitem", name="Request Cancellation")
+        await direct.click()
+        await page.locator(DIALOG).get_by_role("button", name="Confirm").click()
+        state = await asyncio.wait_for(outcome(handle), RESULT_TIMEOUT_S)
+        history = [e async for e in handle.fetch_history_events()]
+        sent = next(e.workflow_execution_cancel_requested_event_attributes.identity for e in history
+                    if e.HasField("workflow_execution_cancel_requested_event_attributes"))
+        print(f"the Web UI's cancellation request carried the identity {sent!r}")
+        assert state.status == "aborted"
+        who = sent or "unknown"
+        expected = f"cancellation requested by {sent}" if sent else "cancellation requested by someone unnamed (the request carried no identity"
+        assert state.reason.startswith(expected), state.reason
+        assert (who, "cancel") in [(a.who, a.action) for a in state.audit], state.audit
+        await page.reload()
+        details = await current_details(page)
+        await expect(details.locator("body")).to_contain_text(expected)
+        await snap(page, tmp_path, "ui-cancelled", await details_fitted(page), docs=True)

@@ -137,7 +137,38 @@ async def test_search_attributes_and_the_bold_row_follow_the_rollout(env, task_q
         result = await outcome(h)
         done = await attributes(h)
     assert result.status == "succeeded"
-    assert (done["BifrostStatus"], done["BifrostStage"], done["BifrostEnvironment"]) == ("succeeded", "-", "-")
+    # an ended rollout keeps the furthest environment it changed: "rolled back from prod" is one list query
+    assert (done["BifrostStatus"], done["BifrostStage"], done["BifrostEnvironment"]) == ("succeeded", "-", "prod")
+
+
+async def test_environment_stays_prod_at_a_later_gate_and_paused_after_a_prod_wave(env, task_queue, tmp_path):
+    """Waves alternate test and prod: at the last gate the latest wave started is a test wave, but two prod
+    stages are already on the new version; a rollout paused after its first prod wave has changed prod too.
+    Both were `test` when BifrostEnvironment followed the latest wave started."""
+    req = make_request(approvals={"gates": [{"wave": 6}]})
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        at_gate = await wait_for(h, lambda s: s.status == "awaiting_approval", timeout=90)
+        assert [st.key for st in at_gate.stages if st.version_now == req.version] == \
+            ["ap-south-1/test", "ap-south-1/prod", "us-east-1/test", "us-east-1/prod", "eu-west-1/test"]
+        seen = await attributes_when(h, lambda a: a["BifrostStatus"] == "awaiting_approval")
+        assert (seen["BifrostStage"], seen["BifrostEnvironment"]) == ("eu-west-1/prod", "prod")
+        await h.execute_update(RolloutWorkflow.abort, Abort(by="erin", reason="not today"))
+        await outcome(h)
+        assert (await attributes(h))["BifrostEnvironment"] == "prod"
+        # paused after its first prod wave and the test wave after it (the latest wave started is a test wave)
+        paused_req = make_request(approvals={"gates": [{"wave": 4}]})
+        p = await start(env.client, paused_req, task_queue)
+        await wait_for(p, lambda s: s.status == "awaiting_approval", timeout=90)
+        await p.execute_update(RolloutWorkflow.pause, Pause(by="carol", reason="after the first prod wave"))
+        await p.execute_update(RolloutWorkflow.approve, Approve(wave=4, approver="dave"))  # the pause holds before it
+        held = await wait_for(p, lambda s: s.status == "paused")
+        assert held.stage("us-east-1/prod").status == "pending"
+        assert held.stage("ap-south-1/prod").version_now == held.stage("us-east-1/test").version_now == paused_req.version
+        seen = await attributes_when(p, lambda a: a["BifrostStatus"] == "paused")
+        assert (seen["BifrostStatus"], seen["BifrostEnvironment"]) == ("paused", "prod")
+        await p.execute_update(RolloutWorkflow.abort, Abort(by="erin", reason="done"))
+        await outcome(p)
 
 
 async def test_pause_holds_before_the_next_wave_until_resume(env, task_queue, tmp_path):

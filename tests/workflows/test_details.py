@@ -6,7 +6,15 @@ from datetime import UTC, datetime
 
 from tests.workflows.helpers import make_request
 from workflows.controls import AuditEntry, Hold
-from workflows.details import approval_releases, holds_at, how_to_act, rollout_details, rollout_summary, stage_details
+from workflows.details import (
+    approval_releases,
+    holds_at,
+    how_to_act,
+    rollout_details,
+    rollout_search,
+    rollout_summary,
+    stage_details,
+)
 from workflows.models import RolloutState, StageState
 from workflows.plan import build_plan
 
@@ -129,3 +137,30 @@ def test_a_stage_page_says_why_its_canary_analysis_was_extended():
             "60 more samples per side (look 2/3)\\\\n\\| x") in text  # one line: the newline shown, the pipe escaped
     st.extended, st.analysis_looks = "", 1
     assert "Canary analysis" not in stage_details(st, service="payments", version="2.0.0")
+
+
+def _environment(state: RolloutState) -> str:
+    return next(str(u.value) for u in rollout_search(state, None, "ci") if u.key.name == "BifrostEnvironment")
+
+
+def test_environment_is_the_furthest_one_changed_not_the_latest_wave_started():
+    """Waves alternate test and prod (ap-south-1 test, prod; us-east-1 test, prod; eu-west-1 test, prod)."""
+    state = _state(status="awaiting_approval", current_wave=5)
+    assert _environment(state) == "-"  # nothing changed yet
+    state.stages[0].status = "succeeded"
+    assert _environment(state) == "test"
+    # waiting at its last gate, two prod stages on the new version and the last test wave done
+    for st in state.stages[:5]:
+        st.status, st.version_now = "succeeded", "2.0.0"
+    assert [st.environment for st in state.stages[4:]] == ["test", "prod"]
+    assert _environment(state) == "prod"
+    # paused after its first prod wave, before the next test wave
+    paused = _state(status="paused", current_wave=2)
+    paused.stages[0].status = paused.stages[1].status = "succeeded"
+    assert _environment(paused) == "prod"
+    # a prod stage skipped (already on the version) changed nothing; ended rollouts keep the furthest one
+    skipped = _state(status="succeeded")
+    skipped.stages[0].status, skipped.stages[1].status = "succeeded", "skipped"
+    assert _environment(skipped) == "test"
+    paused.status = "rolled_back"
+    assert _environment(paused) == "prod"

@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
+from bifrost_cli.exits import EXIT_ABORTED
+from bifrost_cli.traffic import exit_code_for as traffic_exit_code
+from bifrost_cli.traffic import traffic_outcome
 from tests.workflows.evacuation_helpers import (
     evacuation,
     running_worker,
@@ -18,6 +21,7 @@ from tests.workflows.evacuation_helpers import (
     wait_for,
 )
 from workflows.evacuation import EvacuationWorkflow
+from workflows.traffic_details import evacuation_details
 from workflows.traffic_models import AbortShift, ApproveShift, EvacuationState
 from workflows.updates import Pause, Resume
 
@@ -28,6 +32,17 @@ EVACUATED = {"us-east-1": 150, "eu-west-1": 0, "ap-south-1": 150}
 
 async def weights_of(registry, svc: str) -> dict[str, int]:
     return await registry.traffic_target("eu-west-1", "prod").router_for(svc).weights()
+
+
+async def aborted(handle) -> tuple[EvacuationState, str]:
+    """An aborted evacuation ends red, as an aborted rollout does: a failure of type Aborted whose details are its
+    state, which the CLI reads back (and exits 3 for)."""
+    with pytest.raises(WorkflowFailureError) as err:
+        await handle.result()
+    assert err.value.cause.type == "Aborted", err.value.cause
+    state, message = await traffic_outcome(handle)
+    assert state is not None and traffic_exit_code(state.status) == EXIT_ABORTED
+    return state, message
 
 
 async def refused(handle, update, arg) -> str:
@@ -47,6 +62,9 @@ async def test_prewarmed_evacuation_moves_traffic_step_by_step_and_stays_healthy
     assert result.weights_before == EVEN and result.weights_after == EVACUATED == await weights_of(registry, svc)
     assert [s.weights for s in result.steps] == result.planned == [STEP_1, {"us-east-1": 133, "eu-west-1": 33, "ap-south-1": 134}, EVACUATED]
     assert [s.level for s in result.steps] == [67, 33, 0] and all(s.healthy for s in result.steps)
+    assert {(v.region, v.metric) for v in result.steps[0].values} == \
+        {(r, m) for r in ("us-east-1", "ap-south-1") for m in ("latency_p99", "error_rate")}  # the receivers' health
+    assert all(v.before is not None and v.after is not None and v.before_n > 0 for v in result.steps[0].values)
     # receivers were scaled before the first shift: ceil(4 x 1.5 x 1.2) = 8; the evacuated region is left alone
     assert result.replicas_before == {"us-east-1": 4, "eu-west-1": 4, "ap-south-1": 4}
     assert result.replicas_after == {"us-east-1": 8, "eu-west-1": 4, "ap-south-1": 8}
@@ -91,6 +109,14 @@ async def test_restore_walks_back_and_scales_the_receivers_down(env, task_queue,
     assert result.replicas_after == {"us-east-1": 4, "eu-west-1": 4, "ap-south-1": 4}  # receivers scaled back down
     assert "eu-west-1: look" in result.steps[0].health  # the restored region is the one whose health is checked
     assert result.audit[0].who == "bob" and result.request_reason == "INC-42 fixed"
+    # the page lists the levels the restore walks, in its order (not the evacuation's 50, 0 reversed), and each
+    # health look's values: the restored region's metrics, before the shift and after the step
+    details = evacuation_details(result)
+    assert "levels 50%, 100%;" in details, details
+    assert {(v.region, v.metric) for v in result.steps[0].values} == {("eu-west-1", "latency_p99"), ("eu-west-1", "error_rate")}
+    # the region had no traffic before the restore: no baseline, shown as such
+    assert all(v.before is None and v.after is not None and v.after_n > 0 for v in result.steps[0].values), result.steps[0].values
+    assert "  - eu-west-1 latency\\_p99: – → " in details
 
 
 async def test_pause_resume_and_validators_that_name_the_problem(env, task_queue, tmp_path):
@@ -123,8 +149,9 @@ async def test_abort_reverts_weights_and_replicas(env, task_queue, tmp_path):
         ack = await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="dave", reason="wrong region"))
         assert "reverting" in ack.message
         assert "already stopping" in await refused(h, EvacuationWorkflow.abort, AbortShift(by="erin", reason="again"))
-        result = await h.result()
+        result, message = await aborted(h)
     assert result.status == "aborted" and "aborted by dave: wrong region" in result.reason
+    assert message == f"evacuate of eu-west-1 {result.reason}"
     assert result.weights_after == EVEN == await weights_of(registry, svc)
     assert result.replicas_after == result.replicas_before == {"us-east-1": 4, "eu-west-1": 4, "ap-south-1": 4}
     assert result.step == 0
@@ -137,7 +164,7 @@ async def test_abort_can_leave_traffic_where_it_is(env, task_queue, tmp_path):
         h = await start(env.client, evacuation(svc), task_queue)
         await wait_for(h, lambda s: s.step == 1)
         await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="dave", reason="hold here", revert=False))
-        result = await h.result()
+        result, _ = await aborted(h)
     assert result.status == "aborted" and result.weights_after == STEP_1 and result.replicas_after["us-east-1"] == 8
 
 
@@ -220,7 +247,7 @@ async def test_abort_while_awaiting_approval_changes_nothing(env, task_queue, tm
         h = await start(env.client, evacuation(svc, require_approval=True), task_queue)
         await wait_for(h, lambda s: s.status == "awaiting_approval")
         await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="alice", reason="not now"))
-        result = await h.result()
+        result, _ = await aborted(h)
     assert result.status == "aborted" and result.reason == "aborted by alice: not now; nothing was changed"
     assert result.weights_after == EVEN and not [c for c in fleet.calls if c[0] == "scale"]
 
@@ -229,8 +256,8 @@ async def test_an_unanswered_approval_times_out_without_changing_anything(ts_env
     registry, fleet = simulated_registry()
     svc = service()
     async with running_worker(ts_env.client, registry, task_queue, tmp_path):
-        result = await (await start(ts_env.client, evacuation(svc, require_approval=True, approval_timeout_minutes=90),
-                                    task_queue)).result()
+        result, _ = await aborted(await start(ts_env.client, evacuation(svc, require_approval=True,
+                                                                        approval_timeout_minutes=90), task_queue))
     assert result.status == "aborted" and "no approval within 90 min; nothing was changed" in result.reason
     assert result.weights_after == EVEN and not [c for c in fleet.calls if c[0] == "scale"]
 
@@ -243,5 +270,9 @@ async def test_each_step_waits_long_enough_for_the_judge_to_decide(ts_env, task_
         result = await (await start(ts_env.client, evacuation(svc, steps=[0], health_interval_seconds=10,
                                                               judge={"min_samples": 10}), task_queue)).result()
     assert result.status == "evacuated" and result.wait_seconds == 100
+    # the page says why the wait is 100 s when the TTL is 5 s
+    assert (result.ttl_seconds, result.settle_seconds) == (5, 5)
+    assert "wait 100 s after each step (TTL 5 s; longer, so the health check has 10 samples 10 s apart)" \
+        in evacuation_details(result)
     assert (result.steps[0].health_started_at - result.steps[0].applied_at).total_seconds() >= 100
 

@@ -64,6 +64,13 @@ def test_histories_are_recorded():
     marks = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', traffic)}
     assert any("rollout-holds-for-traffic" in m for m in marks) and any("stage-rejudges-after-traffic-moves" in m for m in marks)
     assert '"region_weights"' in traffic
+    # the console round 2 (record_console_histories.py): each patch is in them, and the cancel_request read
+    console = "".join(p.read_text() for p in HISTORIES if p.name.startswith("console-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', console)}
+    for patch in ("search-furthest-environment", "cancel-names-requester", "ordered-rollback-completes",
+                  "evacuation-aborted-fails"):
+        assert any(patch in m for m in marked), patch
+    assert '"cancel_request"' in console
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 

@@ -89,10 +89,16 @@ async def test_cancelling_a_running_rollout_rolls_back(env, task_queue, tmp_path
         async with asyncio.timeout(30):
             while not any(op == "deploy_canary" for op, _, _ in f.calls):
                 await asyncio.sleep(0.05)  # poll the fleet until the canary is up, bounded by the timeout
-        await handle.cancel()
+        # the identity a cancellation request carries (the Web UI sends its user's) names who asked
+        from temporalio.client import Client
+
+        rm = await Client.connect(env.client.service_client.config.target_host, namespace=env.client.namespace,
+                                  identity="rm@example.com")
+        await rm.get_workflow_handle(handle.id).cancel()
         result = await outcome(handle)
     assert result.status == "aborted"
-    assert "cancellation" in result.reason
+    assert result.reason.startswith("cancellation requested by rm@example.com"), result.reason
+    assert ("rm@example.com", "cancel") in [(a.who, a.action) for a in result.audit]
     stages = {s.key: s for s in result.stages}
     assert stages["ap-south-1/test"].status == "rolled_back"
     assert all(s.version_now == "1.0.0" for s in result.stages)
