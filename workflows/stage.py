@@ -89,11 +89,13 @@ T = TypeVar("T")
 
 
 class _Failed(Exception):
-    """Internal: the stage cannot go on; `reason` says why. It rolls back."""
+    """Internal: the stage cannot go on; `reason` says why. It rolls back. `stopped`: the rollout's stop is the
+    cause (the stage did not fail on its own, so it completes rolled back instead of failing red)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, stopped: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.stopped = stopped
 
 
 class _Judged(_Failed):
@@ -273,7 +275,7 @@ class StageWorkflow:
 
     def _check_stop(self) -> None:
         if self.detail.stop_reason is not None:
-            raise _Failed(f"stopped: {self.detail.stop_reason}")
+            raise _Failed(f"stopped: {self.detail.stop_reason}", stopped=True)
 
     # -- the stage ---------------------------------------------------------------------------------
     @workflow.run
@@ -306,7 +308,9 @@ class StageWorkflow:
                 await self._soak()  # may continue as new
         except _Failed as failed:
             st.reason = failed.reason
-            return await self._roll_back_and_end(mitigate=self.detail.stop_reason is None)
+            # a stop that arrived while the stage was failing on its own (a sibling failed at the same moment)
+            # does not make its own failure an ordered rollback: it still ends red, naming its own failure
+            return await self._roll_back_and_end(mitigate=self.detail.stop_reason is None, ordered=failed.stopped)
         st.version_now = inp.version
         st.awaiting_verdict = workflow.info().parent is not None
         self._report("succeeded", f"now on `{inp.version}`")
@@ -600,7 +604,7 @@ class StageWorkflow:
         resume = self.detail.model_copy(update={"runs": self.detail.runs + 1})
         workflow.continue_as_new(self.inp.model_copy(update={"resume": resume}))
 
-    async def _roll_back_and_end(self, *, mitigate: bool = False) -> StageState:
+    async def _roll_back_and_end(self, *, mitigate: bool = False, ordered: bool | None = None) -> StageState:
         """Put the primary back on the version found, remove canary and baseline; never cancelled halfway.
 
         With `mitigate` (this stage failed on its own) and `on_failure: evacuate`, its region's traffic moves to
@@ -613,7 +617,7 @@ class StageWorkflow:
         ended = await self._roll_back()
         if evacuated is not None and ended == "rolled_back":
             await self._restore_traffic(evacuated)
-        return await self._end(ended, ordered=not mitigate)
+        return await self._end(ended, ordered=not mitigate if ordered is None else ordered)
 
     async def _roll_back(self) -> StageStatus:
         st = self.state
