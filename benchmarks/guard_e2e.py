@@ -60,8 +60,9 @@ BIFROST = str(Path(sys.executable).parent / "bifrost")
 REGIONS = ("us-east-1", "eu-west-1", "ap-south-1")
 SICK = "eu-west-1"
 STEPS = [50, 10, 0]
-PHASE_DEADLINE = 300.0
+PHASE_DEADLINE = float(os.environ.get("GUARD_E2E_PHASE_DEADLINE", "300"))
 SICK_VERSION, HEALED_VERSION = "2.0.0", "2.0.1"
+KILL_STEP = [len(STEPS)]  # the evacuation step whose weight change the first kill follows (--evacuation-kill-step)
 
 
 def guard_input(service: str, look: int) -> GuardInput:
@@ -224,7 +225,7 @@ async def cycle(client: Client, handle: WorkflowHandle[Any, Any], fleet: Simulat
     # the evacuation's last step and the restore's first step (after the probe). An earlier kill in the evacuation
     # makes it revert here: the fresh worker's load model (per process, activities/adapters/simulated_traffic.py)
     # has not seen the pre-warm, so it sees the receivers at their old replicas and overloaded (docs/benchmarks.md)
-    kill_at = [c.first + len(STEPS) - 1, c.first + len(STEPS) + 1] if kill else []
+    kill_at = [c.first + KILL_STEP[0] - 1, c.first + len(STEPS) + 1] if kill else []
 
     async def killer() -> None:
         for index in kill_at:
@@ -296,7 +297,10 @@ async def main() -> None:
     parser.add_argument("--seed", type=int, default=19, help="the simulated fleet's seed")
     parser.add_argument("--look", type=int, default=5, help="the guard's look interval, seconds")
     parser.add_argument("--ttl", type=int, default=5, help="the record TTL, seconds")
+    parser.add_argument("--evacuation-kill-step", type=int, default=len(STEPS), choices=range(1, len(STEPS) + 1),
+                        help="kill at this evacuation step's weight change (earlier than the last reverts: see the docs)")
     opts = parser.parse_args()
+    KILL_STEP[0] = opts.evacuation_kill_step
     service = f"guard-e2e-{uuid.uuid4().hex[:6]}"
     task_queue = f"guard-e2e-{uuid.uuid4().hex[:6]}"
     port = free_port()
