@@ -17,16 +17,17 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, get_args
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE, REVERT_EXIT_CODES
+from bifrost_cli.listed import listed_statuses, statuses_help
 from common.problems import FileProblems, shorten
 from common.text import identity_problem
-from common.types import RolloutStatus, is_stage_key
+from common.types import is_stage_key
 from worker.limits import WorkerLimits
 from workflows.plan import Plan, PlanError, build_plan
 from workflows.request import MAX_TEXT, MAX_WAVE, MAX_WHO, RequestError, RolloutRequest, load_request
@@ -396,8 +397,7 @@ def report_link(link: str, targets_file: str, expires: int) -> None:
 
 @cli.command("list")
 @click.option("--service", help="only this service")
-@click.option("--status", "status_", type=click.Choice(list(get_args(RolloutStatus))),
-              help="only this Bifrost status, e.g. running, awaiting_approval, rolled_back")
+@click.option("--status", "status_", type=click.Choice(listed_statuses()), metavar="STATUS", help=statuses_help())
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 10_000))
 def list_(service: str | None, status_: str | None, limit: int) -> None:
     """List rollouts and reverts, newest first (uses the BifrostService / BifrostStatus search attributes)."""

@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from bifrost_cli.exits import EXIT_ROLLED_BACK, exit_code_for
+from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
 from bifrost_cli.render import print_status, shown, state_table
 from common.problems import shorten
 from common.text import markdown as md
@@ -36,8 +37,6 @@ if TYPE_CHECKING:  # loaded by the commands that send updates, not by every comm
     from workflows.rollout import RolloutWorkflow
 
 P = TypeVar("P", bound=BaseModel)
-ROLLOUT_WORKFLOW = "RolloutWorkflow"  # RolloutWorkflow's workflow type
-REVERT_WORKFLOW = "RevertWorkflow"  # `bifrost revert`: listed beside the rollouts it undoes
 STATUS_QUERY = "status"
 UPDATES = ("approve", "reject", "pause", "resume", "abort", "rollback", "skip_soak", "override_window", "resolve_hold")
 
@@ -148,7 +147,7 @@ async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> No
 async def list_rollouts(*, service: str | None, status: str | None, limit: int, console: Console) -> None:
     """`service` and `status` go into a visibility query: the CLI lets through only names and known statuses."""
     client = await connect()
-    clauses = [f"(WorkflowType = '{ROLLOUT_WORKFLOW}' OR WorkflowType = '{REVERT_WORKFLOW}')"]
+    clauses = ["(" + " OR ".join(f"WorkflowType = '{kind}'" for kind in LISTED) + ")"]
     if service:
         clauses.append(f"BifrostService = '{service}'")
     if status:

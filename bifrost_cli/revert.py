@@ -15,12 +15,12 @@ import click
 from pydantic import ValidationError
 
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK
+from bifrost_cli.listed import REVERT_WORKFLOW
 from bifrost_cli.render import echo
 from common.problems import payload_problems
 from common.text import markdown as md
 from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertState
 
-REVERT_WORKFLOW = "RevertWorkflow"
 STATUS_QUERY = "status"
 STARTED_WITHIN = 120.0  # seconds the command waits for the revert to pass its checks and the lock
 # what the user typed, for each input field

@@ -352,3 +352,23 @@ async def test_submit_wait_on_a_terminated_rollout_exits_1_with_the_reason(env, 
         code = await asyncio.wait_for(waiting, 60)
     assert code == 1
     assert "failed: the rollout ended without a result" in out.getvalue()
+
+
+def test_list_status_takes_every_status_of_every_listed_kind_and_says_them():
+    """`--status` offers what the listed workflows' models allow (a revert's `reverted`, `invalid` too), and the
+    help names each kind's statuses; a status no kind has is refused before Temporal is asked."""
+    from typing import get_args
+
+    from bifrost_cli.listed import LISTED, REVERT_WORKFLOW, ROLLOUT_WORKFLOW
+    from common.types import RolloutStatus
+    from workflows.revert_models import RevertStatus
+
+    assert LISTED == {ROLLOUT_WORKFLOW: get_args(RolloutStatus), REVERT_WORKFLOW: get_args(RevertStatus)}
+    help_text = " ".join(run("list", "--help").output.split())
+    for status in {*get_args(RolloutStatus), *get_args(RevertStatus)}:
+        assert status in help_text, status
+        res = run("list", "--status", status, env=closed_env())
+        assert res.exit_code == 4, (status, res.output)  # accepted: it went on to reach Temporal
+    assert "reverts: planning, queued, paused, reverting, reverted" in help_text, help_text
+    res = run("list", "--status", "undone", env=closed_env())
+    assert res.exit_code == 2 and "'undone' is not one of" in res.output, res.output
