@@ -2,7 +2,7 @@
 
 A notice says what a person must do and by when: an approval pending (which wave, which gates, who may
 approve, when it times out) and its reminders, a closed deployment window the rollout waits for, a hold
-(paused, queued behind the service lock, a stage held on failure), and traffic moving (an evacuation or restore starting, each step,
+(paused, a rollout or revert queued behind the service lock, a stage held on failure), and traffic moving (an evacuation or restore starting, each step,
 its end). The text is plain: the webhook adapter escapes it for the chat service and adds the Web UI link.
 """
 
@@ -25,6 +25,7 @@ TRAFFIC_ENDED = "traffic_ended"
 REVERT_STARTED = "revert_started"
 REVERT_FINISHED = "revert_finished"
 REVERT_FAILED = "revert_failed"
+REVERT_QUEUED = "revert_queued"  # a revert waits behind a running rollout of its service
 HELD = "held"
 
 
@@ -93,3 +94,13 @@ def revert(*, revert_id: str, service: str, version: str, event: str, text: str,
     """A revert of `service` to `version` started, finished, or stopped part-way (`text` says where and why)."""
     return Notification(rollout_id=revert_id, service=service, version=version, event=event, text=f"revert: {text}",
                         stages=list(stages))
+
+
+def revert_queued(*, revert_id: str, service: str, version: str, waits_for: str | None) -> Notification:
+    """A revert waits for the service lock: `waits_for` (the rollout holding it, as the lock says) runs; None: the
+    lock could not say who."""
+    who = waits_for or f"another {service} rollout"
+    text = (f"revert: queued behind {who}; it starts when that rollout ends, and then undoes the latest finished "
+            f"release of {service} (abort it to stop waiting)")
+    return Notification(rollout_id=revert_id, service=service, version=version, event=REVERT_QUEUED, text=text,
+                        hold="lock", waits_for=waits_for)

@@ -120,4 +120,5 @@ class Notification(BaseModel):
     until: datetime | None = None  # when the wait ends on its own: a window opens, an approval times out
     region: str | None = None  # traffic: the region moved
     weights: dict[str, int] = {}  # traffic: each region's weight after the move
+    waits_for: str | None = None  # queued: the workflow (a rollout) it waits behind
 

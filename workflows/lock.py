@@ -369,6 +369,15 @@ class ServiceLock:
             return None, f"the lock has not superseded this rollout ({_standing(state, self.request.workflow_id)})"
         return version, ""
 
+    async def holder(self) -> str | None:
+        """The workflow this request waits behind, as the lock's own state says (its holder, else the first in
+        line); None when the lock cannot be asked or nobody is ahead."""
+        state, _ = await self._lock_state()
+        if state is None:
+            return None
+        ahead = [r.workflow_id for r in ([state.holder] if state.holder else []) + state.queue]
+        return next((w for w in ahead if w != self.request.workflow_id), None)
+
     async def _lock_state(self, opts: options.ActivityOptions = options.CONFIRM) -> tuple[LockState | None, str]:
         """The lock's own state (asked by an activity), or None and why not."""
         lock = lock_id(self.request.service)

@@ -40,7 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from common.failures import INVALID_REQUEST, OUTCOME_FAILURE_TYPES
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from common.text import markdown as md
-    from common.types import MetricWindow, StageRef
+    from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
     from workflows.controls import Controls, Stopped
     from workflows.evacuation import EvacuationWorkflow
@@ -54,6 +54,9 @@ with workflow.unsafe.imports_passed_through():
 
 FAILURE_TYPES = {**OUTCOME_FAILURE_TYPES, "invalid": INVALID_REQUEST}
 AUDIT_LINES = 5
+# A queued revert tells people which rollout it waits behind (a timer, a lock query and a notify activity).
+QUEUED_NOTICE_PATCH = "revert-queued-notice"
+QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # as a rollout's: a lock not granted by then is held by a running rollout
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,7 @@ class RevertWorkflow:
         self.lock = ServiceLock(info.workflow_id, inp.service, inp.to_version, inp.on_conflict)
         self.release: RolloutRequest | None = None
         self._outbox: list[asyncio.Future[Any]] = []
+        self._watchers: list[asyncio.Future[Any]] = []  # notices that wait for a hold to last (queued)
 
     def _cancel_requested(self) -> None:
         self.controls.halt(RevertStop("aborted", "workflow cancellation requested"))
@@ -116,6 +120,8 @@ class RevertWorkflow:
         self._take(await self._find(settled=False))  # refuse a bad input at once, even when it would queue
         self.controls.hold("lock", releases=f"the {self.inp.service} lock (a rollout of {self.inp.service} may be running)")
         self._publish()
+        if self.inp.on_conflict == "queue" and workflow.patched(QUEUED_NOTICE_PATCH):
+            self._watchers.append(asyncio.ensure_future(self._notice_if_queued()))
         acquired = await self.lock.acquire(give_up=lambda: self.controls.stopping, answered=self._lock_answered)
         self.controls.release("lock")
         if not acquired:
@@ -354,6 +360,7 @@ class RevertWorkflow:
             self._tell(notices.REVERT_FINISHED, reason)
         elif status in ("failed", "aborted") and self._changed():
             self._tell(notices.REVERT_FAILED, f"{status}: {reason}")
+        await asyncio.gather(*self._watchers, return_exceptions=True)  # each ends once the lock is not held
         await asyncio.gather(*self._outbox, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
         if status != "reverted":
@@ -369,10 +376,34 @@ class RevertWorkflow:
 
     def _tell(self, event: str, text: str) -> None:
         """Tell people (chat webhooks) without waiting: a notice never delays or fails the revert."""
-        n = notices.revert(revert_id=self.state.revert_id, service=self.inp.service, version=self.inp.to_version,
-                           event=event, text=text, stages=[r.key for r in self.state.regions])
+        self._tell_notice(notices.revert(revert_id=self.state.revert_id, service=self.inp.service,
+                                         version=self.inp.to_version, event=event, text=text,
+                                         stages=[r.key for r in self.state.regions]))
+
+    def _tell_notice(self, n: Notification) -> None:
         self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
-            NotifyActivities.notify, n, summary=f"notify {event}", **options.NOTIFY)))
+            NotifyActivities.notify, n, summary=f"notify {n.event}", **options.NOTIFY)))
+
+    def _waiting_for_lock(self) -> bool:
+        return self.controls.held("lock") is not None and not self.controls.stopping
+
+    async def _notice_if_queued(self) -> None:
+        """Tell people the revert waits behind a running rollout (named by the lock), if the lock is not granted soon."""
+        try:
+            await workflow.wait_condition(lambda: not self._waiting_for_lock(), timeout=QUEUED_NOTICE_AFTER,
+                                          timeout_summary="notice if still queued")
+            return
+        except TimeoutError:
+            pass
+        ahead = await self.lock.holder()
+        if not self._waiting_for_lock():  # granted (or stopped) while the lock was asked
+            return
+        behind = ahead or f"a running {self.inp.service} rollout"
+        self.controls.hold("lock", releases=f"the {self.inp.service} lock, held by {behind}")
+        self.controls.audit("bifrost", "queued", None, f"behind {behind}; starts when it ends")
+        self._publish()
+        self._tell_notice(notices.revert_queued(revert_id=self.state.revert_id, service=self.inp.service,
+                                                version=self.inp.to_version, waits_for=ahead))
 
     def _publish(self) -> None:
         self.controls.sync()

@@ -52,6 +52,8 @@ def _fields(n: Notification) -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     if n.wave is not None:
         rows.append(("Wave", str(n.wave)))
+    if n.waits_for is not None:
+        rows.append(("Waits for", n.waits_for))
     if n.stages:
         rows.append(("Stages", ", ".join(n.stages)))
     if n.gates:

@@ -44,8 +44,9 @@ def test_histories_are_recorded():
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', controls)}
     assert any("controls-upsert-on-change" in m for m in marked)
     assert {"controls-rollout", "controls-evacuation"} <= names
-    # reverts (record_revert_histories.py): one that evacuated and restored a production region, one refused by the lock
-    assert {"revert-reverted", "revert-evacuation", "revert-refused"} <= names
+    # reverts (record_revert_histories.py): one that evacuated and restored a production region, one refused by the lock,
+    # one queued behind a running rollout (patch revert-queued-notice: it told people whom it waits for)
+    assert {"revert-reverted", "revert-evacuation", "revert-refused", "revert-queued"} <= names
     # pre-warm raising HPA floors and putting them back (record_evacuation_histories.py hpa): the patch is in them
     hpa = "".join(p.read_text() for p in HISTORIES if p.name.startswith("evacuation-hpa-"))
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', hpa)}

@@ -8,6 +8,7 @@ import uuid
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from activities.adapters.webhooks import slack_payload, workflow_link
 from bifrost_cli.ops import outcome, start_rollout
 from common.types import StageRef
 from tests.workflows.helpers import fleet, make_request, running_worker
@@ -73,21 +74,51 @@ async def test_a_revert_is_refused_while_a_rollout_runs_and_names_it(env, task_q
 
 async def test_a_queued_revert_waits_for_the_rollout_and_undoes_it(env, task_queue):
     client, f = env.client, fleet()
-    async with running_worker(client, f, task_queue):
-        req, first = await _released(client, f, task_queue)
-        running = await _running_at_a_gate(client, req.service, task_queue)
-        h = await start_revert(client, revert_input(req.service, on_conflict="queue"), task_queue)
-        async with asyncio.timeout(60):
-            while (await h.query(RevertWorkflow.status)).status != "queued":
-                await asyncio.sleep(0.2)
-        assert (await h.query(RevertWorkflow.status)).release == first  # refused nothing: it waits
-        await running.execute_update("approve", {"wave": 2, "approver": "bob", "comment": "ok"})
-        await outcome(running)
-        state, failure = await revert_outcome(h)
+    with notices_sent() as sent:
+        async with running_worker(client, f, task_queue):
+            req, first = await _released(client, f, task_queue)
+            running = await _running_at_a_gate(client, req.service, task_queue)
+            h = await start_revert(client, revert_input(req.service, on_conflict="queue"), task_queue)
+            async with asyncio.timeout(60):
+                while (await h.query(RevertWorkflow.status)).status != "queued":
+                    await asyncio.sleep(0.2)
+            assert (await h.query(RevertWorkflow.status)).release == first  # refused nothing: it waits
+            # it tells people it queues, naming the rollout it waits behind (the lock's holder)
+            async with asyncio.timeout(60):
+                while not [n for n in sent if n.event == "revert_queued"]:
+                    await asyncio.sleep(0.2)
+            waiting = await h.query(RevertWorkflow.status)
+            assert waiting.waiting_for is not None and running.id in waiting.waiting_for, waiting.waiting_for
+            assert ("bifrost", "queued") in [(a.who, a.action) for a in waiting.audit]
+            await running.execute_update("approve", {"wave": 2, "approver": "bob", "comment": "ok"})
+            await outcome(running)
+            state, failure = await revert_outcome(h)
     assert failure == "" and state.status == "reverted", (state.status, state.reason)
     assert state.release == running.id and state.release_version == "2.1.0"  # the release that ended last
     assert {r.version_before for r in state.regions} == {"2.1.0"}
     assert any(a.action == "release" for a in state.audit)
+    [queued] = [n for n in sent if n.event == "revert_queued"]
+    assert (queued.rollout_id, queued.hold, queued.waits_for) == (state.revert_id, "lock", running.id)
+    assert f"queued behind {running.id}" in queued.text
+    # the chat payload a webhook posts as it is: the rollout waited for as a field, and the revert's Web UI page
+    payload = slack_payload(queued, workflow_link("http://ui.test:8233", "default", queued.rollout_id))
+    fields = [x["text"] for x in payload["blocks"][1]["fields"]]  # type: ignore[index]
+    assert f"*Waits for*\n{running.id}" in fields, fields
+    assert "http://ui.test:8233/namespaces/default/workflows/revert%2F" in str(payload["text"])
+    told = [n.event for n in sent if n.rollout_id == state.revert_id]
+    assert told == ["revert_queued", "revert_started", "revert_finished"], told
+
+
+async def test_a_revert_granted_at_once_is_not_told_as_queued(env, task_queue):
+    """`--queue` with nobody ahead: the lock is granted at once, and no queued notice goes out."""
+    client, f = env.client, fleet()
+    with notices_sent() as sent:
+        async with running_worker(client, f, task_queue):
+            req, _ = await _released(client, f, task_queue)
+            state, failure = await revert_outcome(
+                await start_revert(client, revert_input(req.service, on_conflict="queue"), task_queue))
+    assert state.status == "reverted", state.reason
+    assert [n.event for n in sent if n.rollout_id == state.revert_id] == ["revert_started", "revert_finished"]
 
 
 async def test_a_region_unhealthy_on_the_old_version_stops_the_revert_and_says_so(env, task_queue):
