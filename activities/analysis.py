@@ -16,7 +16,7 @@ from pathlib import Path
 
 from temporalio import activity
 
-from activities.adapters.base import ReportError
+from activities.adapters.base import MetricSource, ReportError
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.reports import LocalReportStore, ReportStore, report_key
 from activities.errors import reports_adapter_errors
@@ -28,6 +28,28 @@ from common import metrics
 from common.types import MetricWindow, Role, StageRef
 
 HEARTBEAT_SECONDS = 2.0  # while a render runs; the SDK throttles heartbeats to the activity's heartbeat timeout
+
+
+async def primary_before_after(source: MetricSource, stage: StageRef, metrics: list[MetricSpec], before: MetricWindow,
+                               after: MetricWindow, before_version: str, after_version: str) -> list[MetricSamples]:
+    """A region's primary over two windows, as baseline (`before`) and canary (`after`) samples: what a traffic health
+    look judges, and what its report draws."""
+    was = await asyncio.gather(*(source.fetch(stage, m, before, ("primary", None), ("primary", before_version))
+                                 for m in metrics))
+    now = await asyncio.gather(*(source.fetch(stage, m, after, ("primary", None), ("primary", after_version))
+                                 for m in metrics))
+    return [MetricSamples(name=m.name, baseline=b.canary, canary=a.canary) for m, b, a in zip(metrics, was, now)]
+
+
+def report_url(store: ReportStore | None, owner: str, analysis_id: str) -> str | None:
+    """The URL a report will have, or None when the store cannot name one: a verdict is never lost to its report."""
+    if store is None:
+        return None
+    try:
+        return store.url_for(owner, analysis_id)
+    except ReportError as err:
+        activity.logger.warning("no report link: %s", err)
+        return None
 
 
 class AnalysisActivities:
@@ -94,12 +116,7 @@ class AnalysisActivities:
         return SoakCheckResult(monitor=look, report_url=url)
 
     def _url_for(self, rollout_id: str, analysis_id: str) -> str | None:
-        """The report's URL, or None when the store cannot name one: a verdict is never lost to its report."""
-        try:
-            return self.reports.url_for(rollout_id, analysis_id)
-        except ReportError as err:
-            activity.logger.warning("no report link: %s", err)
-            return None
+        return report_url(self.reports, rollout_id, analysis_id)
 
     @activity.defn
     @reports_adapter_errors
@@ -108,12 +125,22 @@ class AnalysisActivities:
 
         Safe to retry: the same input stores the same page under the same key. Heartbeats while it works."""
         activity.heartbeat("fetching metrics")
-        data = await self._fetch(
-            inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
-        )
+        if inp.baseline_window is not None:  # a traffic health look: the primary before the shift against after it
+            data = await primary_before_after(self.registry.metrics(inp.stage), inp.stage, inp.metrics,
+                                              inp.baseline_window, inp.window, inp.baseline_version or inp.canary_version,
+                                              inp.canary_version)
+        else:
+            data = await self._fetch(
+                inp.stage, inp.metrics, inp.window, ("baseline", inp.baseline_version), (inp.canary_role, inp.canary_version)
+            )
         from canary import judge, report  # matplotlib too: only the worker that draws needs it
 
-        if inp.monitor is not None:
+        if inp.monitor is not None and inp.baseline_window is not None:
+            title = (f"{inp.stage.service} {inp.canary_version} in {inp.stage.key}: health after the traffic moved "
+                     f"(look {inp.monitor.look}/{inp.monitor.max_looks}), against its own window before")
+            draw = functools.partial(report.render_soak_html, inp.monitor, inp.metrics, data, title=title,
+                                     interval_seconds=inp.window.interval_seconds)
+        elif inp.monitor is not None:
             title = (f"{inp.stage.service} {inp.canary_version} vs {inp.baseline_version} in {inp.stage.key}: "
                      f"soak look {inp.monitor.look}/{inp.monitor.max_looks}")
             draw = functools.partial(report.render_soak_html, inp.monitor, inp.metrics, data, title=title,

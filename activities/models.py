@@ -115,6 +115,9 @@ class ReportInput(AnalysisInput):
     result: JudgeResult | None = Field(
         default=None, description="the canary verdict acted on; None: judge the re-fetched samples again")
     monitor: MonitorResult | None = Field(default=None, description="for a soak look: the look acted on")
+    baseline_window: MetricWindow | None = Field(
+        default=None, description="a traffic health look: the primary's window before the shift (baseline_version), "
+                                  "drawn against `window` (canary_version); None: baseline and canary over `window`")
 
     @classmethod
     def for_canary(cls, analysis: AnalysisInput, result: JudgeResult | None = None) -> "ReportInput":

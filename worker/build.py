@@ -150,7 +150,7 @@ def activities_for(
     analysis = AnalysisActivities(registry, store, render_pool)
     lock = LockActivities(client, task_queue, lock_holder_check)
     notify = NotifyActivities(registry)
-    traffic = TrafficActivities(registry)
+    traffic = TrafficActivities(registry, store)
     peers = PeerActivities(client)
     releases = ReleaseActivities(client)
     guard = GuardActivities(registry, traffic)

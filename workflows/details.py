@@ -37,7 +37,7 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(f"{c}{GAP}" for c in cells) + " |"
 
 
-def _link(text: str, url: str | None) -> str:
+def link(text: str, url: str | None) -> str:
     """A Markdown link when a browser can open `url`; otherwise the text, with a worker-local path in backticks."""
     if not url:
         return md(text)
@@ -51,7 +51,7 @@ def verdict_cell(st: StageState) -> str:
     if st.verdict is None:
         return "–"
     score = f" {st.score:g}" if st.score is not None else ""
-    return _link(f"{st.verdict}{score}", web_url(st.report_url))
+    return link(f"{st.verdict}{score}", web_url(st.report_url))
 
 
 def soak_cell(st: StageState) -> str:
@@ -237,7 +237,7 @@ def stage_details(st: StageState, *, service: str, version: str, detail: str = "
     if detail:
         lines.append(md(detail))
     if st.verdict is not None:
-        report = f" — {_link('canary report', st.report_url)}" if st.report_url else ""
+        report = f" — {link('canary report', st.report_url)}" if st.report_url else ""
         lines.append(f"**Verdict:** {st.verdict} (score {st.score:g}){report}" if st.score is not None
                      else f"**Verdict:** {st.verdict}{report}")
     if st.extended:  # the judge's own words: metric names (a restricted alphabet) and numbers

@@ -22,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from activities.models import ReportInput
     from activities.notify import NotifyActivities
     from activities.traffic.messages import (
         HealthInput,
@@ -38,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
     from workflows.controls import Ack, Controls, Stopped, refused
+    from workflows.report import start_report
     from workflows.traffic_details import evacuation_details
     from workflows.traffic_models import (
         EVACUATION_TERMINAL,
@@ -117,6 +119,8 @@ HPA_FLOOR_PATCH = "prewarm-hpa-floor"  # pre-warm raises an HPA's minReplicas an
 # From this patch on an aborted evacuation or restore ends as a failure of type Aborted with its state as the
 # details (the rollouts' convention: red in the UI, read back by the CLI); before it, it completed (green).
 ABORTED_FAILS_PATCH = "evacuation-aborted-fails"
+# Each health look names a report per checked region and has a ReportWorkflow draw it (as a stage's analyses do).
+HEALTH_REPORTS_PATCH = "evacuation-health-reports"
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -274,21 +278,38 @@ class EvacuationWorkflow:
                 continue
             self._set_status("shifting", doing=f"health check after step {i}/{n}")
             window = MetricWindow(start=rec.applied_at, end=workflow.now(), interval_seconds=inp.health_interval_seconds)
+            look = HealthInput(service=inp.service, environment=inp.environment, regions=checks, baseline_window=baseline,
+                               window=window, judge=inp.judge, look=i, max_looks=n)
+            if workflow.patched(HEALTH_REPORTS_PATCH):
+                look.report_owner = workflow.info().workflow_id  # one evacuation id per service: the start time tells runs apart
+                look.report_id = f"{inp.direction}-{inp.region}-{start:%Y%m%dT%H%M%S}-step-{i}"
             try:
                 health: HealthResult = await workflow.execute_activity_method(
-                    TrafficActivities.check_health,
-                    HealthInput(service=inp.service, environment=inp.environment, regions=checks, baseline_window=baseline,
-                                window=window, judge=inp.judge, look=i, max_looks=n),
-                    summary=f"health after step {i}/{n}", **HEALTH,
+                    TrafficActivities.check_health, look, summary=f"health after step {i}/{n}", **HEALTH,
                 )
             except ActivityError as err:
                 rec.checked_at, rec.healthy, rec.health = workflow.now(), False, f"health check failed: {_text(err)}"
                 raise _Alarm(i, rec.health) from err
             rec.checked_at, rec.healthy, rec.health = workflow.now(), not health.alarm, health.summary
             rec.values = [HealthValue.of(r.region, m) for r in health.regions if r.monitor is not None for m in r.monitor.metrics]
+            await self._draw_reports(rec, look, health)
             if health.alarm:
                 raise _Alarm(i, "; ".join(health.reasons) or health.summary)
             self._set_status("shifting")
+
+    async def _draw_reports(self, rec: StepRecord, look: HealthInput, health: HealthResult) -> None:
+        """Have a ReportWorkflow draw each checked region's look (the primary before the shift against after the
+        step) and keep where it will open; waits only until each has started."""
+        metrics = {c.region: c.metrics for c in look.regions}
+        drawn = [(r, analysis_id) for r in health.regions
+                 if r.monitor is not None and r.report_url and r.version and (analysis_id := look.region_report_id(r.region))]
+        for r, _ in drawn:
+            rec.reports[r.region] = r.report_url or ""
+        await asyncio.gather(*(start_report(ReportInput(
+            stage=self._stage(r.region), rollout_id=look.report_owner or workflow.info().workflow_id, analysis_id=analysis_id,
+            metrics=metrics[r.region], judge=look.judge, window=look.window, baseline_window=look.baseline_window,
+            baseline_version=r.version, canary_version=r.version or "", canary_role="primary", monitor=r.monitor,
+        ), f"health report {r.region} after step {rec.index}") for r, analysis_id in drawn))
 
     async def _scale_down(self) -> None:
         assert self.plan is not None

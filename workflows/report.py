@@ -8,7 +8,7 @@ never as a failure of the rollout (the verdict does not depend on it).
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
@@ -27,6 +27,19 @@ def report_task_queue(task_queue: str) -> str:
 def report_workflow_id(stage_workflow_id: str, analysis_id: str) -> str:
     """`<stage workflow id>/report/<analysis id>`: one per analysis, so a retried start finds the first one."""
     return f"{stage_workflow_id}/report/{analysis_id}"
+
+
+async def start_report(report: ReportInput, summary: str) -> None:
+    """From a workflow: have a ReportWorkflow draw and store `report`, waiting only until it has started (its id is
+    `<this workflow's id>/report/<analysis id>`, abandoned when this one closes). Stages and evacuations both use it."""
+    try:
+        await workflow.start_child_workflow(
+            ReportWorkflow.run, report, id=report_workflow_id(workflow.info().workflow_id, report.analysis_id),
+            task_queue=workflow.info().task_queue, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            static_summary=summary,
+        )
+    except WorkflowAlreadyStartedError:
+        pass  # a retried look asked again: the first one draws it
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)

@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         StageOrders,
         StageState,
     )
-    from workflows.report import ReportWorkflow, report_workflow_id
+    from workflows.report import start_report
     from workflows.request import HOLDS
     from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
     from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
@@ -580,17 +580,7 @@ class StageWorkflow:
             self._background.append(asyncio.ensure_future(workflow.execute_activity_method(
                 AnalysisActivities.render_report, report, summary=summary, **options.REPORT)))
             return
-        self._background.append(asyncio.ensure_future(self._start_report(report, summary)))
-
-    async def _start_report(self, report: ReportInput, summary: str) -> None:
-        try:
-            await workflow.start_child_workflow(
-                ReportWorkflow.run, report, id=report_workflow_id(workflow.info().workflow_id, report.analysis_id),
-                task_queue=workflow.info().task_queue, parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                static_summary=summary,
-            )
-        except WorkflowAlreadyStartedError:
-            pass  # a retried stage asked again: the first one draws it
+        self._background.append(asyncio.ensure_future(start_report(report, summary)))
 
     def _history_full(self) -> bool:
         info = workflow.info()

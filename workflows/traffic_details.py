@@ -6,6 +6,7 @@ import json
 
 from common.text import markdown as md
 from workflows.controls import find_hold
+from workflows.details import link
 from workflows.traffic_models import EVACUATION_TERMINAL, EvacuationState, StepRecord
 
 WHO = "<your name>"
@@ -46,8 +47,10 @@ def _number(x: float | None) -> str:
 
 def step_lines(st: StepRecord) -> str:
     """One step: its level and weights, its health verdict, and under it each metric's mean before → after."""
+    reports = ", ".join(link(f"{region} report", url) for region, url in sorted(st.reports.items()))
     line = (f"- {st.index}: {st.level}% → {md(json.dumps(st.weights, sort_keys=True))}"
-            f"{'' if st.changed else ' (already in place)'}; health: {md(st.health or 'pending')}")
+            f"{'' if st.changed else ' (already in place)'}; health: {md(st.health or 'pending')}"
+            + (f" — {reports}" if reports else ""))
     values = [f"  - {md(v.region)} {md(v.metric)}: {_number(v.before)} → {_number(v.after)} "
               f"({md(v.classification)}{', critical' if v.critical else ''}; n {v.before_n} → {v.after_n})"
               for v in st.values]

@@ -177,6 +177,7 @@ class StepRecord(BaseModel):
     healthy: bool | None = None
     health: str = ""
     values: list[HealthValue] = Field(default_factory=list, description="the health look's means, per region and metric")
+    reports: dict[str, str] = Field(default_factory=dict, description="region -> where its report of this look opens")
 
 
 class EvacuationState(BaseModel):

@@ -70,6 +70,14 @@ class HealthInput(BaseModel):
     judge: JudgeConfig
     look: int = Field(ge=1)
     max_looks: int = Field(ge=1)
+    report_owner: str | None = Field(default=None, max_length=1000,
+                                     description="file each region's report under this workflow id; None: name no report")
+    report_id: str | None = Field(default=None, max_length=150,
+                                  description="the look's analysis id; each region's report is `<report_id>-<region>`")
+
+    def region_report_id(self, region: str) -> str | None:
+        """The analysis id of `region`'s report of this look, or None when no report is asked for."""
+        return f"{self.report_id}-{region}" if self.report_id else None
 
 
 class RegionVerdict(BaseModel):
@@ -77,6 +85,7 @@ class RegionVerdict(BaseModel):
     version: str | None
     monitor: MonitorResult | None = None
     note: str = ""
+    report_url: str | None = Field(default=None, description="where this region's report of the look will open")
 
 
 class HealthResult(BaseModel):

@@ -15,6 +15,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.adapters.base import AdapterError, Autoscaler, Autoscaling, Deployer, TrafficError, TrafficRouter, autoscaling
 from activities.adapters.registry import AdapterRegistry, TrafficTarget
+from activities.adapters.reports import ReportStore
+from activities.analysis import primary_before_after, report_url
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
 from activities.metering import meter
@@ -31,7 +33,7 @@ from activities.traffic.messages import (
     SetWeightsResult,
     TrafficSnapshot,
 )
-from canary.config import MetricSamples, MetricSpec
+from canary.config import MetricSpec
 from common import metrics
 from common.failures import INVALID_REQUEST, TRAFFIC_CONFLICT
 from common.traffic.models import PlanInput, TrafficPlan
@@ -51,8 +53,9 @@ def refuse(what: str, problems: list[str]) -> ApplicationError:
 class TrafficActivities:
     """Holds the adapter registry; each method is one activity with one input."""
 
-    def __init__(self, registry: AdapterRegistry) -> None:
+    def __init__(self, registry: AdapterRegistry, reports: ReportStore | None = None) -> None:
         self.registry = registry
+        self.reports = reports  # names where a health look's reports will open (ReportWorkflow draws them)
 
     # -- lookups ------------------------------------------------------------------------------------
     def _target(self, service: str, region: str, environment: str) -> TrafficTarget:
@@ -265,17 +268,14 @@ class TrafficActivities:
             version = await self.registry.deployer(stage).current_version(stage)
             if version is None:
                 return RegionVerdict(region=region, version=None, note="no primary running: nothing to measure")
-            source = self.registry.metrics(stage)
-            before = await asyncio.gather(*(source.fetch(stage, m, inp.baseline_window, ("primary", None),
-                                                          ("primary", inp.baseline_version or version))
-                                            for m in metrics))
-            after = await asyncio.gather(*(source.fetch(stage, m, inp.window, ("primary", None), ("primary", version))
-                                           for m in metrics))
-            data = [MetricSamples(name=m.name, baseline=b.canary, canary=a.canary) for m, b, a in zip(metrics, before, after)]
+            data = await primary_before_after(self.registry.metrics(stage), stage, metrics, inp.baseline_window,
+                                              inp.window, inp.baseline_version or version, version)
             from canary import judge  # scipy: loaded by the worker, not by every importer of the workflows
 
             look = judge.soak_look(inp.judge, metrics, data, look=inp.look, max_looks=inp.max_looks)
-            return RegionVerdict(region=region, version=version, monitor=look)
+            report_id = inp.region_report_id(region)
+            url = report_url(self.reports, inp.report_owner, report_id) if inp.report_owner and report_id else None
+            return RegionVerdict(region=region, version=version, monitor=look, report_url=url)
 
         verdicts = await asyncio.gather(*(one(r.region, r.metrics) for r in inp.regions))
         return HealthResult(alarm=any(v.monitor is not None and v.monitor.alarm for v in verdicts), regions=list(verdicts))

@@ -47,6 +47,9 @@ from tests.ui.temporal_ui import (
     snap,
     workflow_row,
 )
+from tests.workflows.evacuation_helpers import evacuation, simulated_registry
+from tests.workflows.evacuation_helpers import service as evacuation_service
+from tests.workflows.evacuation_helpers import start as start_evacuation
 from tests.workflows.helpers import fleet, make_request
 from worker.build import build_worker
 from worker.reports_http import ReportServer
@@ -356,3 +359,34 @@ async def test_request_cancellation_names_who_asked(browser: Browser, ui_server:
         details = await current_details(page)
         await expect(details.locator("body")).to_contain_text(expected)
         await snap(page, tmp_path, "ui-cancelled", await details_fitted(page), docs=True)
+
+
+async def test_an_evacuations_health_looks_link_their_reports(browser: Browser, ui_server: UiServer, tmp_path: Path) -> None:
+    """The evacuation page's steps: each health look's values, and a link per receiving region to its report (drawn
+    by a ReportWorkflow, as a stage's analyses are, and served over HTTP), which opens from the browser."""
+    registry, _ = simulated_registry()
+    svc, task_queue = evacuation_service(), f"evac-ui-{uuid.uuid4().hex[:8]}"
+    with ReportServer(tmp_path / "reports") as reports:
+        async with build_worker(ui_server.client, registry, task_queue=task_queue,
+                                reports=LocalReportStore(reports.root, reports.url)):
+            handle = await start_evacuation(ui_server.client, evacuation(svc), task_queue)
+            result = await asyncio.wait_for(handle.result(), RESULT_TIMEOUT_S)
+            assert result.status == "evacuated", result.reason
+            async with console_page(browser, tmp_path) as page:
+                await open_workflow(page, ui_server.ui_url, handle.id)
+                details = await current_details(page)
+                body = details.locator("body")
+                await expect(body).to_contain_text("Steps:")
+                step = details.locator("li", has_text="1: 67%").first
+                await expect(step).to_contain_text("us-east-1 latency_p99")  # the values, under the step
+                links = step.get_by_role("link")
+                assert sorted(await links.all_inner_texts()) == ["ap-south-1 report", "us-east-1 report"]
+                href = await step.get_by_role("link", name="us-east-1 report").get_attribute("href") or ""
+                assert href.startswith(reports.url) and href == result.steps[0].reports["us-east-1"], href
+                deadline = time.monotonic() + RESULT_TIMEOUT_S
+                while (response := await page.request.get(href)).status != 200:  # drawn off the evacuation's path
+                    assert time.monotonic() < deadline, f"{href} answers {response.status}"
+                    await asyncio.sleep(0.2)
+                text = await response.text()
+                assert "health after the traffic moved" in text and "latency_p99" in text
+                await snap(page, tmp_path, "ui-evacuation-reports", await details_fitted(page), docs=True)

@@ -6,6 +6,10 @@ was not scaled for becomes slower, so an evacuation without pre-warm alarms and 
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+from urllib.parse import unquote
+
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
@@ -58,6 +62,10 @@ async def test_prewarmed_evacuation_moves_traffic_step_by_step_and_stays_healthy
         handle = await start(env.client, evacuation(svc), task_queue)
         result: EvacuationState = await handle.result()
         meta = await handle.query("__temporal_workflow_metadata")
+        drawn = [Path(unquote(url.removeprefix("file://"))) for st in result.steps for url in st.reports.values()]
+        async with asyncio.timeout(90):  # drawn beside the evacuation's work (nobody waits for it), by this worker
+            while not all(p.exists() for p in drawn):
+                await asyncio.sleep(0.2)
     assert result.status == "evacuated", result.reason
     assert result.weights_before == EVEN and result.weights_after == EVACUATED == await weights_of(registry, svc)
     assert [s.weights for s in result.steps] == result.planned == [STEP_1, {"us-east-1": 133, "eu-west-1": 33, "ap-south-1": 134}, EVACUATED]
@@ -79,6 +87,16 @@ async def test_prewarmed_evacuation_moves_traffic_step_by_step_and_stays_healthy
     details = meta.current_details if hasattr(meta, "current_details") else meta["currentDetails"]
     assert "Evacuation of eu-west-1" in details and "Requested by **alice**: INC-42 latency in eu-west-1" in details
     assert "| eu-west-1 (evacuated) | 100 | 0 | 0 | 4 | 4 |" in details
+    # each look links each receiver's report, drawn by a ReportWorkflow as a stage's analyses are: the receiver's
+    # primary before the shift against after the step, in the worker's report folder
+    for step in result.steps:
+        assert sorted(step.reports) == ["ap-south-1", "us-east-1"], step.reports
+        assert all(url.startswith(tmp_path.resolve().as_uri()) for url in step.reports.values()), step.reports
+    url = result.steps[0].reports["us-east-1"]
+    assert f"us-east-1 report (`{url}`)" in evacuation_details(result)  # a worker-local file: shown, not linked
+    assert len(drawn) == 6
+    page = Path(unquote(url.removeprefix("file://"))).read_text()
+    assert "health after the traffic moved" in page and "latency_p99" in page
 
 
 async def test_without_prewarm_the_overloaded_receivers_alarm_and_traffic_returns_to_the_last_healthy_step(env, task_queue, tmp_path):
