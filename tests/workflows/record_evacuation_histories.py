@@ -4,7 +4,8 @@ Writes tests/histories/evacuation-*.json: an approved, paused and resumed evacua
 restore, and an evacuation without pre-warm whose alarm reverts it; `... nested` records only
 evacuation-nested-*.json: two regions evacuated, then one restored while the other stays evacuated; `... hpa`
 records only evacuation-hpa-*.json: receivers scaled by HPAs on the fake Kubernetes API (their floors raised
-and put back by the restore, and by an abort).
+and put back by the restore, and by an abort); `... reports` records only evacuation-reports-*.json: an evacuation
+whose health looks name their reports and have ReportWorkflows draw them (patch evacuation-health-reports).
 Re-record only on purpose (the replay test exists to catch changes that would break evacuations already running). `record_histories` runs it too.
 """
 
@@ -119,6 +120,20 @@ async def record_hpa() -> None:
         await env.shutdown()
 
 
+async def record_reports() -> None:
+    env = await start_recording(("evacuation-reports",))
+    try:
+        registry, _ = simulated_registry(ttl=1)
+        with tempfile.TemporaryDirectory() as tmp:
+            async with running_worker(env.client, registry, "record", Path(tmp)):
+                h = await start(env.client, evacuation("recorded-reports", steps=[50, 0]), "record")
+                state = await h.result()
+                assert state.status == "evacuated" and all(st.reports for st in state.steps), state.steps
+                await _save(env.client, "evacuation-reports-00", h.id)
+    finally:
+        await env.shutdown()
+
+
 if __name__ == "__main__":
-    runs = {"nested": record_nested, "hpa": record_hpa}
+    runs = {"nested": record_nested, "hpa": record_hpa, "reports": record_reports}
     asyncio.run(runs[sys.argv[1]]() if sys.argv[1:] else record())

@@ -52,6 +52,8 @@ def test_histories_are_recorded():
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', hpa)}
     assert any("prewarm-hpa-floor" in m for m in marked)
     assert {"evacuation-hpa-evacuate", "evacuation-hpa-restore", "evacuation-hpa-abort"} <= names
+    # an evacuation whose health looks had ReportWorkflows draw their reports (record_evacuation_histories.py reports)
+    assert "evacuation-reports" in names
     # holds on failure (record_hold_histories.py): retried, promoted (a sibling told to hold), timed out
     held = "".join(p.read_text() for p in HISTORIES if p.name.startswith("hold-"))
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', held)}
