@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from bifrost_cli import ops
+from bifrost_cli import listed, ops
 from bifrost_cli import revert as revert_cli
 from bifrost_cli.main import cli
 from bifrost_cli.ops import outcome, start_rollout
@@ -20,7 +20,8 @@ def run(*args: str, env: dict | None = None):
 
 
 def test_the_cli_names_the_workflow_and_its_query():
-    assert revert_cli.REVERT_WORKFLOW == ops.REVERT_WORKFLOW == RevertWorkflow.__temporal_workflow_definition.name  # type: ignore[attr-defined]
+    assert revert_cli.REVERT_WORKFLOW == listed.REVERT_WORKFLOW == RevertWorkflow.__temporal_workflow_definition.name  # type: ignore[attr-defined]
+    assert listed.REVERT_WORKFLOW in listed.LISTED  # `bifrost list` shows reverts
     assert revert_cli.STATUS_QUERY in RevertWorkflow.__temporal_workflow_definition.queries  # type: ignore[attr-defined]
 
 
