@@ -11,7 +11,8 @@ whose first canary fails shows how many workflow tasks pass between the verdict 
 With `--telemetry`, it instead measures what metrics and tracing cost the worker: batches of rollouts on a
 worker without telemetry, serving Prometheus metrics (scraped every second), sending every span over
 OTLP/HTTP to a local sink, both, and both with one rollout in ten traced, in rounds of alternating order; it
-prints the worker process's CPU per stage for each, its batches, and the ratio to none (goal: <= 1.05).
+prints the worker process's CPU per stage for each, its batches, and the ratio to none (goal: <= 1.05), then the
+same CPU by thread (event loop, workflow threads, Core, span exporter) and the garbage collector's share.
 
     .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
     .venv/bin/python benchmarks/orchestration.py --telemetry [--batches 4] [--runs 5] [--settings off,tracing]

@@ -246,7 +246,8 @@ class SampledTracing(TracingInterceptor):
     no spans and sends none; an activity without one runs untraced. A sampled rollout is traced as before, except
     that queries are not: a query changes nothing, and the peer queries that confirm internal signals (about ten per
     rollout, each a client span, a header and a span in the queried workflow) are already inside the trace as their
-    `RunActivity:query_workflow` spans (docs/benchmarks.md, telemetry cost)."""
+    `RunActivity:query_workflow` spans, and that workflows make no span for scheduling an activity or for signals
+    (`_TracedWorkflow`; docs/benchmarks.md, telemetry cost)."""
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _UntracedQueries(super().intercept_client(next), next)
