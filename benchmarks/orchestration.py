@@ -11,7 +11,8 @@ whose first canary fails shows how many workflow tasks pass between the verdict 
 With `--telemetry`, it instead measures what metrics and tracing cost the worker: batches of rollouts on a
 worker without telemetry, serving Prometheus metrics (scraped every second), sending every span over
 OTLP/HTTP to a local sink, both, and both with one rollout in ten traced, in rounds of alternating order; it
-prints the worker process's CPU per stage for each, its batches, and the ratio to none (goal: <= 1.05).
+prints the worker process's CPU per stage for each, its batches, and the ratio to none (goal: <= 1.05), then the
+same CPU by thread (event loop, workflow threads, Core, span exporter) and the garbage collector's share.
 
     .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
     .venv/bin/python benchmarks/orchestration.py --telemetry [--batches 4] [--runs 5] [--settings off,tracing]
@@ -154,6 +155,52 @@ class _Sink:
         return int(out.strip() or 0)
 
 
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of this process's threads so far, by kind: the event loop, Core's Rust
+    threads, the span exporter, other Python threads (Linux /proc; empty elsewhere)."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    main = threading.main_thread().native_id
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        name = names.get(int(tid))
+        kind = ("event loop" if int(tid) == main else "span export" if name and "Otel" in name
+                else f"python: {name.split('-')[0]}" if name else f"native: {comm.rstrip('0123456789-')}")
+        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+class _GcClock:
+    """CPU time the cyclic garbage collector took, and its collections, by generation (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.seconds = [0.0, 0.0, 0.0]
+        self.count = [0, 0, 0]
+        self._t0 = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._t0 = time.thread_time()
+        else:
+            self.seconds[info["generation"]] += time.thread_time() - self._t0
+            self.count[info["generation"]] += 1
+
+    def snapshot(self) -> tuple[list[float], list[int]]:
+        return list(self.seconds), list(self.count)
+
+
 async def telemetry_cost(args: argparse.Namespace) -> None:
     """Worker CPU per stage without and with metrics + tracing, alternating batches on one dev server."""
     import asyncio
@@ -195,21 +242,30 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
     rounds = [name for r in range(args.batches) for name in (names if r % 2 == 0 else names[::-1])]
     order = ["both" if "both" in settings else names[0]] + rounds
     batches: dict[str, list[float]] = {name: [] for name in settings}
+    threads: dict[str, dict[str, float]] = {name: {} for name in settings}  # CPU by thread kind, counted batches
+    gc_clock = _GcClock()
+    gc_seconds = {name: [0.0, 0.0, 0.0] for name in settings}
+    gc_count = {name: [0, 0, 0] for name in settings}
     try:
         for batch, setting in enumerate(order):
             client = clients[setting]
             queue = f"bench-{uuid.uuid4().hex[:6]}"
             async with build_worker(client, AdapterRegistry.simulated(fleet), task_queue=queue,
                                     reports_dir="/tmp/bifrost-bench-reports", reports=NoReports()):
-                t0 = os.times()
+                t0, th0, gc0 = os.times(), _thread_cpu(), gc_clock.snapshot()
                 batch_stages = 0
                 for _ in range(args.runs):
                     result = await outcome(await start_rollout(client, request(n), queue))
                     assert result.status == "succeeded", result.reason
                     n += 1
                     batch_stages += len(result.stages)
-                t1 = os.times()
+                t1, th1, gc1 = os.times(), _thread_cpu(), gc_clock.snapshot()
             if batch:
+                for kind, seconds in th1.items():
+                    threads[setting][kind] = threads[setting].get(kind, 0.0) + seconds - th0.get(kind, 0.0)
+                for g in range(3):
+                    gc_seconds[setting][g] += gc1[0][g] - gc0[0][g]
+                    gc_count[setting][g] += gc1[1][g] - gc0[1][g]
                 used = (t1.user - t0.user) + (t1.system - t0.system)
                 cpu[setting] += used
                 stages[setting] += batch_stages
@@ -228,6 +284,15 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
         spread = ", ".join(f"{b * 1000:.0f}" for b in batches[name])
         print(f"  worker process CPU per stage, {name:<9} {per_stage[name] * 1000:6.1f} ms = {per_stage[name] / off:.3f} of off"
               f"  (batches: {spread} ms)")
+    kinds = sorted({k for t in threads.values() for k in t}, key=lambda k: -threads[names[0]].get(k, 0.0))
+    if kinds:
+        print("  by thread, ms per stage: " + "  ".join(f"{name}" for name in settings))
+        for kind in kinds:
+            row = "  ".join(f"{threads[name].get(kind, 0.0) / stages[name] * 1000:6.1f}" for name in settings)
+            print(f"    {kind:<28} {row}")
+    for g in range(3):
+        row = "  ".join(f"{gc_seconds[name][g] / stages[name] * 1000:6.1f} ({gc_count[name][g]})" for name in settings)
+        print(f"    garbage collection, gen {g}, ms per stage (collections) {row}")
     for name, what in (("metrics", "metrics alone"), ("both", "metrics and every rollout traced"),
                        ("both-10%", "metrics and 1 rollout in 10 traced")):
         if name not in per_stage:

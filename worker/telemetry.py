@@ -12,7 +12,7 @@ import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from opentelemetry import context, trace
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -23,7 +23,19 @@ from temporalio.client import OutboundInterceptor, QueryWorkflowInput
 from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, WorkflowInterceptorClassInput
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ContinueAsNewInput,
+    ExecuteActivityInput,
+    HandleSignalInput,
+    Interceptor,
+    StartActivityInput,
+    StartChildWorkflowInput,
+    StartLocalActivityInput,
+    WorkflowInterceptorClassInput,
+    WorkflowOutboundInterceptor,
+)
+from temporalio.workflow import ActivityHandle, ChildWorkflowHandle
 
 from common import metrics
 from common.failures import ADAPTER_ERROR_KINDS
@@ -142,15 +154,54 @@ _IDS = RandomIdGenerator()
 
 
 class _TracedWorkflow(TracingWorkflowInboundInterceptor):
-    """The SDK's workflow interceptor, which makes no span (and so no host call) in a workflow without a traced parent.
+    """The SDK's workflow interceptor with fewer spans: a workflow's own span, its children's, its updates' and its
+    completion, but none for scheduling an activity and none for signals.
 
-    The host would create none anyway (`always_create_workflow_spans` is off); this skips building the call. It runs
-    in the sandbox with this module's globals: `trace` is the host's opentelemetry, as the SDK's interceptor uses."""
+    Every span made in a workflow is a call out of the sandbox to the host; a 6-stage rollout made 208 spans, 91 of them
+    `StartActivity:` (zero-length, at the moment of scheduling: the activity's `RunActivity:` span has its run) and
+    `SignalExternalWorkflow:`/`HandleSignal:` pairs for the internal signals between Bifrost's own workflows, whose
+    work the trace shows anyway (docs/benchmarks.md, telemetry cost). An activity's header carries the workflow's
+    trace context, so its `RunActivity:` span sits under the span that started the workflow. Without a traced parent
+    it makes no span (and so no host call) at all. It runs in the sandbox with this module's globals: `trace` is the
+    host's opentelemetry, as the SDK's interceptor uses."""
+
+    def init(self, outbound: WorkflowOutboundInterceptor) -> None:
+        self.next.init(_TracedWorkflowOutbound(outbound, self))
+
+    async def handle_signal(self, input: HandleSignalInput) -> None:
+        with self._top_level_workflow_context(success_is_complete=False):  # what the handler starts stays in the trace
+            await self.next.handle_signal(input)
 
     def _completed_span(self, span_name: str, **kwargs: Any) -> None:
         if trace.get_current_span() is trace.INVALID_SPAN:
             return None
         return super()._completed_span(span_name, **kwargs)
+
+
+class _TracedWorkflowOutbound(WorkflowOutboundInterceptor):
+    """A workflow's outbound calls: a span for each child started; activities get the trace header, no span of their
+    own; signals neither (nor queries, which a workflow cannot send)."""
+
+    def __init__(self, next: WorkflowOutboundInterceptor, root: _TracedWorkflow) -> None:
+        super().__init__(next)
+        self.root = root
+
+    def continue_as_new(self, input: ContinueAsNewInput) -> NoReturn:
+        input.headers = self.root._context_to_headers(input.headers)
+        super().continue_as_new(input)
+
+    def start_activity(self, input: StartActivityInput) -> ActivityHandle[Any]:
+        input.headers = self.root._context_to_headers(input.headers)
+        return super().start_activity(input)
+
+    def start_local_activity(self, input: StartLocalActivityInput) -> ActivityHandle[Any]:
+        input.headers = self.root._context_to_headers(input.headers)
+        return super().start_local_activity(input)
+
+    async def start_child_workflow(self, input: StartChildWorkflowInput) -> ChildWorkflowHandle[Any, Any]:
+        self.root._completed_span(f"StartChildWorkflow:{input.workflow}", add_to_outbound=input,
+                                  kind=trace.SpanKind.CLIENT)
+        return await super().start_child_workflow(input)
 
 
 class _TracedActivity(ActivityInboundInterceptor):
@@ -195,7 +246,8 @@ class SampledTracing(TracingInterceptor):
     no spans and sends none; an activity without one runs untraced. A sampled rollout is traced as before, except
     that queries are not: a query changes nothing, and the peer queries that confirm internal signals (about ten per
     rollout, each a client span, a header and a span in the queried workflow) are already inside the trace as their
-    `RunActivity:query_workflow` spans (docs/benchmarks.md, telemetry cost)."""
+    `RunActivity:query_workflow` spans, and that workflows make no span for scheduling an activity or for signals
+    (`_TracedWorkflow`; docs/benchmarks.md, telemetry cost)."""
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _UntracedQueries(super().intercept_client(next), next)
