@@ -48,9 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.updates import Pause, Resume
 
 GUARD = "region-guard"  # who the guard's own actions are recorded as
-# From this patch on the probe carries the evacuation's replicas_before, so that the probe sizes the region from what
-# it ran at home and scales back what it no longer needs, instead of from the replicas it has now (which ratcheted up)
-PROBE_REPLICAS_PATCH = "guard-probe-replicas"
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -259,11 +256,9 @@ class RegionGuardWorkflow:
         if probe and not watch.probing and watch.set_identifier:
             self._enter("restoring", doing=f"probe: {watch.region} gets {probe}% of its share back")
             target = probe_weights(restore.restore_to.weights, watch.set_identifier, probe)
-            # not the HPA floors: the receivers still carry most of the moved traffic until the rest comes back
-            replicas = restore.restore_to.replicas if workflow.patched(PROBE_REPLICAS_PATCH) else {}
             child = restore.model_copy(update={"requested_by": by, "steps": [0], "reason": f"region guard: probe of "
                                                f"{watch.region} at {probe}% of its share",
-                                               "restore_to": RestoreTarget(weights=target, replicas=replicas)})
+                                               "restore_to": RestoreTarget(weights=target)})
             self._notify("guard_probing", f"{watch.region} gets {probe}% of its share back as a probe, judged "
                          f"against its peers for {self.inp.probe_looks} looks", watch.region)
             result = await self._child(child, f"probe {watch.region}")

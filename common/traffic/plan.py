@@ -307,11 +307,13 @@ def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members
         home_share = _shares(shift.home or weights).get(sid, Fraction(0))
         if have is not None and inp.prewarm and plan.gains:
             peak = max((_shares(s)[sid] for s in shift.steps), default=start_shares[sid])
-            if role == "restored" and recorded is not None and home_share > 0:
-                # sized from what it ran at home, whatever it runs now: after a probe its replicas are still its
-                # home replicas, so scaling them by the share it has now would ratchet them up cycle after cycle
-                want = max(recorded, prewarm_replicas(recorded, home_share, peak, inp.headroom))
-                why = (f"it ran {recorded} replicas at its home share of {float(home_share):.0%} and will take "
+            if role == "restored" and home_share > 0:
+                # sized from what it ran at its home share: the recorded replicas, else what it runs now (an
+                # evacuation never scales the region it drains, so after a probe it still runs its home replicas);
+                # scaling them by the share it has now would ratchet them up cycle after cycle
+                ref = recorded if recorded is not None else have
+                want = max(ref, prewarm_replicas(ref, home_share, peak, inp.headroom))
+                why = (f"it ran {ref} replicas at its home share of {float(home_share):.0%} and will take "
                        f"{float(peak):.0%} (x headroom {inp.headroom:g})")
             elif start_shares[sid] > 0:
                 want = prewarm_replicas(have, start_shares[sid], peak, inp.headroom)

@@ -216,16 +216,16 @@ def _shift_and_scale(inp: PlanInput, weights: dict[str, int], replicas: dict[str
 
 def _guard_cycle(weights: dict[str, int], replicas: dict[str, int], steps: list[int], probe: int,
                  headroom: float = 1.2) -> tuple[dict[str, int], dict[str, int]]:
-    """The region guard's cycle: evacuate eu-west-1, a restore to the probe weights, then the rest of the way; both
-    restores carry the evacuation's replicas_before, as the guard starts them."""
+    """The region guard's cycle: evacuate eu-west-1, a restore to the probe weights (without replicas: the probe's
+    home weights are the probe's, so scaling receivers back to replicas_before there would under-size them), then
+    the evacuation's own restore (its home weights and replicas_before), as the guard starts them."""
     evac = plan_input(steps=steps, headroom=headroom, home_weights=weights)
     before = dict(replicas)
     weights, replicas = _shift_and_scale(evac, weights, replicas)
     if probe:
         target = probe_weights(EVEN, "eu-west-1", probe)
         weights, replicas = _shift_and_scale(plan_input(direction="restore", steps=[0], headroom=headroom,
-                                                        restore_to=RestoreTarget(weights=target, replicas=before)),
-                                             weights, replicas)
+                                                        restore_to=RestoreTarget(weights=target)), weights, replicas)
     home = RestoreTarget(weights=EVEN, replicas=before)
     return _shift_and_scale(plan_input(direction="restore", steps=steps, headroom=headroom, restore_to=home),
                             weights, replicas)
