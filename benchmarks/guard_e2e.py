@@ -59,6 +59,9 @@ from workflows.traffic_models import evacuation_id  # noqa: E402
 BIFROST = str(Path(sys.executable).parent / "bifrost")
 REGIONS = ("us-east-1", "eu-west-1", "ap-south-1")
 SICK = "eu-west-1"
+# every receiver's pre-warm fits (4 -> 8 at steps 50,10,0); restores scale every region back to its replicas before
+# the evacuation, so repeated cycles need no more (before that fix a second cycle needed 24, docs/benchmarks.md)
+MAX_REPLICAS = 20
 STEPS = [50, 10, 0]
 PHASE_DEADLINE = float(os.environ.get("GUARD_E2E_PHASE_DEADLINE", "300"))
 SICK_VERSION, HEALED_VERSION = "2.0.0", "2.0.1"
@@ -189,6 +192,8 @@ class Cycle:
     children: list[tuple[datetime, datetime]] = field(default_factory=list)  # (start, close) of each traffic child
     decisions: list[tuple[str, datetime]] = field(default_factory=list)
     kills: list[str] = field(default_factory=list)
+    replicas_before: dict[str, int] = field(default_factory=dict)  # each region's primary before the onset
+    replicas_after: dict[str, int] = field(default_factory=dict)  # and once the guard has restored the region
 
 
 async def until(handle: WorkflowHandle[Any, Any], pred: Any, what: str) -> GuardState:
@@ -236,6 +241,7 @@ async def cycle(client: Client, handle: WorkflowHandle[Any, Any], fleet: Simulat
                            f"({r53.transitions[index][1]}); fresh worker pid {pid}")
             await wait_for_pollers(client, task_queue, {pid})
 
+    c.replicas_before = await replicas(fleet, service)
     killing = asyncio.create_task(killer())
     await fleet.promote(stage, SICK_VERSION, SICK_VERSION)  # the onset: errors x2 in eu-west-1 from now on
     c.onset = time.time()
@@ -250,12 +256,19 @@ async def cycle(client: Client, handle: WorkflowHandle[Any, Any], fleet: Simulat
     await killing
     c.decisions = [(d.action, d.at) for d in state.decisions if d.at.timestamp() >= c.onset - 1]
     c.changes_to = len(r53.changes())
+    c.replicas_after = await replicas(fleet, service)
     async for wf in client.list_workflows(f'WorkflowId = "{evacuation_id(service)}"'):
         if wf.start_time.timestamp() >= c.onset and wf.close_time is not None:
             c.children.append((wf.start_time, wf.close_time))
     c.children.sort()
-    print(f"  [{label}] restored at look {state.look}: weights {state.weights}", flush=True)
+    print(f"  [{label}] restored at look {state.look}: weights {state.weights}; replicas {c.replicas_after} "
+          f"(before the onset {c.replicas_before})", flush=True)
     return c
+
+
+async def replicas(fleet: SimulatedFleet, service: str) -> dict[str, int]:
+    """Each region's primary replicas, as the worker's fleet state (the shared SQLite file) holds them."""
+    return {r: await fleet.replicas(StageRef(service=service, region=r, environment="prod")) for r in REGIONS}
 
 
 async def explain(client: Client, service: str, tmp: Path) -> None:
@@ -315,7 +328,7 @@ async def main() -> None:
             "aws": {"endpoint_url": r53.endpoint, "timeout_seconds": 5, "max_attempts": 2},
             "defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}},
             "targets": [{"region": r, "environment": "prod", "traffic": {
-                "route53": {"zone_id": r53.zone_id, "record_name": f"{{service}}.{r53.zone}"}, "max_replicas": 100}}
+                "route53": {"zone_id": r53.zone_id, "record_name": f"{{service}}.{r53.zone}"}, "max_replicas": MAX_REPLICAS}}
                 for r in REGIONS]}))
         fleet = SimulatedFleet(FleetScenario.model_validate(scenario), state_file=tmp / "fleet.db").open()
         env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")} | {"TEMPORAL_ADDRESS": f"127.0.0.1:{port}"}
@@ -389,6 +402,9 @@ def report(r53: Route53, clean: Cycle, killed: Cycle, calls: list[dict[str, int]
     print(f"  steps lost: {lost}; applied twice or not in the plan: {twice}; same states in the same order: {same}"
           f" -> {'met' if same and lost == 0 and twice == 0 and n2 == n1 else 'NOT met'}")
     print(f"  polled transitions cycle 2: {len(r53.transitions) - killed.first} (cycle 1: {killed.first - clean.first})")
+    back = all(c.replicas_after == clean.replicas_before for c in (clean, killed))
+    print(f"replicas after each cycle, max_replicas {MAX_REPLICAS}: {clean.replicas_after}, {killed.replicas_after} (started "
+          f"{clean.replicas_before}); back where they started: {back} -> {'met' if back else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -318,7 +318,7 @@ class EvacuationWorkflow:
         todo = [r for r in self.plan.regions if r.scale_down_to is not None and not (self._hpa and r.autoscaler)]
         if not todo and not floors:
             return
-        self._set_status("scaling_down", doing="receivers to scale back: " + ", ".join(
+        self._set_status("scaling_down", doing="regions to scale back: " + ", ".join(
             [f"{r.region} {r.replicas_before}→{r.scale_down_to}" for r in todo]
             + [f"{region} HPA minReplicas → {n}" for region, n in floors.items()]))
         await self._scale_back({r.region: r.scale_down_to or 0 for r in todo}, "scale down", floors)

@@ -302,10 +302,20 @@ def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members
                           share_grows=any(_shares(s).get(sid, 0) > start_shares.get(sid, 0) for s in shift.steps))
         have = replicas.get(region)
         recorded = inp.restore_to.replicas.get(region) if inp.restore_to is not None else None
+        if recorded is not None and recorded < 1:  # typed by hand or read off a stopped primary: sizes nothing
+            recorded = None
         home_share = _shares(shift.home or weights).get(sid, Fraction(0))
         if have is not None and inp.prewarm and plan.gains:
             peak = max((_shares(s)[sid] for s in shift.steps), default=start_shares[sid])
-            if start_shares[sid] > 0:
+            if role == "restored" and home_share > 0:
+                # sized from what it ran at its home share: the recorded replicas, else what it runs now (an
+                # evacuation never scales the region it drains, so after a probe it still runs its home replicas);
+                # scaling them by the share it has now would ratchet them up cycle after cycle
+                ref = recorded if recorded is not None else have
+                want = max(ref, prewarm_replicas(ref, home_share, peak, inp.headroom))
+                why = (f"it ran {ref} replicas at its home share of {float(home_share):.0%} and will take "
+                       f"{float(peak):.0%} (x headroom {inp.headroom:g})")
+            elif start_shares[sid] > 0:
                 want = prewarm_replicas(have, start_shares[sid], peak, inp.headroom)
                 why = (f"its share grows from {float(start_shares[sid]):.0%} to {float(peak):.0%} "
                        f"(x headroom {inp.headroom:g})")
@@ -322,11 +332,12 @@ def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members
                         f"max_replicas is {m.max_replicas}; raise traffic.max_replicas in the targets file, "
                         "add receivers (--to) or stop at a higher last level (--steps)")
         end_share = _shares(final).get(sid, Fraction(0))
-        if (inp.direction == "restore" and role == "receiver" and have is not None and recorded is not None
-                and end_share < start_shares[sid]):
-            # back to the replicas recorded before the evacuation, but never below what its share at the end needs
+        gave_back = role == "receiver" and end_share < start_shares[sid]
+        if inp.direction == "restore" and (gave_back or role == "restored") and have is not None and recorded is not None:
+            # back to the replicas recorded before the evacuation, but never below what its share at the end needs;
+            # the restored region too, so that no pre-warm (this restore's or an earlier one's) outlives the restore
             keep = max(recorded, prewarm_replicas(recorded, home_share, end_share, inp.headroom)) if home_share > 0 else recorded
-            if have > keep:
+            if max(have, plan.prewarm_to or 0) > keep:
                 plan.scale_down_to = keep
         out.append(plan)
     if problems:

@@ -197,3 +197,42 @@ async def test_an_aborted_restore_leaves_the_evacuations_floors_with_the_traffic
     assert fleet.kube.get_hpa(eu, "eu")["spec"]["minReplicas"] == 1
     restore = evacuated.restore_input(requested_by="bob")  # and a later restore still knows the originals
     assert restore.restore_to is not None and restore.restore_to.min_replicas == {r: FLOOR for r in RECEIVERS}
+
+
+async def test_three_guard_cycles_put_every_floor_back_and_size_the_restored_region_from_home(
+        env, task_queue, tmp_path: Path, fleet: Fleet):  # noqa: F811
+    """The region guard's cycle three times (evacuate, a probe at half the share, the rest), every region scaled by an
+    HPA: each cycle ends with every floor and every region's replicas as they started. The restore after the probe
+    raises eu-west-1's floor to the 4 it ran at home, not to 4 x 2 x 1.2 from its probe share (the ratchet)."""
+    from common.traffic.models import RestoreTarget
+    from common.traffic.plan import probe_weights
+
+    with_hpas(fleet)
+    eu = "shop-eu-west-1"
+    fleet.kube.seed_hpa(eu, f"{SERVICE}-hpa", SERVICE, min_replicas=FLOOR, max_replicas=20)
+    regions = ("us-east-1", "eu-west-1", "ap-south-1")
+
+    def all_floors() -> dict[str, int]:
+        return {r: fleet.kube.get_hpa(f"shop-{r}", f"{SERVICE}-hpa")["spec"]["minReplicas"] for r in regions}
+
+    async with running_worker(env.client, fleet.registry(), task_queue, tmp_path):
+        for cycle in range(1, 4):
+            evacuated = await (await start(env.client, evacuation(SERVICE), task_queue)).result()
+            assert evacuated.status == "evacuated", f"cycle {cycle}: {evacuated.reason}"
+            assert evacuated.min_replicas_before == dict.fromkeys(regions, FLOOR), f"cycle {cycle}"  # nothing left raised
+            fleet.kube.set_load(eu, f"{SERVICE}-hpa", 1)  # drained: its HPA scales it down to its floor
+            await until(lambda: fleet.replicas()["eu-west-1"] == FLOOR)
+            back = evacuated.restore_input(requested_by="region-guard")
+            assert back.restore_to is not None
+            probe = back.model_copy(update={"steps": [0], "restore_to": RestoreTarget(
+                weights=probe_weights(back.restore_to.weights, "eu-west-1", 50))})  # as the guard starts it
+            probed = await (await start(env.client, probe, task_queue)).result()
+            assert probed.status == "restored", f"cycle {cycle}: {probed.reason}"
+            restored = await (await start(env.client, back, task_queue)).result()
+            assert restored.status == "restored", f"cycle {cycle}: {restored.reason}"
+            raised = [a.detail for a in restored.audit if a.action == "pre-warm" and a.detail.startswith("eu-west-1:")]
+            assert raised == [f"eu-west-1: {FLOOR} → 4 replicas; HPA {SERVICE}-hpa minReplicas {FLOOR} → 4"], raised
+            assert fleet.weights() == EVEN and all_floors() == dict.fromkeys(regions, FLOOR), f"cycle {cycle}"
+            assert restored.raised == {}
+            fleet.kube.set_load(eu, f"{SERVICE}-hpa", 4)  # its traffic is back, and with it the load
+            await until(lambda: fleet.replicas() == dict.fromkeys(regions, 4))

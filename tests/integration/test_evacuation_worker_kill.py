@@ -107,6 +107,12 @@ async def test_a_worker_killed_between_the_hpa_raise_and_its_put_back_still_puts
     for r in receivers:
         f.kube.seed_hpa(f"shop-{r}", "web", SERVICE, min_replicas=2, max_replicas=20)
         f.kube.stuck.add((f"shop-{r}", SERVICE))  # the raise lands; the replicas it asks for are not ready yet
+    # The restore gives eu-west-1 its home share back on its home replicas (4). The new worker's load model (per
+    # process, activities/adapters/simulated_traffic.py) fixed the demand when it first saw the weights, with the
+    # receivers pre-warmed, so it believes eu-west-1 overloaded (+30% latency). Only errors are judged here; before
+    # the restore stopped ratcheting, eu-west-1's needless pre-warm to 7 replicas hid this.
+    for t in f.targets["targets"]:
+        t["traffic"]["health"] = ["error_rate"]
     procs, start_worker, logs = _workers(env, task_queue, tmp_path, f.targets)
 
     def floors() -> dict[str, int]:
@@ -135,3 +141,49 @@ async def test_a_worker_killed_between_the_hpa_raise_and_its_put_back_still_puts
         stop_workers(procs)
     assert restored.status == "restored", restored.reason
     assert floors() == {r: 2 for r in receivers} and f.weights() == EVEN
+
+
+async def test_a_worker_killed_between_a_restores_raise_and_its_put_back_still_converges(
+        env, task_queue, tmp_path: Path, faulty):  # noqa: F811
+    """Every region scaled by an HPA. The restore raises the restored region's floor to what it ran at home (4; its HPA
+    scaled it down to 2 while drained) and waits for its replicas when its worker dies: the new worker finishes the
+    restore, and every floor is back at the original 2, eu-west-1's included, with the weights home."""
+    f, _ = faulty
+    regions = ("us-east-1", "eu-west-1", "ap-south-1")
+    for r in regions:
+        f.kube.seed_hpa(f"shop-{r}", "web", SERVICE, min_replicas=2, max_replicas=20)
+    eu = ("shop-eu-west-1", SERVICE)
+    procs, start_worker, logs = _workers(env, task_queue, tmp_path, f.targets)
+
+    def floors() -> dict[str, int]:
+        return {r: f.kube.get_hpa(f"shop-{r}", "web")["spec"]["minReplicas"] for r in regions}
+
+    try:
+        first = start_worker("worker-1")
+        # small steps: a new worker process has not seen the pre-warm (see the test above)
+        evacuated = await asyncio.wait_for((await start(env.client, evacuation(
+            SERVICE, health_baseline_minutes=1, steps=[90, 80, 70]), task_queue)).result(), timeout=180)
+        assert evacuated.status == "evacuated", f"{evacuated.reason}\n{logs()}"
+        f.kube.set_load("shop-eu-west-1", "web", 1)  # less traffic: its HPA scales it down to its floor
+        deadline = time.monotonic() + 30
+        while f.kube.get("shop-eu-west-1", SERVICE)["spec"]["replicas"] != 2:
+            assert time.monotonic() < deadline, "eu-west-1's HPA did not scale down"
+            await asyncio.sleep(0.05)
+        f.kube.stuck.add(eu)  # the raise lands; the replicas it asks for are not ready yet
+        handle = await start(env.client, evacuated.restore_input(requested_by="bob"), task_queue)
+        deadline = time.monotonic() + 120
+        while floors()["eu-west-1"] <= 2:
+            assert first.poll() is None and time.monotonic() < deadline, f"eu-west-1's floor not raised\n{logs()}"
+            await asyncio.sleep(0.05)
+        raised = floors()["eu-west-1"]
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+        f.kube.stuck.discard(eu)
+        start_worker("worker-2")
+        restored = await asyncio.wait_for(handle.result(), timeout=180)
+    finally:
+        stop_workers(procs)
+    assert raised == 4  # what it ran at home, from the evacuation's record
+    assert restored.status == "restored", f"{restored.reason}\n{logs()}"
+    assert restored.min_replicas_before["eu-west-1"] == 2 and restored.raised == {}
+    assert floors() == dict.fromkeys(regions, 2) and f.weights() == EVEN

@@ -180,6 +180,36 @@ async def test_a_probe_unhealthy_against_its_peers_is_drained_again(env: Any, tm
         await stop(handle)
 
 
+async def test_three_cycles_in_a_row_leave_every_region_at_its_replicas_and_none_is_refused(env: Any, tmp_path: Path) -> None:
+    """guard_e2e's ratchet: each restore after a probe left eu-west-1 with more replicas (4, 10, then 24 refused by
+    max_replicas 20). Now every cycle ends with every region at the replicas it started with."""
+    svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
+    registry, fleet = fleet_with({"eu-west-1": 3.0}, max_replicas=20)
+    sick = list(fleet.scenario.effects)
+    stages = {r: StageRef(service=svc, region=r, environment="prod") for r in ("us-east-1", "eu-west-1", "ap-south-1")}
+
+    async def replicas() -> dict[str, int]:
+        return {r: await registry.deployer(s).replicas(s) for r, s in stages.items()}
+
+    start_replicas = await replicas()
+    async with running_worker(env.client, registry, tq, tmp_path):
+        handle = await start(env.client, guard_input(svc, steps=[50, 10, 0], probe_percent=50), tq)
+        for cycle in range(1, 4):
+            if cycle > 1:
+                fleet.scenario.effects.extend(sick)  # it falls sick again
+            state = await wait_for(handle, lambda s, n=cycle: [d.action for d in s.decisions].count("evacuated") == n)
+            during = await replicas()
+            assert during["us-east-1"] > start_replicas["us-east-1"]  # the receivers were pre-warmed
+            fleet.scenario.effects.clear()  # the region heals
+            state = await wait_for(handle, lambda s, n=cycle: [d.action for d in s.decisions].count("restored") == n
+                                   or any(d.action == "failed" for d in s.decisions), timeout=120)
+            assert not any(d.action in ("refuse", "failed") for d in state.decisions), [
+                (d.action, d.reasons) for d in state.decisions if d.action in ("refuse", "failed")]
+            assert state.weights == {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
+            assert await replicas() == start_replicas, f"cycle {cycle}"
+        await stop(handle)
+
+
 def held_looks(fleet: SimulatedFleet) -> tuple[asyncio.Event, asyncio.Event]:
     """Hold every metrics fetch of the fleet until `gate` is set; `entered` is set once a look is held there."""
     gate, entered = asyncio.Event(), asyncio.Event()

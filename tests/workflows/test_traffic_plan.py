@@ -16,6 +16,7 @@ from common.traffic.plan import (
     evacuation_steps,
     plan_shift,
     prewarm_replicas,
+    probe_weights,
     restore_levels,
     restore_steps,
     step_problems,
@@ -197,3 +198,82 @@ def test_a_hand_started_restores_hpa_floors_are_refused_out_of_bounds():
     assert restore({"us-east-1": 2}) == []
     (problem,) = restore({"us-east-1": 0, "ap-south-1": 10**9})
     assert problem.startswith("restore_to.min_replicas: an HPA's minReplicas is 1 to 100000; got ap-south-1: 1000000000, us-east-1: 0")
+
+
+def _shift_and_scale(inp: PlanInput, weights: dict[str, int], replicas: dict[str, int],
+                     members: dict[str, Member] = MEMBERS) -> tuple[dict[str, int], dict[str, int]]:
+    """What one evacuation or restore leaves: the weights after its last step and the replicas after its pre-warm and
+    scale-down, as the workflow applies the plan (raises PlanRefused as the plan activity would refuse)."""
+    shift = plan_shift(inp, weights, members)
+    after = dict(replicas)
+    for p in capacity_plan(inp, shift, weights, members, replicas):
+        if p.prewarm_to is not None:
+            after[p.region] = max(after[p.region], p.prewarm_to)
+        if p.scale_down_to is not None:
+            after[p.region] = min(after[p.region], p.scale_down_to)
+    return shift.steps[-1], after
+
+
+def _guard_cycle(weights: dict[str, int], replicas: dict[str, int], steps: list[int], probe: int,
+                 headroom: float = 1.2) -> tuple[dict[str, int], dict[str, int]]:
+    """The region guard's cycle: evacuate eu-west-1, a restore to the probe weights (without replicas: the probe's
+    home weights are the probe's, so scaling receivers back to replicas_before there would under-size them), then
+    the evacuation's own restore (its home weights and replicas_before), as the guard starts them."""
+    evac = plan_input(steps=steps, headroom=headroom, home_weights=weights)
+    before = dict(replicas)
+    weights, replicas = _shift_and_scale(evac, weights, replicas)
+    if probe:
+        target = probe_weights(EVEN, "eu-west-1", probe)
+        weights, replicas = _shift_and_scale(plan_input(direction="restore", steps=[0], headroom=headroom,
+                                                        restore_to=RestoreTarget(weights=target)), weights, replicas)
+    home = RestoreTarget(weights=EVEN, replicas=before)
+    return _shift_and_scale(plan_input(direction="restore", steps=steps, headroom=headroom, restore_to=home),
+                            weights, replicas)
+
+
+def test_three_guard_cycles_leave_every_region_at_its_replicas_and_none_is_refused():
+    """The ratchet guard_e2e found: the restore after a probe sized eu-west-1 from the replicas it ran at the probe's
+    share (its home replicas) times 2 x 1.2, and nothing scaled it back, so each cycle started higher (10, then 24 >
+    max_replicas 20). Now it is sized from its recorded replicas at its home share and scaled back after a restore."""
+    weights, replicas = dict(EVEN), dict(REPLICAS)
+    for _ in range(3):
+        weights, replicas = _guard_cycle(weights, replicas, [50, 10, 0], probe=50)
+        assert weights == EVEN and replicas == REPLICAS
+    for _ in range(3):  # the guard's default probe: 10% of the share, then 10x the traffic
+        weights, replicas = _guard_cycle(weights, replicas, [0], probe=10)
+        assert weights == EVEN and replicas == REPLICAS
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.integers(0, 99), min_size=1, max_size=4, unique=True).map(lambda s: sorted(s, reverse=True)),
+       probe=st.integers(0, 99), headroom=st.sampled_from([1.0, 1.2, 1.5]), start=st.integers(2, 6))
+def test_repeated_evacuate_restore_cycles_converge(steps, probe, headroom, start):
+    """Any levels, probe and headroom: three cycles in a row never pass max_replicas 20 and end where they started."""
+    weights, replicas = dict(EVEN), dict.fromkeys(REPLICAS, start)
+    for _ in range(3):
+        try:
+            weights, replicas = _guard_cycle(weights, replicas, steps, probe, headroom)
+        except PlanRefused as err:
+            if any("already has its share" in p for p in err.problems):  # a probe at a level the steps left it at
+                return
+            raise
+        assert weights == EVEN and replicas == dict.fromkeys(REPLICAS, start)
+
+
+def test_a_restored_region_left_above_its_recorded_replicas_is_scaled_back():
+    """A region restored by an older Bifrost (or scaled by hand while drained) comes back to what it ran at home."""
+    now = {"us-east-1": 150, "eu-west-1": 0, "ap-south-1": 150}
+    inp = plan_input(direction="restore", restore_to=RestoreTarget(weights=EVEN, replicas=REPLICAS))
+    shift = plan_shift(inp, now, MEMBERS)
+    plans = {p.region: p for p in capacity_plan(inp, shift, now, MEMBERS, {"us-east-1": 8, "eu-west-1": 10, "ap-south-1": 8})}
+    assert plans["eu-west-1"].prewarm_to is None and plans["eu-west-1"].scale_down_to == 4
+    assert plans["us-east-1"].scale_down_to == 4
+
+
+def test_a_recorded_count_of_zero_never_scales_a_serving_region_to_nothing():
+    """restore_to.replicas can be typed by hand: 0 would scale the restored region and its receivers to 0 replicas."""
+    now = {"us-east-1": 150, "eu-west-1": 0, "ap-south-1": 150}
+    inp = plan_input(direction="restore", restore_to=RestoreTarget(weights=EVEN, replicas=dict.fromkeys(REPLICAS, 0)))
+    shift = plan_shift(inp, now, MEMBERS)
+    plans = capacity_plan(inp, shift, now, MEMBERS, {"us-east-1": 8, "eu-west-1": 4, "ap-south-1": 8})
+    assert all(p.scale_down_to is None for p in plans)
