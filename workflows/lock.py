@@ -49,6 +49,7 @@ SUPERSEDED_SIGNAL = "superseded"
 RELEASE_SIGNAL = "release"
 # The lock and the rollout confirm every lock signal against the other's own state before acting on it.
 LOCK_SIGNALS_PATCH = "lock-signals-confirmed"
+LOCAL_CLAIM_PATCH = "lock-confirms-locally"  # the lock asks a rollout's claim by a local activity (one round trip less)
 # A rollout waiting for the lock re-checks the lock's own state at an interval (timers and activities in its history).
 LOCK_RECHECK_PATCH = "lock-wait-rechecks"
 LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal within a second; this heals a lost one
@@ -211,11 +212,14 @@ class ServiceLockWorkflow:
 
     async def _claim(self, workflow_id: str) -> tuple[LockClaim | None, str]:
         """The rollout's own account of its lock request, or None and why there is none."""
+        query, summary = PeerQuery(workflow_id=workflow_id, query=LOCK_CLAIM_QUERY), f"confirm with {workflow_id}"
         try:
-            answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query=LOCK_CLAIM_QUERY),
-                summary=f"confirm with {workflow_id}", **options.CONFIRM,
-            )
+            if workflow.patched(LOCAL_CLAIM_PATCH):  # a rollout never asks the lock locally: no stall (options)
+                answer = await workflow.execute_local_activity_method(
+                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM_LOCAL)
+            else:
+                answer = await workflow.execute_activity_method(
+                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM)
         except ActivityError as err:
             return None, f"could not ask it ({err.cause or err})"
         if not answer.found:

@@ -26,6 +26,7 @@ class LocalActivityOptions(TypedDict, total=False):
     """The same for local activities (no heartbeats)."""
 
     start_to_close_timeout: timedelta
+    schedule_to_close_timeout: timedelta
     retry_policy: RetryPolicy
 
 
@@ -44,14 +45,26 @@ QUICK = ActivityOptions(
 HEARTBEAT = timedelta(seconds=15)
 
 # Confirming an internal signal with its sender's own state (a query; activities/peers.py). Retried for a
-# while: a real grant or release that cannot be confirmed would leave a rollout or the lock waiting. Never a
-# local activity: one keeps its workflow's task open while it runs, a query to that workflow waits for the
-# open task, and two workflows confirming with each other at once stalled each other until their tasks timed out.
+# while: a real grant or release that cannot be confirmed would leave a rollout or the lock waiting.
+#
+# A local activity keeps its workflow's task open while it runs, and a query to that workflow waits for the open
+# task: two workflows confirming with each other by local activities at once stalled each other until their tasks
+# timed out (10 s). So a query runs as a local activity (CONFIRM_LOCAL, RECHECK_LOCAL: no server dispatch, no
+# workflow task to wake; docs/benchmarks.md "Third pass") only in one direction, which can never close a cycle:
+#   stage -> its rollout, lock -> a rollout claiming it, rollout or stage -> the evacuation and the region guard
+#   (which ask nobody).
+# The other directions, rollout -> stage and rollout (or drill) -> lock, stay ordinary activities (CONFIRM), so a
+# workflow answering a local activity's query is never itself waiting, task open, on a local query.
 CONFIRM = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=45),
     schedule_to_close_timeout=timedelta(minutes=15),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              non_retryable_error_types=NON_RETRYABLE),
+)
+CONFIRM_LOCAL = LocalActivityOptions(
+    start_to_close_timeout=CONFIRM["start_to_close_timeout"],
+    schedule_to_close_timeout=CONFIRM["schedule_to_close_timeout"],
+    retry_policy=CONFIRM["retry_policy"],
 )
 # A queued rollout re-checking the lock's state itself (a grant whose signal was lost or could not be confirmed):
 # short, since an abort waits for it, and a check that fails is simply made again at the next interval.
@@ -60,6 +73,12 @@ RECHECK = ActivityOptions(
     schedule_to_close_timeout=timedelta(minutes=1),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
                              non_retryable_error_types=NON_RETRYABLE),
+)
+# The traffic gate's reads (the record set's weights, the evacuation's and the guard's status) as local activities.
+RECHECK_LOCAL = LocalActivityOptions(
+    start_to_close_timeout=RECHECK["start_to_close_timeout"],
+    schedule_to_close_timeout=RECHECK["schedule_to_close_timeout"],
+    retry_policy=RECHECK["retry_policy"],
 )
 # Finding the release a revert undoes (a visibility list and one history): retried while a rollout that gave the lock
 # back is still ending, for a bounded while.

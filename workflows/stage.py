@@ -75,6 +75,7 @@ STAGE_ORDERS_QUERY = "__bifrost_stage_orders"  # the rollout's record of what it
 # A stage confirms the rollout's signals with the rollout's orders; the rollout takes a stage's progress from the
 # stage's own `progress` query, not from the report signal.
 STAGE_SIGNALS_PATCH = "stage-signals-confirmed"
+LOCAL_CONFIRM_PATCH = "stage-confirms-locally"  # the query of the rollout's orders is a local activity
 # `on_failure: hold`: a canary that fails its analysis holds (canary and baseline running) until the rollout's
 # decision: retry on a fresh window, promote, or roll back (the rollout's resolve_hold update or the hold's timeout).
 HOLD_PATCH = "stage-hold-on-failure"
@@ -223,10 +224,14 @@ class StageWorkflow:
         """The rollout's record of what it told its stages, or None and why it could not be had."""
         parent = workflow.info().parent
         rollout = parent.workflow_id if parent is not None else self.inp.rollout_id
+        query, summary = PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY), f"confirm with {rollout}"
         try:
-            answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY),
-                summary=f"confirm with {rollout}", **options.CONFIRM)
+            if workflow.patched(LOCAL_CONFIRM_PATCH):  # the rollout never asks its stages locally: no stall (options)
+                answer = await workflow.execute_local_activity_method(
+                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM_LOCAL)
+            else:
+                answer = await workflow.execute_activity_method(
+                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM)
         except ActivityError as err:
             return None, f"the rollout {rollout} could not be asked ({error_text(err)})"
         if not answer.found or answer.error is not None:
