@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from common.types import ConcurrencyPolicy
     from workflows import options
+    from workflows.peer_reads import ask
 
 IDLE_BEFORE_EXIT = timedelta(minutes=5)
 
@@ -213,13 +214,8 @@ class ServiceLockWorkflow:
     async def _claim(self, workflow_id: str) -> tuple[LockClaim | None, str]:
         """The rollout's own account of its lock request, or None and why there is none."""
         query, summary = PeerQuery(workflow_id=workflow_id, query=LOCK_CLAIM_QUERY), f"confirm with {workflow_id}"
-        try:
-            if workflow.patched(LOCAL_CLAIM_PATCH):  # a rollout never asks the lock locally: no stall (options)
-                answer = await workflow.execute_local_activity_method(
-                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM_LOCAL)
-            else:
-                answer = await workflow.execute_activity_method(
-                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM)
+        try:  # locally: a rollout never asks the lock by a local activity, so no wait cycle (options.CONFIRM)
+            answer = await ask(query, summary, local=workflow.patched(LOCAL_CLAIM_PATCH))
         except ActivityError as err:
             return None, f"could not ask it ({err.cause or err})"
         if not answer.found:

@@ -49,8 +49,8 @@ HEARTBEAT = timedelta(seconds=15)
 #
 # A local activity keeps its workflow's task open while it runs, and a query to that workflow waits for the open
 # task: two workflows confirming with each other by local activities at once stalled each other until their tasks
-# timed out (10 s). So a query runs as a local activity (CONFIRM_LOCAL, RECHECK_LOCAL: no server dispatch, no
-# workflow task to wake; docs/benchmarks.md "Third pass") only in one direction, which can never close a cycle:
+# timed out (10 s). So a query runs as a local activity (LOCAL_READ, workflows/peer_reads.py: no server dispatch, no
+# workflow task to wake; docs/benchmarks.md "Third pass") only in the directions that can never close a cycle:
 #   stage -> its rollout, lock -> a rollout claiming it, rollout or stage -> the evacuation and the region guard
 #   (which ask nobody).
 # The other directions, rollout -> stage and rollout (or drill) -> lock, stay ordinary activities (CONFIRM), so a
@@ -61,10 +61,14 @@ CONFIRM = ActivityOptions(
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              non_retryable_error_types=NON_RETRYABLE),
 )
-CONFIRM_LOCAL = LocalActivityOptions(
-    start_to_close_timeout=CONFIRM["start_to_close_timeout"],
-    schedule_to_close_timeout=CONFIRM["schedule_to_close_timeout"],
-    retry_policy=CONFIRM["retry_policy"],
+# A peer read as a local activity (workflows/peer_reads.py): short, since the asking workflow's task stays open (and
+# queries to it wait) while it runs; a read that fails here is asked again by an ordinary activity (CONFIRM, RECHECK).
+# Bounded by attempts, not by a schedule-to-close: on this SDK and dev server a failing local activity was seen retried
+# every 8 s (each workflow-task heartbeat) well past a 3 s schedule-to-close.
+LOCAL_READ = LocalActivityOptions(
+    start_to_close_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=2),
+                             maximum_attempts=2, non_retryable_error_types=NON_RETRYABLE),
 )
 # A queued rollout re-checking the lock's state itself (a grant whose signal was lost or could not be confirmed):
 # short, since an abort waits for it, and a check that fails is simply made again at the next interval.
@@ -73,12 +77,6 @@ RECHECK = ActivityOptions(
     schedule_to_close_timeout=timedelta(minutes=1),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
                              non_retryable_error_types=NON_RETRYABLE),
-)
-# The traffic gate's reads (the record set's weights, the evacuation's and the guard's status) as local activities.
-RECHECK_LOCAL = LocalActivityOptions(
-    start_to_close_timeout=RECHECK["start_to_close_timeout"],
-    schedule_to_close_timeout=RECHECK["schedule_to_close_timeout"],
-    retry_policy=RECHECK["retry_policy"],
 )
 # Finding the release a revert undoes (a visibility list and one history): retried while a rollout that gave the lock
 # back is still ending, for a bounded while.

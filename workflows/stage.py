@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SoakCheckInput,
         StageOnly,
     )
-    from activities.peers import PeerActivities, PeerQuery
+    from activities.peers import PeerQuery
     from activities.traffic.messages import HealthInput, RegionHealth
     from activities.traffic.shift import TrafficActivities
     from canary.config import Decision
@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         StageOrders,
         StageState,
     )
+    from workflows.peer_reads import ask
     from workflows.report import start_report
     from workflows.request import HOLDS
     from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
@@ -225,13 +226,8 @@ class StageWorkflow:
         parent = workflow.info().parent
         rollout = parent.workflow_id if parent is not None else self.inp.rollout_id
         query, summary = PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY), f"confirm with {rollout}"
-        try:
-            if workflow.patched(LOCAL_CONFIRM_PATCH):  # the rollout never asks its stages locally: no stall (options)
-                answer = await workflow.execute_local_activity_method(
-                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM_LOCAL)
-            else:
-                answer = await workflow.execute_activity_method(
-                    PeerActivities.query_workflow, query, summary=summary, **options.CONFIRM)
+        try:  # locally: the rollout never asks its stages by a local activity, so no wait cycle (options.CONFIRM)
+            answer = await ask(query, summary, local=workflow.patched(LOCAL_CONFIRM_PATCH))
         except ActivityError as err:
             return None, f"the rollout {rollout} could not be asked ({error_text(err)})"
         if not answer.found or answer.error is not None:

@@ -21,15 +21,16 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
-    from activities.peers import PeerActivities, PeerQuery
+    from activities.peers import PeerQuery
     from activities.traffic.messages import RegionWeights, RegionWeightsInput
     from activities.traffic.shift import TrafficActivities
     from common.types import EnvKind
     from workflows import options
+    from workflows.peer_reads import ask, local_failed
     from workflows.traffic_models import EvacuationState, evacuation_id
 
 GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
@@ -101,24 +102,25 @@ async def _query(workflow_id: str, local: bool) -> object | None:
 
     Locally (LOCAL_READS_PATCH) it is safe from the stall of two workflows asking each other with their tasks open:
     the evacuation and the region guard ask nobody (workflows/options.py, CONFIRM)."""
-    query = PeerQuery(workflow_id=workflow_id, query="status")
     try:
-        if local:
-            answer = await workflow.execute_local_activity_method(
-                PeerActivities.query_workflow, query, summary=f"traffic: ask {workflow_id}", **options.RECHECK_LOCAL)
-        else:
-            answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, query, summary=f"traffic: ask {workflow_id}", **options.RECHECK)
+        answer = await ask(PeerQuery(workflow_id=workflow_id, query="status"), f"traffic: ask {workflow_id}",
+                           local=local, ordinary=options.RECHECK)
     except ActivityError:
         return None
     return answer.answer if answer.found and answer.error is None else None
 
 
 async def _weights(inp: RegionWeightsInput, local: bool) -> RegionWeights:
+    """The record set's weights: locally first if `local` (as `peer_reads.ask` does), then by an ordinary activity."""
     summary = f"traffic of {', '.join(inp.regions)}"
     if local:
-        return await workflow.execute_local_activity_method(
-            TrafficActivities.region_weights, inp, summary=summary, **options.RECHECK_LOCAL)
+        try:
+            return await workflow.execute_local_activity_method(
+                TrafficActivities.region_weights, inp, summary=summary, **options.LOCAL_READ)
+        except FailureError as err:
+            if not local_failed(err):
+                raise
+            # slow or failing: asked again below without holding the task open
     return await workflow.execute_activity_method(TrafficActivities.region_weights, inp, summary=summary,
                                                   **options.RECHECK)
 
