@@ -8,12 +8,18 @@ for as long as a confirmation may take without holding the caller's task open.""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
 from temporalio import workflow
 from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.peers import PeerActivities, PeerAnswer, PeerQuery
     from workflows import options
+
+In = TypeVar("In")
+Out = TypeVar("Out")
 
 
 def local_failed(err: FailureError) -> bool:
@@ -24,16 +30,21 @@ def local_failed(err: FailureError) -> bool:
     return not isinstance(err, CancelledError)
 
 
-async def ask(query: PeerQuery, summary: str, *, local: bool,
-              ordinary: options.ActivityOptions = options.CONFIRM) -> PeerAnswer:
-    """`query`'s answer: first by a local activity if `local`, then (or else) by an ordinary one with `ordinary`.
-    Raises ActivityError only if the ordinary activity fails too."""
+async def local_first(fn: Callable[[Any, In], Awaitable[Out]], arg: In, summary: str, *, local: bool,
+                      ordinary: options.ActivityOptions) -> Out:
+    """Run activity method `fn`: first as a local activity if `local` (LOCAL_READ), then (or else) as an ordinary one
+    with `ordinary`. Raises ActivityError only if the ordinary activity fails too."""
     if local:
         try:
-            return await workflow.execute_local_activity_method(
-                PeerActivities.query_workflow, query, summary=summary, **options.LOCAL_READ)
+            return await workflow.execute_local_activity_method(fn, arg, summary=summary, **options.LOCAL_READ)
         except FailureError as err:
             if not local_failed(err):
                 raise
             # slow or failing: the ordinary activity below keeps trying without holding this task open
-    return await workflow.execute_activity_method(PeerActivities.query_workflow, query, summary=summary, **ordinary)
+    return await workflow.execute_activity_method(fn, arg, summary=summary, **ordinary)
+
+
+async def ask(query: PeerQuery, summary: str, *, local: bool,
+              ordinary: options.ActivityOptions = options.CONFIRM) -> PeerAnswer:
+    """`query`'s answer (the other workflow's own), locally first if `local` (see `local_first`)."""
+    return await local_first(PeerActivities.query_workflow, query, summary, local=local, ordinary=ordinary)

@@ -21,16 +21,16 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
     from activities.peers import PeerQuery
-    from activities.traffic.messages import RegionWeights, RegionWeightsInput
+    from activities.traffic.messages import RegionWeightsInput
     from activities.traffic.shift import TrafficActivities
     from common.types import EnvKind
     from workflows import options
-    from workflows.peer_reads import ask, local_failed
+    from workflows.peer_reads import ask, local_first
     from workflows.traffic_models import EvacuationState, evacuation_id
 
 GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
@@ -110,27 +110,14 @@ async def _query(workflow_id: str, local: bool) -> object | None:
     return answer.answer if answer.found and answer.error is None else None
 
 
-async def _weights(inp: RegionWeightsInput, local: bool) -> RegionWeights:
-    """The record set's weights: locally first if `local` (as `peer_reads.ask` does), then by an ordinary activity."""
-    summary = f"traffic of {', '.join(inp.regions)}"
-    if local:
-        try:
-            return await workflow.execute_local_activity_method(
-                TrafficActivities.region_weights, inp, summary=summary, **options.LOCAL_READ)
-        except FailureError as err:
-            if not local_failed(err):
-                raise
-            # slow or failing: asked again below without holding the task open
-    return await workflow.execute_activity_method(TrafficActivities.region_weights, inp, summary=summary,
-                                                  **options.RECHECK)
-
-
 async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) -> TrafficFacts:
     """Read the weights of `regions`, the service's running evacuation and its region guard, at once."""
     facts = TrafficFacts()
     local = workflow.patched(LOCAL_READS_PATCH)
     try:
-        read = await _weights(RegionWeightsInput(service=service, environment=environment, regions=regions), local)
+        read = await local_first(TrafficActivities.region_weights,
+                                 RegionWeightsInput(service=service, environment=environment, regions=regions),
+                                 f"traffic of {', '.join(regions)}", local=local, ordinary=options.RECHECK)
         facts.weights, facts.total = read.weights, read.total
     except ActivityError as err:
         facts.unread = error_text(err)

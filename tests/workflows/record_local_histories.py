@@ -13,15 +13,16 @@ import asyncio
 import tempfile
 from pathlib import Path
 
-from bifrost_cli.ops import outcome, start_rollout
-from tests.workflows.helpers import fleet, make_request, running_worker
-from tests.workflows.record_histories import _children, _save, _wait, start_recording
+from bifrost_cli.ops import outcome
+from common.lock import lock_id
+from tests.workflows.helpers import fleet, running_worker
+from tests.workflows.record_histories import _children, _save, start_recording
+from tests.workflows.test_internal_signals import holder_and_queued, rollout_state
 from tests.workflows.test_rollout_traffic import held_rollout
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Approve
 
 GROUPS = ("local-queue", "local-traffic")
-ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 
 
 async def record() -> None:
@@ -29,17 +30,13 @@ async def record() -> None:
     client = env.client
     try:
         async with running_worker(client, fleet(), "record"):
-            a = make_request(approvals={"gates": [{"wave": 2}], "approvers": ["alice"]}, **ONE_REGION)
-            b = make_request(service=a.service, version="2.1.0", **ONE_REGION)
-            ha = await start_rollout(client, a, "record")
-            await _wait(ha, lambda s: s.status == "awaiting_approval")
-            hb = await start_rollout(client, b, "record")
-            await _wait(hb, lambda s: s.status == "queued")
-            await ha.execute_update(RolloutWorkflow.approve, Approve(wave=2, approver="alice", comment="ok"))
+            ha, hb, _ = await holder_and_queued(client, "record")
+            service = (await rollout_state(ha)).service
+            await ha.execute_update(RolloutWorkflow.approve, Approve(stage="us-east-1/test", approver="alice"))
             await outcome(ha)
             await outcome(hb)
             await _save(client, "local-queue", [ha.id, *await _children(client, ha.id), hb.id,
-                                                *await _children(client, hb.id), f"service-lock/{a.service}"])
+                                                *await _children(client, hb.id), lock_id(service)])
         with tempfile.TemporaryDirectory() as tmp:
             held = await held_rollout(client, "record", Path(tmp))
             assert held.result.status == "succeeded", held.result.reason
