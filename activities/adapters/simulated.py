@@ -461,7 +461,7 @@ class SimulatedFleet:
     # -- replicas: the traffic model (simulated_traffic.SimulatedLoad) holds them unless scaled here --------
     async def replicas(self, stage: StageRef) -> int:
         stored = await self._run(stage, None, None, lambda s: s.replicas)
-        return stored if stored is not None else self.load.replicas(stage)
+        return stored if stored is not None else await asyncio.to_thread(self.load.replicas, stage)
 
     async def scale(self, stage: StageRef, replicas: int) -> None:
         def resize(s: SlotState) -> None:
@@ -519,11 +519,14 @@ class SimulatedFleet:
         baseline: tuple[Role, str | None],
         canary: tuple[Role, str],
     ) -> MetricSamples:
-        return MetricSamples(
-            name=metric.name,
-            baseline=self._series(stage, metric, window, *baseline),
-            canary=self._series(stage, metric, window, *canary),
-        )
+        def draw() -> MetricSamples:  # reads the traffic model in the fleet's state: off the event loop
+            return MetricSamples(
+                name=metric.name,
+                baseline=self._series(stage, metric, window, *baseline),
+                canary=self._series(stage, metric, window, *canary),
+            )
+
+        return await asyncio.to_thread(draw)
 
 
 @contextmanager

@@ -255,17 +255,18 @@ class ObservedRouter:
     def name(self) -> str:
         return self.inner.name
 
-    def _observe(self, weights: dict[str, int]) -> dict[str, int]:
+    async def _observe(self, weights: dict[str, int]) -> dict[str, int]:
         regions = self.regions()
-        if regions:
-            self.load.observe_weights(self.service, self.environment, {r: weights.get(sid, 0) for r, sid in regions.items()})
+        if regions:  # the fleet's state may wait for another worker's write: off the event loop
+            await asyncio.to_thread(self.load.observe_weights, self.service, self.environment,
+                                    {r: weights.get(sid, 0) for r, sid in regions.items()})
         return weights
 
     async def weights(self) -> dict[str, int]:
-        return self._observe(await self.inner.weights())
+        return await self._observe(await self.inner.weights())
 
     async def set_weights(self, wanted: dict[str, int], *, expect: dict[str, int] | None = None) -> dict[str, int]:
-        return self._observe(await self.inner.set_weights(wanted, expect=expect))
+        return await self._observe(await self.inner.set_weights(wanted, expect=expect))
 
     async def ttl_seconds(self) -> int:
         return await self.inner.ttl_seconds()
@@ -296,12 +297,12 @@ class ObservedDeployer:
 
     async def replicas(self, stage: StageRef) -> int:
         count = await self.inner.replicas(stage)
-        self.load.observe_replicas(stage, count)
+        await asyncio.to_thread(self.load.observe_replicas, stage, count)
         return count
 
     async def scale(self, stage: StageRef, replicas: int) -> None:
         await self.inner.scale(stage, replicas)  # returns once that many are ready
-        self.load.observe_replicas(stage, replicas)
+        await asyncio.to_thread(self.load.observe_replicas, stage, replicas)
 
     async def autoscaler(self, stage: StageRef) -> Autoscaler | None:
         inner = autoscaling(self.inner)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.adapters.registry import registry_from_targets
+from activities.adapters.base import TrafficError
+from activities.adapters.registry import AdapterRegistry, registry_from_targets
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import parse_targets
 from canary.config import MetricSpec
@@ -40,7 +41,7 @@ def _fleet(state_file: Path | None = None, seed: int = 7) -> SimulatedFleet:
     return SimulatedFleet(scenario, state_file=state_file)
 
 
-def _registry(fleet: SimulatedFleet):  # type: ignore[no-untyped-def]
+def _registry(fleet: SimulatedFleet) -> AdapterRegistry:
     return registry_from_targets(parse_targets({
         "defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}},
         "targets": [{"region": r, "environment": "prod", "traffic": {"simulated": {"weight": 100}}} for r in REGIONS]}),
@@ -81,8 +82,6 @@ async def test_a_changed_simulated_weight_is_guarded_across_workers(tmp_path: Pa
     ra = _registry(a).traffic_target("eu-west-1", "prod").router_for("pay")  # type: ignore[union-attr]
     rb = _registry(b).traffic_target("eu-west-1", "prod").router_for("pay")  # type: ignore[union-attr]
     await ra.set_weights({"eu-west-1": 50})
-    from activities.adapters.base import TrafficError
-
     with pytest.raises(TrafficError, match="changed under us"):
         await rb.set_weights({"eu-west-1": 0}, expect={r: 100 for r in REGIONS})
     assert await rb.set_weights({"eu-west-1": 0}, expect={"us-east-1": 100, "eu-west-1": 50, "ap-south-1": 100}) == {
