@@ -227,9 +227,8 @@ async def cycle(client: Client, handle: WorkflowHandle[Any, Any], fleet: Simulat
     c = Cycle(first=len(r53.transitions), changes_from=len(r53.changes()))
     stage = StageRef(service=service, region=SICK, environment="prod")
     done_before = len([d for d in (await until(handle, lambda s: True, "status")).decisions if d.action == "restored"])
-    # the evacuation's last step and the restore's first step (after the probe). An earlier kill in the evacuation
-    # makes it revert here: the fresh worker's load model (per process, activities/adapters/simulated_traffic.py)
-    # has not seen the pre-warm, so it sees the receivers at their old replicas and overloaded (docs/benchmarks.md)
+    # the evacuation's step --evacuation-kill-step (default its last) and the restore's first step (after the probe);
+    # the fresh worker finds the pre-warm and the weights in the fleet's state (activities/adapters/simulated_traffic.py)
     kill_at = [c.first + KILL_STEP[0] - 1, c.first + len(STEPS) + 1] if kill else []
 
     async def killer() -> None:
@@ -311,7 +310,7 @@ async def main() -> None:
     parser.add_argument("--look", type=int, default=5, help="the guard's look interval, seconds")
     parser.add_argument("--ttl", type=int, default=5, help="the record TTL, seconds")
     parser.add_argument("--evacuation-kill-step", type=int, default=len(STEPS), choices=range(1, len(STEPS) + 1),
-                        help="kill at this evacuation step's weight change (earlier than the last reverts: see the docs)")
+                        help="kill at this evacuation step's weight change (default the last)")
     opts = parser.parse_args()
     KILL_STEP[0] = opts.evacuation_kill_step
     service = f"guard-e2e-{uuid.uuid4().hex[:6]}"

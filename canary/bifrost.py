@@ -45,15 +45,20 @@ class Evidence:
     mean_c: float
     p_spread_up: float = 1.0  # Brown-Forsythe: the canary's spread around its median is larger
     spread_ratio: float = 1.0  # mean absolute deviation from the median, canary / baseline (NaN when undefined)
+    means_only: bool = False  # judge on Welch's test of the means alone (sides whose per-sample noise differs)
 
     @property
     def p_up(self) -> float:
         """p-value for 'canary is higher or more spread': Simes' combination of the rank, mean and spread tests."""
+        if self.means_only:
+            return self.p_mean_up
         return simes(self.p_rank_up, self.p_mean_up, self.p_spread_up)
 
     @property
     def p_down(self) -> float:
         """p-value for 'canary is lower'."""
+        if self.means_only:
+            return self.p_mean_down
         return simes(self.p_rank_down, self.p_mean_down)
 
     def p_value(self, direction: Direction) -> float:
@@ -123,13 +128,18 @@ def _sorted_median(a: np.ndarray) -> float:
     return float(a[n // 2]) if n % 2 else 0.5 * float(a[n // 2 - 1] + a[n // 2])
 
 
-def gather(baseline: np.ndarray, canary: np.ndarray) -> Evidence:
-    """Run the rank, mean and spread tests on cleaned samples (each with at least one point)."""
+def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False) -> Evidence:
+    """Run the rank, mean and spread tests on cleaned samples (each with at least one point).
+
+    `means_only`: decide on the means alone, for samples whose per-sample noise differs between the sides by
+    design (a rate over fewer requests spreads wider at the same mean), where ranks and spread would compare
+    volumes, not health."""
     b, c = np.sort(baseline), np.sort(canary)
     u = u_statistic(c, b)
     w_up, w_down = welch_p_values(c, b)
     s_up, s_ratio = spread_test(c, b)
-    return Evidence(b, c, u, u.p_greater(), u.p_less(), w_up, w_down, float(b.mean()), float(c.mean()), s_up, s_ratio)
+    return Evidence(b, c, u, u.p_greater(), u.p_less(), w_up, w_down, float(b.mean()), float(c.mean()), s_up, s_ratio,
+                    means_only)
 
 
 def _margins(spec: MetricSpec) -> tuple[float, float]:
@@ -168,7 +178,7 @@ def gate_open(spec: MetricSpec, ev: Evidence) -> bool:
 
 def _spread_regressed(ev: Evidence) -> bool:
     """The spread test carries the evidence (its p-value is the smallest) and the spread grew beyond the margin."""
-    return ev.p_spread_up < min(ev.p_rank_up, ev.p_mean_up) and ev.spread_ratio >= SPREAD_MARGIN
+    return not ev.means_only and ev.p_spread_up < min(ev.p_rank_up, ev.p_mean_up) and ev.spread_ratio >= SPREAD_MARGIN
 
 
 def decide(

@@ -20,6 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from canary import monitor
 from canary.config import JudgeConfig, MetricSamples, MetricSpec, MonitorResult
 
+# Regions serve different shares, so a rate's per-sample noise differs between a region and its peers (a rate over
+# fewer requests spreads wider) while its mean does not: error rates are compared on their means alone (Welch),
+# not on ranks or spread, which would see a region's share instead of its health (docs/traffic.md).
+MEANS_ONLY = frozenset({"error_rate"})
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
@@ -91,7 +96,8 @@ def look_region(judge: GuardJudge, specs: list[MetricSpec], region: RegionSample
         data = [MetricSamples(name=s.name, baseline=interleave([p.metrics.get(s.name, []) for p in peers]),
                               canary=list(region.metrics.get(s.name, []))) for s in specs]
         in_horizon = (look - 1) % judge.horizon_looks + 1
-        result = monitor.look_bifrost(judge.config(), specs, data, look=in_horizon, max_looks=judge.horizon_looks)
+        result = monitor.look_bifrost(judge.config(), specs, data, look=in_horizon, max_looks=judge.horizon_looks,
+                                      means_only=MEANS_ONLY)
         no_data = all(r.classification in ("Nodata", "Error") for r in result.metrics) if result.metrics else True
         if result.alarm:
             reasons += [f"vs peers {', '.join(p.region for p in peers)}: {r}" for r in result.reasons]

@@ -12,6 +12,8 @@ Each look tests recent suffix windows and the whole soak, so a mid-soak regressi
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 
 from canary import bifrost
@@ -39,8 +41,11 @@ def windows(n: int, min_window: int = MIN_WINDOW) -> list[int]:
     return out + [n]
 
 
-def look_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int) -> MonitorResult:
-    """One look at the soak so far (cumulative samples since soak start); alarm on a harmful change."""
+def look_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples], *, look: int, max_looks: int,
+                 means_only: Collection[str] = ()) -> MonitorResult:
+    """One look at the soak so far (cumulative samples since soak start); alarm on a harmful change.
+
+    Metrics of a kind in `means_only` are judged on their means alone (`bifrost.gather`)."""
     level = look_alpha(config.alpha, look, max_looks)
     final_look = look >= max_looks
     results: list[MetricResult | None] = []
@@ -52,7 +57,7 @@ def look_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[Metric
         early = precheck(spec.model_copy(update={"must_have_data": required}), base, can, config.min_samples)
         results.append(early)
         if early is None:
-            best[i] = _best_window(spec, samples)
+            best[i] = _best_window(spec, samples, spec.kind in means_only)
     family = [i for i in best if not specs[i].muted]
     pvals = [min(1.0, best[i][0].p_value(specs[i].direction) * best[i][2]) for i in family]
     for i, (rejected, lvl) in zip(family, bifrost.holm(pvals, level)):
@@ -79,7 +84,7 @@ def _ctx(window: int, n_windows: int) -> str:
     return f"[last {window} samples, p x{n_windows} windows] "
 
 
-def _best_window(spec: MetricSpec, samples: MetricSamples) -> tuple[bifrost.Evidence, int, int]:
+def _best_window(spec: MetricSpec, samples: MetricSamples, means_only: bool = False) -> tuple[bifrost.Evidence, int, int]:
     """Evidence on the most significant suffix window whose effect clears the gate (else the most significant)."""
     n = min(len(samples.baseline), len(samples.canary))
     sizes = windows(n)
@@ -89,10 +94,10 @@ def _best_window(spec: MetricSpec, samples: MetricSamples) -> tuple[bifrost.Evid
         can = clean(samples.canary[-w:], spec.nan_strategy, spec.outliers)
         if min(len(base), len(can)) < min(MIN_WINDOW, w) or not (np.isfinite(base).all() and np.isfinite(can).all()):
             continue
-        ev = bifrost.gather(base, can)
+        ev = bifrost.gather(base, can, means_only=means_only)
         candidates.append((not bifrost.gate_open(spec, ev), ev.p_value(spec.direction), -w, ev))
     if not candidates:  # the whole soak passed the precheck, so its window always qualifies
         base, can = clean(samples.baseline, spec.nan_strategy, spec.outliers), clean(samples.canary, spec.nan_strategy, spec.outliers)
-        return bifrost.gather(base, can), n, len(sizes)
+        return bifrost.gather(base, can, means_only=means_only), n, len(sizes)
     _, _, neg_w, ev = min(candidates, key=lambda c: c[:3])
     return ev, -neg_w, len(sizes)

@@ -228,9 +228,9 @@ class Unconfigured:
 class _TrafficBuilder:
     """Builds each region's TrafficTarget; one router per record set and service, shared by its regions."""
 
-    def __init__(self, targets: TargetsFile) -> None:
+    def __init__(self, targets: TargetsFile, fleet: SimulatedFleet) -> None:
         self.targets = targets
-        self.simulated = SimulatedRecordSets()
+        self.simulated = SimulatedRecordSets(fleet)  # kept in the fleet's state: every worker on it sees one set
         self._route53: dict[tuple[str, str, str], Any] = {}
 
     def route53(self, zone_id: str, record_name: str, record_type: str) -> Any:
@@ -292,7 +292,7 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
     )
     if defaults is not None and isinstance(defaults.deployer, SimulatedDeployerConfig) and defaults.deployer.replicas is not None:
         fleet.load.default_replicas = defaults.deployer.replicas
-    traffic = _TrafficBuilder(targets)
+    traffic = _TrafficBuilder(targets, fleet)
     for t in targets.targets:
         if t.deployer is not None:
             registry.deployers[t.key] = b.deployer(t.deployer)

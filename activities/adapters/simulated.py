@@ -111,6 +111,21 @@ _SCHEMA = (
         service TEXT NOT NULL, region TEXT NOT NULL, environment TEXT NOT NULL,
         version TEXT, field TEXT, before TEXT, after TEXT)""",
     "CREATE INDEX IF NOT EXISTS events_by_kind ON events (kind, id)",
+    # the traffic model's timelines (simulated_traffic.SimulatedLoad): a primary's replicas from `at` (POSIX s) on,
+    # a record set's shares by region (JSON) from `at` on, and each service's demand, fixed when first seen
+    """CREATE TABLE IF NOT EXISTS load_replicas (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, service TEXT NOT NULL, region TEXT NOT NULL,
+        environment TEXT NOT NULL, at REAL NOT NULL, replicas INTEGER NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS load_replicas_by_stage ON load_replicas (service, region, environment, at, id)",
+    """CREATE TABLE IF NOT EXISTS load_shares (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, service TEXT NOT NULL, environment TEXT NOT NULL,
+        at REAL NOT NULL, shares TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS load_shares_by_set ON load_shares (service, environment, at, id)",
+    """CREATE TABLE IF NOT EXISTS load_demand (
+        service TEXT NOT NULL, environment TEXT NOT NULL, demand REAL NOT NULL, PRIMARY KEY (service, environment))""",
+    # simulated record sets (simulated_traffic.SimulatedRecordSet): weights by set identifier (JSON) once changed
+    """CREATE TABLE IF NOT EXISTS record_weights (
+        service TEXT NOT NULL, environment TEXT NOT NULL, weights TEXT NOT NULL, PRIMARY KEY (service, environment))""",
 )
 
 T = TypeVar("T")
@@ -132,7 +147,7 @@ class SimulatedFleet:
         self.busy_timeout_seconds = busy_timeout_seconds
         self._conn: sqlite3.Connection | None = None  # opened on first use: a worker that never uses it makes no file
         self._lock = threading.Lock()  # one connection per fleet; its threads take turns
-        self.load = SimulatedLoad()  # shares, replicas and overload: simulated_traffic.py; the registry wires its observers
+        self.load = SimulatedLoad(self)  # shares, replicas and overload: simulated_traffic.py; the registry wires its observers
 
     # -- storage ---------------------------------------------------------------------------------
     @property
@@ -256,6 +271,97 @@ class SimulatedFleet:
         """`_transact` off the event loop: a worker sharing the file may hold the write lock for a moment."""
         return await asyncio.to_thread(self._transact, stage, operation, version, change, log_call=log_call)
 
+    def _atomically(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` on the connection in one write transaction (the traffic model's and record sets' state)."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                with _transaction(conn):
+                    return work(conn)
+            except sqlite3.Error as err:
+                raise self._error(err, retryable=True) from err
+
+    def _read(self, sql: str, args: tuple[Any, ...]) -> Any:
+        with self._lock:
+            try:
+                return self._connection().execute(sql, args).fetchone()
+            except sqlite3.Error as err:
+                raise self._error(err, retryable=True) from err
+
+    # -- the traffic model's state (simulated_traffic.LoadStore, WeightStore): shared by every worker on the file --
+    def load_replicas_at(self, service: str, region: str, environment: str, at: float | None) -> int | None:
+        """The replicas recorded last at or before `at` (None: the latest), else the first recorded, else None."""
+        where = "service=? AND region=? AND environment=?"
+        row = self._read(f"SELECT replicas FROM load_replicas WHERE {where} AND at <= ? ORDER BY at DESC, id DESC "
+                         "LIMIT 1", (service, region, environment, math.inf if at is None else at))
+        if row is None:
+            row = self._read(f"SELECT replicas FROM load_replicas WHERE {where} ORDER BY at, id LIMIT 1",
+                             (service, region, environment))
+        return None if row is None else int(row[0])
+
+    def load_add_replicas(self, service: str, region: str, environment: str, at: float, replicas: int,
+                          start: int) -> None:
+        """Replicas from `at` on, unless the latest recorded (or `start`) already says so."""
+        def add(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT replicas FROM load_replicas WHERE service=? AND region=? AND environment=? "
+                               "ORDER BY at DESC, id DESC LIMIT 1", (service, region, environment)).fetchone()
+            if row is None and start != replicas:  # the targets file's start held until now
+                conn.execute("INSERT INTO load_replicas (service, region, environment, at, replicas) VALUES (?, ?, ?, ?, ?)",
+                             (service, region, environment, 0.0, start))
+            if (start if row is None else row[0]) != replicas:
+                conn.execute("INSERT INTO load_replicas (service, region, environment, at, replicas) VALUES (?, ?, ?, ?, ?)",
+                             (service, region, environment, at, replicas))
+
+        self._atomically(add)
+
+    def load_shares_at(self, service: str, environment: str, at: float) -> dict[str, float] | None:
+        """The shares recorded last at or before `at`, else the first recorded (before it, it held), else None."""
+        row = self._read("SELECT shares FROM load_shares WHERE service=? AND environment=? AND at <= ? "
+                         "ORDER BY at DESC, id DESC LIMIT 1", (service, environment, at))
+        if row is None:
+            row = self._read("SELECT shares FROM load_shares WHERE service=? AND environment=? ORDER BY at, id LIMIT 1",
+                             (service, environment))
+        return None if row is None else {str(k): float(v) for k, v in json.loads(row[0]).items()}
+
+    def load_add_shares(self, service: str, environment: str, at: float, shares: dict[str, float],
+                        demand: Callable[[], float]) -> None:
+        """Shares from `at` on unless the latest recorded are the same; the service's demand on its first shares
+        (the first process to record them wins)."""
+        fixed = demand() if self.load_demand(service, environment) is None else None  # reads replicas: outside the lock
+
+        def add(conn: sqlite3.Connection) -> None:
+            row = conn.execute("SELECT shares FROM load_shares WHERE service=? AND environment=? "
+                               "ORDER BY at DESC, id DESC LIMIT 1", (service, environment)).fetchone()
+            if row is not None and json.loads(row[0]) == shares:
+                return
+            if fixed is not None:
+                conn.execute("INSERT OR IGNORE INTO load_demand VALUES (?, ?, ?)", (service, environment, fixed))
+            conn.execute("INSERT INTO load_shares (service, environment, at, shares) VALUES (?, ?, ?, ?)",
+                         (service, environment, at, json.dumps(shares, sort_keys=True)))
+
+        self._atomically(add)
+
+    def load_demand(self, service: str, environment: str) -> float | None:
+        row = self._read("SELECT demand FROM load_demand WHERE service=? AND environment=?", (service, environment))
+        return None if row is None else float(row[0])
+
+    def record_weights(self, service: str, environment: str, initial: dict[str, int],
+                       change: Callable[[dict[str, int]], dict[str, int]] | None = None) -> dict[str, int]:
+        """A simulated record set's weights (`initial` until first changed); `change` applied atomically when given."""
+        def work(conn: sqlite3.Connection) -> dict[str, int]:
+            row = conn.execute("SELECT weights FROM record_weights WHERE service=? AND environment=?",
+                               (service, environment)).fetchone()
+            current = dict(initial) if row is None else {str(k): int(v) for k, v in json.loads(row[0]).items()}
+            if change is None:
+                return current
+            after = change(dict(current))
+            if after != current:
+                conn.execute("INSERT OR REPLACE INTO record_weights VALUES (?, ?, ?)",
+                             (service, environment, json.dumps(after, sort_keys=True)))
+            return after
+
+        return self._atomically(work)
+
     # -- state, for tests and demos ------------------------------------------------------------------
     def slot(self, stage: StageRef) -> SlotState:
         """A copy of the stage's state (created on the scenario's initial version when new)."""
@@ -355,14 +461,14 @@ class SimulatedFleet:
     # -- replicas: the traffic model (simulated_traffic.SimulatedLoad) holds them unless scaled here --------
     async def replicas(self, stage: StageRef) -> int:
         stored = await self._run(stage, None, None, lambda s: s.replicas)
-        return stored if stored is not None else self.load.replicas(stage)
+        return stored if stored is not None else await asyncio.to_thread(self.load.replicas, stage)
 
     async def scale(self, stage: StageRef, replicas: int) -> None:
         def resize(s: SlotState) -> None:
             s.replicas = replicas
 
         await self._run(stage, "scale", str(replicas), resize)
-        self.load.scale(stage, replicas)
+        await asyncio.to_thread(self.load.scale, stage, replicas)
 
     # -- MetricSource ----------------------------------------------------------------------------
     def _count(self, window: MetricWindow) -> int:
@@ -377,13 +483,16 @@ class SimulatedFleet:
         return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
     def _series(self, stage: StageRef, metric: MetricSpec, window: MetricWindow, role: Role, version: str | None) -> list[float]:
-        # the region's traffic: a drained region yields no samples, a loaded one more (and more requests per
-        # sample); an overloaded region is slower and sheds requests
+        # the region's traffic: a drained region yields no samples; a region with traffic one per interval (as a
+        # metric source scrapes), each over its share of the requests (a loaded region more, a small share fewer,
+        # so noisier); an overloaded region is slower and sheds requests
         load = self.load.effect(stage, window)
-        n = min(self.scenario.max_samples, round(self._count(window) * load.traffic))
+        n = self._count(window) if load.traffic > 0 else 0
         if n == 0 or version is None:
             return []
-        rng = self._rng(stage.key, metric.name, role, version, n)
+        # each window its own draw (successive looks see new samples), the same for the same window (reproducible)
+        rng = self._rng(stage.service, stage.key, metric.name, role, version, n, window.start.isoformat(),
+                        window.end.isoformat())
         effect = self._effect(stage, version)
         if effect is not None and effect.only_after_promotion and role != "primary":
             effect = None
@@ -410,11 +519,14 @@ class SimulatedFleet:
         baseline: tuple[Role, str | None],
         canary: tuple[Role, str],
     ) -> MetricSamples:
-        return MetricSamples(
-            name=metric.name,
-            baseline=self._series(stage, metric, window, *baseline),
-            canary=self._series(stage, metric, window, *canary),
-        )
+        def draw() -> MetricSamples:  # reads the traffic model in the fleet's state: off the event loop
+            return MetricSamples(
+                name=metric.name,
+                baseline=self._series(stage, metric, window, *baseline),
+                canary=self._series(stage, metric, window, *canary),
+            )
+
+        return await asyncio.to_thread(draw)
 
 
 @contextmanager
@@ -428,3 +540,4 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+

@@ -127,12 +127,20 @@ async def test_the_simulated_fleet_slows_down_and_sheds_when_a_region_is_overloa
     latency = MetricSpec(name="latency_p99", kind="latency")
     before = await fleet.fetch(use1, latency, window(4), ("primary", None), ("primary", "1.0.0"))
     after = await fleet.fetch(use1, latency, window(6), ("primary", None), ("primary", "1.0.0"))
-    assert (len(before.canary), len(after.canary)) == (60, 90)  # half the traffic instead of a third: 1.5x the samples
+    assert (len(before.canary), len(after.canary)) == (60, 60)  # one sample an interval: traffic changes what each counts
+    errors = MetricSpec(name="error_rate", kind="error_rate")
+    loaded = await fleet.fetch(use1, errors, window(6), ("primary", None), ("primary", "1.0.0"))
+    assert _requests_per_sample(loaded.canary) == 3000  # half the traffic instead of a third: 1.5x the requests
     mean = statistics.fmean
     assert mean(after.canary) / mean(before.canary) == pytest.approx(overload(0.9).latency_factor, rel=0.05)
     clock[0] += timedelta(minutes=5)
     await fleet.scale(use1, 8)  # capacity doubles: 45% load
     assert fleet.load.effect(use1, window(11)).latency_factor == 1.0 and await fleet.replicas(use1) == 8
+
+
+def _requests_per_sample(rates: list[float]) -> int:
+    """The smallest request count (up to 10,000) of which every error-rate sample is a whole fraction."""
+    return next(n for n in range(1, 10_001) if all(abs(r * n - round(r * n)) < 1e-6 for r in rates))
 
 
 def _stage(region: str, service: str = "pay") -> StageRef:
@@ -170,7 +178,10 @@ async def test_the_fleets_samples_follow_the_weights_set_through_the_router_alon
     await router.set_weights({"eu-west-1": 0}, expect={"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100})
     clock[0] += timedelta(minutes=5)
     assert await samples("eu-west-1") == 0 and await samples("eu-west-1", errors) == 0  # drained: no samples at all
-    assert await samples("us-east-1") == 90 and await samples("ap-south-1", errors) == 90  # a half share, not a third
+    assert await samples("us-east-1") == 60 and await samples("ap-south-1", errors) == 60  # one sample an interval
+    got = await reg.metrics(_stage("ap-south-1")).fetch(_stage("ap-south-1"), errors, _window(clock[0]),
+                                                        ("baseline", "0.9.0"), ("canary", "1.0.0"))
+    assert _requests_per_sample(got.canary) == 3000  # a half share, not a third: each sample counts 1.5x the requests
     await router.set_weights({"eu-west-1": 100})
     clock[0] += timedelta(minutes=5)
     assert [await samples(r) for r in ("us-east-1", "eu-west-1", "ap-south-1")] == [60, 60, 60]
