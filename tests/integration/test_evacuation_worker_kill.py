@@ -107,12 +107,6 @@ async def test_a_worker_killed_between_the_hpa_raise_and_its_put_back_still_puts
     for r in receivers:
         f.kube.seed_hpa(f"shop-{r}", "web", SERVICE, min_replicas=2, max_replicas=20)
         f.kube.stuck.add((f"shop-{r}", SERVICE))  # the raise lands; the replicas it asks for are not ready yet
-    # The restore gives eu-west-1 its home share back on its home replicas (4). The new worker's load model (per
-    # process, activities/adapters/simulated_traffic.py) fixed the demand when it first saw the weights, with the
-    # receivers pre-warmed, so it believes eu-west-1 overloaded (+30% latency). Only errors are judged here; before
-    # the restore stopped ratcheting, eu-west-1's needless pre-warm to 7 replicas hid this.
-    for t in f.targets["targets"]:
-        t["traffic"]["health"] = ["error_rate"]
     procs, start_worker, logs = _workers(env, task_queue, tmp_path, f.targets)
 
     def floors() -> dict[str, int]:
