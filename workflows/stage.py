@@ -26,7 +26,13 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+)
 
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
@@ -62,7 +68,7 @@ with workflow.unsafe.imports_passed_through():
         StageOrders,
         StageState,
     )
-    from workflows.peer_reads import ask
+    from workflows.peer_reads import ask, local_failed
     from workflows.report import start_report
     from workflows.request import HOLDS
     from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
@@ -77,6 +83,8 @@ STAGE_ORDERS_QUERY = "__bifrost_stage_orders"  # the rollout's record of what it
 # stage's own `progress` query, not from the report signal.
 STAGE_SIGNALS_PATCH = "stage-signals-confirmed"
 LOCAL_CONFIRM_PATCH = "stage-confirms-locally"  # the query of the rollout's orders is a local activity
+# a version read that fails ends the stage `failed` with its reason; a failed local activity is not an ActivityError
+VERSION_READ_PATCH = "stage-version-read-fails-the-stage"
 # `on_failure: hold`: a canary that fails its analysis holds (canary and baseline running) until the rollout's
 # decision: retry on a fresh window, promote, or roll back (the rollout's resolve_hold update or the hold's timeout).
 HOLD_PATCH = "stage-hold-on-failure"
@@ -289,7 +297,10 @@ class StageWorkflow:
                 self.detail.previous = await self._shielded(workflow.execute_local_activity_method(
                     DeployActivities.current_version, StageOnly(stage=self.ref),
                     summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL))
-            except ActivityError as err:
+            except FailureError as err:
+                # an ordinary activity's failure is an ActivityError; a local one's is the activity's own error
+                if not isinstance(err, ActivityError) and not (local_failed(err) and workflow.patched(VERSION_READ_PATCH)):
+                    raise
                 st.reason = f"could not read the current version: {error_text(err)}"
                 return await self._end("failed")
             st.version_before = st.version_now = self.detail.previous
