@@ -6,14 +6,16 @@ a pause, the service lock, an approval, a deployment window, a region whose traf
 conditions. The status word users see (BifrostStatus, the `status` query, the CLI) is derived from the two by
 `status_of`, and the search attributes and details are published from the state by `Controls.publish` only.
 
-How a workflow uses it (RolloutWorkflow and EvacuationWorkflow do):
+How a workflow uses it (the rollout, the evacuation, the revert and the region guard do):
 
     state: carries `phase`, `holds: list[Hold]`, `audit: list[AuditEntry]`, `doing`, and the derived `status`
            and `waiting_for` (see RolloutState, EvacuationState)
     self.controls = Controls[MyStop](self.state, noun="region guard of eu-west-1", terminal=MY_TERMINAL)
-    pause update:  self.controls.pause(req.by, req.reason, holds_at="before the next step"); self._publish()
-    validators:    self.controls.validate_pause() / validate_resume() / check_running()  (refuse when stopping)
-    abort update:  self.controls.halt(req)   -- then at safe points: self.controls.raise_if_stopped() / Stopped
+    pause, resume: pause, resume = pause_updates(holds_at="before the next step", pause="...", resume="...")
+                   (the updates and their validators; the rollout, which also tells its stages, writes its own
+                   with self.controls.pause / validate_pause / resume / validate_resume)
+    abort update:  abort = stop_update(AbortShift, _abort, description="...")  -- `_abort` records the stop
+                   (self.controls.halt(req), an audit line); then at safe points: self.controls.raise_if_stopped()
     safe point:    await self.controls.wait_unpaused("step 2/3", self._publish)
     holds:         self.controls.hold("approval", releases="approve (by alice)") ... self.controls.release("approval")
     audit:         self.controls.audit("alice", "approve", target, "comment")
@@ -26,13 +28,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ApplicationError
 
+from common.text import MAX_IDENTITY, Identity
 from common.types import REFUSED
 
 # Before this patch every status refresh upserted the search attributes (one history event each, even when
@@ -61,6 +64,22 @@ class Ack(BaseModel):
 
     ok: bool = True
     message: str
+
+
+Name = Annotated[Identity, Field(min_length=1, max_length=MAX_IDENTITY, description="who acts (recorded in the audit trail)")]
+
+
+class Pause(Payload):
+    """{"by": "alice", "reason": "db migration"} — holds at the next safe point."""
+
+    by: Name
+    reason: str = Field(default="", max_length=2000)
+
+
+class Resume(Payload):
+    """{"by": "alice"}"""
+
+    by: Name
 
 
 def refused(message: str) -> ApplicationError:
@@ -313,3 +332,74 @@ class Controls(Generic[StopT]):
             workflow.upsert_search_attributes(list(search_attributes))
             self._published = values
         workflow.set_current_details(details)
+
+
+# -- the update handlers every controlled workflow shares ------------------------------------------------------
+class ControlledWorkflow(Protocol):
+    """What the shared update handlers need of a workflow: its controls, and how it publishes its state."""
+
+    @property
+    def controls(self) -> Controls[Any]: ...
+
+    def _publish(self) -> None: ...
+
+
+W = TypeVar("W", bound=ControlledWorkflow)
+P = TypeVar("P", bound=Payload)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _handler(fn: F, payload: type[Payload], returns: type[Ack] | None) -> F:
+    """Give a handler built here the annotations the SDK reads its payload type from. The SDK would count an
+    annotated `self` as an argument, so at run time only `req` and the return are annotated (as real types)."""
+    fn.__annotations__ = {"req": payload, "return": returns}
+    return fn
+
+
+def pause_updates(*, holds_at: str, pause: str, resume: str) -> tuple[
+        workflow.UpdateMethodMultiParam[[ControlledWorkflow, Pause], Ack],
+        workflow.UpdateMethodMultiParam[[ControlledWorkflow, Resume], Ack]]:
+    """The `pause` and `resume` updates with their validators; a workflow declares where a pause holds and how
+    the UI describes the two (`pause`, `resume`: the update dialog's descriptions).
+
+        pause, resume = pause_updates(holds_at="before the next step", pause="Hold before ...", resume="Continue ...")
+    """
+
+    def do_pause(self: ControlledWorkflow, req: Pause) -> Ack:
+        self.controls.pause(req.by, req.reason, holds_at=holds_at)
+        self._publish()
+        return Ack(message=f"paused by {req.by}; holds {holds_at}")
+
+    def validate_pause(self: ControlledWorkflow, req: Pause) -> None:
+        self.controls.validate_pause()
+
+    def do_resume(self: ControlledWorkflow, req: Resume) -> Ack:
+        self.controls.resume(req.by)
+        self._publish()
+        return Ack(message=f"resumed by {req.by}")
+
+    def validate_resume(self: ControlledWorkflow, req: Resume) -> None:
+        self.controls.validate_resume()
+
+    paused = workflow.update(name="pause", description=pause)(_handler(do_pause, Pause, Ack))
+    paused.validator(_handler(validate_pause, Pause, None))
+    resumed = workflow.update(name="resume", description=resume)(_handler(do_resume, Resume, Ack))
+    resumed.validator(_handler(validate_resume, Resume, None))
+    return paused, resumed
+
+
+def stop_update(payload: type[P], act: Callable[[W, P], str], *, description: str,
+                name: str = "abort") -> workflow.UpdateMethodMultiParam[[W, P], Ack]:
+    """The update that stops a workflow (`abort`, the guard's `stop`), refused once it ended or is stopping.
+
+    `act` records the stop (Controls.halt, the audit line) and says in one line what happens now."""
+
+    def do_stop(self: W, req: P) -> Ack:
+        return Ack(message=act(self, req))
+
+    def validate_stop(self: W, req: P) -> None:
+        self.controls.check_running()
+
+    update = workflow.update(name=name, description=description)(_handler(do_stop, payload, Ack))
+    update.validator(_handler(validate_stop, payload, None))
+    return update

@@ -14,23 +14,22 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
-    from activities.traffic.shift import REFUSED
     from canary.config import JudgeConfig
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
     from common.text import Identity
     from common.traffic.plan import step_problems
     from common.types import INVALID_REQUEST, EnvKind, Notification
     from workflows import options
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation import run_traffic_change
     from workflows.guard_models import DEFAULT_GUARD_STEPS
     from workflows.guard_rules import GuardRules
     from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
-    from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
+    from workflows.traffic_models import EvacuationInput, EvacuationState
 
 DrillOutcome = Literal["drilled", "skipped", "failed"]
 
@@ -150,20 +149,17 @@ class DrillWorkflow:
         return out
 
     async def _child(self, child: EvacuationInput, out: RegionDrill, what: str) -> EvacuationState | None:
-        try:
-            result: EvacuationState = await workflow.execute_child_workflow(
-                EvacuationWorkflow.run, child, id=evacuation_id(child.service), task_queue=workflow.info().task_queue,
-                static_summary=f"drill: {what} of {child.region}")
-        except WorkflowAlreadyStartedError:
+        run = await run_traffic_change(child, summary=f"drill: {what} of {child.region}",
+                                       parent_close_policy=workflow.ParentClosePolicy.TERMINATE)
+        if run.busy:
             out.refused.append(f"{what}: another traffic change of {child.service} is running")
             return None
-        except ChildWorkflowError as err:
-            cause = err.cause
-            why = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            if isinstance(cause, ApplicationError) and cause.type == REFUSED:
-                out.refused.append(f"{what}: {why}")
-            setattr(out, what, f"failed: {why}")
+        if not run.completed or run.state is None:
+            if run.refused:
+                out.refused.append(f"{what}: {run.why}")
+            setattr(out, what, f"failed: {run.why}")
             return None
+        result = run.state
         text = f"{result.status}: {result.reason}"
         if what == "restore":
             out.restore = text

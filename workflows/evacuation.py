@@ -14,14 +14,17 @@ where it is, who asked and why.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from activities.errors import error_text
     from activities.models import ReportInput
     from activities.notify import NotifyActivities
     from activities.traffic.messages import (
@@ -38,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from common.traffic.models import PlanInput, TrafficPlan
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
-    from workflows.controls import Ack, Controls, Stopped, refused
+    from workflows.controls import Ack, Controls, Stopped, pause_updates, refused, stop_update
     from workflows.report import start_report
     from workflows.traffic_details import evacuation_details
     from workflows.traffic_models import (
@@ -50,8 +53,8 @@ with workflow.unsafe.imports_passed_through():
         EvacuationState,
         HealthValue,
         StepRecord,
+        evacuation_id,
     )
-    from workflows.updates import Pause, Resume
 
 NON_RETRYABLE = [*options.NON_RETRYABLE, REFUSED, CONFLICT]
 # Every activity on the path heartbeats (activities/heartbeat.py), so a dead worker's activity moves to another
@@ -513,35 +516,17 @@ class EvacuationWorkflow:
     def status(self) -> EvacuationState:
         return self.state
 
-    @workflow.update(description='Hold before the next step (a running step and its TTL wait finish). JSON: {"by": "alice", "reason": "why"}.')
-    def pause(self, req: Pause) -> Ack:
-        self.controls.pause(req.by, req.reason, holds_at="before the next step")
-        self._publish()
-        return Ack(message=f"paused by {req.by}; holds before the next step")
+    pause, resume = pause_updates(
+        holds_at="before the next step",
+        pause='Hold before the next step (a running step and its TTL wait finish). JSON: {"by": "alice", "reason": "why"}.',
+        resume='Continue a paused evacuation. JSON: {"by": "alice"}.')
 
-    @pause.validator
-    def _validate_pause(self, req: Pause) -> None:
-        self.controls.validate_pause()
-
-    @workflow.update(description='Continue a paused evacuation. JSON: {"by": "alice"}.')
-    def resume(self, req: Resume) -> Ack:
-        self.controls.resume(req.by)
-        self._publish()
-        return Ack(message=f"resumed by {req.by}")
-
-    @resume.validator
-    def _validate_resume(self, req: Resume) -> None:
-        self.controls.validate_resume()
-
-    @workflow.update(description='Stop now; "revert": true puts the weights and replicas back as they were, false leaves them. JSON: {"by": "alice", "reason": "why", "revert": true}.')
-    def abort(self, req: AbortShift) -> Ack:
+    def _abort(self, req: AbortShift) -> str:
         self.controls.halt(req)
         self._audit(req.by, "abort", f"{req.reason} (revert: {str(req.revert).lower()})")
-        return Ack(message="stopping; " + ("reverting to the weights and replicas before" if req.revert else "leaving traffic where it is"))
+        return "stopping; " + ("reverting to the weights and replicas before" if req.revert else "leaving traffic where it is")
 
-    @abort.validator
-    def _validate_abort(self, req: AbortShift) -> None:
-        self.controls.check_running()
+    abort = stop_update(AbortShift, _abort, description='Stop now; "revert": true puts the weights and replicas back as they were, false leaves them. JSON: {"by": "alice", "reason": "why", "revert": true}.')
 
     @workflow.update(description='Let an evacuation waiting for approval start changing traffic. JSON: {"approver": "alice", "comment": "go"}.')
     def approve(self, req: ApproveShift) -> Ack:
@@ -557,3 +542,54 @@ class EvacuationWorkflow:
                              f"{'' if self.inp.require_approval else '; this evacuation did not ask for one'})")
         if self.inp.approvers and req.approver not in self.inp.approvers:
             raise refused(f"{req.approver!r} may not approve this evacuation: the name is not on its list of approvers")
+
+
+# -- the EvacuationWorkflow as a child: the one way a stage, a revert, the guard or a drill runs it -------------
+@dataclass(frozen=True)
+class TrafficChange:
+    """How a child evacuation or restore ended: its state, or why it did not start or did not finish."""
+
+    move: EvacuationInput
+    state: EvacuationState | None = None  # the result; a failed child's state when its failure carried it
+    completed: bool = False  # the child ran to its end (any status); false: not started or failed
+    busy: bool = False  # not started: another traffic change of the service runs (its id is evacuation_id)
+    refused: bool = False  # the child failed with REFUSED: it changed nothing
+    why: str = ""  # the child's failure in its own words (the guard's and the drill's records)
+    text: str = ""  # the same failure as one redacted line (error_text)
+
+    @property
+    def line(self) -> str:
+        """One line on how it ended, for a stage's or a revert's reason."""
+        m = self.move
+        if self.busy:
+            return (f"could not {m.direction} {m.region}: another traffic change of {m.service} is running "
+                    f"({evacuation_id(m.service)})")
+        if not self.completed or self.state is None:
+            return f"could not {m.direction} {m.region}: {self.text}"
+        done = self.state
+        return f"{m.direction} of {m.region}: {done.status}" + (f" ({done.reason})" if done.reason else "")
+
+
+async def run_traffic_change(
+    move: EvacuationInput, *, summary: str,
+    parent_close_policy: workflow.ParentClosePolicy = workflow.ParentClosePolicy.REQUEST_CANCEL,
+    shield: Callable[[Awaitable[EvacuationState]], Awaitable[EvacuationState]] | None = None,
+) -> TrafficChange:
+    """Run `move` as a child EvacuationWorkflow (`traffic/<service>`) and map how it ended; never raises for it.
+
+    `shield`: a caller that must finish what it started (a stage) wraps the child so a cancellation is noted."""
+    child = workflow.execute_child_workflow(
+        EvacuationWorkflow.run, move, id=evacuation_id(move.service), task_queue=workflow.info().task_queue,
+        parent_close_policy=parent_close_policy, static_summary=summary)
+    try:
+        done = await (shield(child) if shield is not None else child)
+    except WorkflowAlreadyStartedError:
+        return TrafficChange(move, busy=True)
+    except ChildWorkflowError as err:
+        cause = err.cause
+        failed = None
+        if isinstance(cause, ApplicationError) and cause.details:
+            failed = EvacuationState.model_validate(cause.details[0])
+        return TrafficChange(move, state=failed, why=cause.message if isinstance(cause, ApplicationError) else str(cause),
+                             refused=isinstance(cause, ApplicationError) and cause.type == REFUSED, text=error_text(err))
+    return TrafficChange(move, state=done, completed=True)

@@ -16,20 +16,19 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.guard import GuardActivities
     from activities.guard_models import GuardLookInput, GuardLookResult
     from activities.notify import NotifyActivities
-    from activities.traffic.shift import REFUSED
     from canary.config import JudgeConfig
     from common.traffic.models import RestoreTarget
     from common.traffic.plan import probe_weights
     from common.types import INVALID_REQUEST, Notification
     from workflows import options, search
-    from workflows.controls import Ack, Controls, Stopped, refused
-    from workflows.evacuation import PLAN, EvacuationWorkflow, _text
+    from workflows.controls import Ack, Controls, Stopped, pause_updates, refused, stop_update
+    from workflows.evacuation import PLAN, _text, run_traffic_change
     from workflows.guard_details import guard_details
     from workflows.guard_models import (
         GUARD_TERMINAL,
@@ -45,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.guard_rules import Readiness, evacuation_verdict
     from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
-    from workflows.updates import Pause, Resume
 
 GUARD = "region-guard"  # who the guard's own actions are recorded as
 
@@ -280,23 +278,17 @@ class RegionGuardWorkflow:
 
     async def _child(self, child: EvacuationInput, what: str) -> EvacuationState | None:
         """Run the EvacuationWorkflow; its result, or None (recorded as a failed decision) when it did not happen."""
-        try:
-            result: EvacuationState = await workflow.execute_child_workflow(
-                EvacuationWorkflow.run, child, id=evacuation_id(child.service), task_queue=workflow.info().task_queue,
-                parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"region guard: {what}",
-            )
-        except WorkflowAlreadyStartedError:
+        run = await run_traffic_change(child, summary=f"region guard: {what}")
+        if run.busy:
             self._decision(child.region, "failed", [f"{what}: another traffic change of {child.service} is running "
                                                     f"({evacuation_id(child.service)}); the guard tries again later"])
             return None
-        except ChildWorkflowError as err:
-            cause = err.cause
-            why = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            kind = "refused" if isinstance(cause, ApplicationError) and cause.type == REFUSED else "failed"
-            self._decision(child.region, "failed", [f"{what} {kind}: {why}"])
-            self._notify("guard_failed", f"{what} {kind}: {why}", child.region)
+        if not run.completed or run.state is None:
+            kind = "refused" if run.refused else "failed"
+            self._decision(child.region, "failed", [f"{what} {kind}: {run.why}"])
+            self._notify("guard_failed", f"{what} {kind}: {run.why}", child.region)
             return None
+        result = run.state
         for region, sid in result.set_identifiers.items():  # the weights as the child read them back
             if sid in result.weights_after and region in self.state.regions:
                 self.state.weights[region] = self.state.regions[region].weight = result.weights_after[sid]
@@ -411,32 +403,15 @@ class RegionGuardWorkflow:
         if self.state.proposal(req.region) is None or any(a.region == req.region for a in self.state.approvals):
             raise refused(f"no pending proposal for {req.region}")
 
-    @workflow.update(description='Hold before the next look (a running evacuation finishes). JSON: {"by": "alice", "reason": "why"}.')
-    def pause(self, req: Pause) -> Ack:
-        self.controls.pause(req.by, req.reason, holds_at="before the next look")
-        self._publish()
-        return Ack(message=f"paused by {req.by}; holds before the next look")
+    pause, resume = pause_updates(
+        holds_at="before the next look",
+        pause='Hold before the next look (a running evacuation finishes). JSON: {"by": "alice", "reason": "why"}.',
+        resume='Look again. JSON: {"by": "alice"}.')
 
-    @pause.validator
-    def _validate_pause(self, req: Pause) -> None:
-        self.controls.validate_pause()
-
-    @workflow.update(description='Look again. JSON: {"by": "alice"}.')
-    def resume(self, req: Resume) -> Ack:
-        self.controls.resume(req.by)
-        self._publish()
-        return Ack(message=f"resumed by {req.by}")
-
-    @resume.validator
-    def _validate_resume(self, req: Resume) -> None:
-        self.controls.validate_resume()
-
-    @workflow.update(description='Stop watching; traffic stays where it is. JSON: {"by": "alice", "reason": "why"}.')
-    def stop(self, req: StopGuard) -> Ack:
+    def _stop(self, req: StopGuard) -> str:
         self.controls.halt(req)
         self._audit(req.by, "stop", req.reason)
-        return Ack(message="stopping after the running look or traffic change; traffic stays where it is")
+        return "stopping after the running look or traffic change; traffic stays where it is"
 
-    @stop.validator
-    def _validate_stop(self, req: StopGuard) -> None:
-        self.controls.check_running()
+    stop = stop_update(StopGuard, _stop, name="stop",
+                       description='Stop watching; traffic stays where it is. JSON: {"by": "alice", "reason": "why"}.')

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.deploy import DeployActivities
@@ -42,15 +42,15 @@ with workflow.unsafe.imports_passed_through():
     from common.text import markdown as md
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
-    from workflows.controls import Controls, Stopped
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.controls import Controls, Stopped, pause_updates, stop_update
+    from workflows.evacuation import run_traffic_change
     from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.models import RolloutState
     from workflows.plan import PlanError, build_plan
     from workflows.request import RolloutRequest
     from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertPhase, RevertRegion, RevertState
-    from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
-    from workflows.updates import Abort, Ack, Pause, Resume
+    from workflows.traffic_models import EvacuationInput, EvacuationState
+    from workflows.updates import Abort
 
 FAILURE_TYPES = {**OUTCOME_FAILURE_TYPES, "invalid": INVALID_REQUEST}
 AUDIT_LINES = 5
@@ -303,21 +303,8 @@ class RevertWorkflow:
     # -- traffic: evacuate a production region first, bring its traffic back after the deploy --------
     async def _traffic(self, move: EvacuationInput, key: str) -> tuple[EvacuationState | None, str]:
         """Run an evacuation or restore as a child workflow; its state (or None) and one line on how it ended."""
-        try:
-            done: EvacuationState = await workflow.execute_child_workflow(
-                EvacuationWorkflow.run, move, id=evacuation_id(self.inp.service),
-                task_queue=workflow.info().task_queue, parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"{move.direction} {move.region} for {self.inp.service} (revert of {key})")
-        except WorkflowAlreadyStartedError:
-            return None, (f"could not {move.direction} {move.region}: another traffic change of {self.inp.service} "
-                          f"is running ({evacuation_id(self.inp.service)})")
-        except ChildWorkflowError as err:
-            cause = err.cause
-            failed = None
-            if isinstance(cause, ApplicationError) and cause.details:
-                failed = EvacuationState.model_validate(cause.details[0])
-            return failed, f"could not {move.direction} {move.region}: {error_text(err)}"
-        return done, f"{move.direction} of {move.region}: {done.status}" + (f" ({done.reason})" if done.reason else "")
+        run = await run_traffic_change(move, summary=f"{move.direction} {move.region} for {self.inp.service} (revert of {key})")
+        return run.state, run.line
 
     async def _evacuate(self, row: RevertRegion) -> EvacuationState | None:
         assert self.release is not None
@@ -470,35 +457,18 @@ class RevertWorkflow:
     def lock_claim(self) -> LockClaim:
         return self.lock.claim()
 
-    @workflow.update(description='Hold before the next wave (the region in progress finishes). JSON: {"by": "alice", "reason": "why"}.')
-    def pause(self, req: Pause) -> Ack:
-        self.controls.pause(req.by, req.reason, holds_at="before the next wave")
-        self._publish()
-        return Ack(message=f"paused by {req.by}; holds before the next wave")
+    pause, resume = pause_updates(
+        holds_at="before the next wave",
+        pause='Hold before the next wave (the region in progress finishes). JSON: {"by": "alice", "reason": "why"}.',
+        resume='Continue a paused revert. JSON: {"by": "alice"}.')
 
-    @pause.validator
-    def _validate_pause(self, req: Pause) -> None:
-        self.controls.validate_pause()
-
-    @workflow.update(description='Continue a paused revert. JSON: {"by": "alice"}.')
-    def resume(self, req: Resume) -> Ack:
-        self.controls.resume(req.by)
-        self._publish()
-        return Ack(message=f"resumed by {req.by}")
-
-    @resume.validator
-    def _validate_resume(self, req: Resume) -> None:
-        self.controls.validate_resume()
-
-    @workflow.update(description='Stop before the next region; regions already reverted stay reverted. JSON: {"by": "alice", "reason": "why"}.')
-    def abort(self, req: Abort) -> Ack:
+    def _abort(self, req: Abort) -> str:
         self.controls.audit(req.by, "abort", None, req.reason)
         self.controls.halt(RevertStop("aborted", f"aborted by {req.by}: {req.reason}"))
-        return Ack(message="aborting: stops before the next region")
+        return "aborting: stops before the next region"
 
-    @abort.validator
-    def _validate_abort(self, req: Abort) -> None:
-        self.controls.check_running()
+    abort = stop_update(Abort, _abort, description='Stop before the next region; regions already reverted stay '
+                        'reverted. JSON: {"by": "alice", "reason": "why"}.')
 
 
 def revert_details(st: RevertState) -> str:

@@ -26,13 +26,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    ChildWorkflowError,
-    FailureError,
-    WorkflowAlreadyStartedError,
-)
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
@@ -57,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.clock import wait_until
     from workflows.controls import audit_entry, until
     from workflows.details import stage_details
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation import run_traffic_change
     from workflows.models import (
         HoldAction,
         HoldDecision,
@@ -72,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.report import start_report
     from workflows.request import HOLDS
     from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
-    from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
+    from workflows.traffic_models import EvacuationInput, EvacuationState
 
 REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its own workflow, not a stage activity
 SEQUENTIAL_PATCH = "sequential-canary-analysis"  # an inconclusive analysis waits and judges again (issue 21)
@@ -643,23 +637,10 @@ class StageWorkflow:
         return self.inp.on_failure == "evacuate" and self.inp.environment == "prod"
 
     async def _traffic(self, move: EvacuationInput) -> tuple[EvacuationState | None, str]:
-        """Run an evacuation or restore as a child workflow; its state (or None) and one line on how it ended."""
-        try:
-            done: EvacuationState = await self._shielded(workflow.execute_child_workflow(
-                EvacuationWorkflow.run, move, id=evacuation_id(self.inp.service),
-                task_queue=workflow.info().task_queue, parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"{move.direction} {move.region} for {self.inp.service} (stage {self.ref.key})",
-            ))
-        except WorkflowAlreadyStartedError:
-            return None, (f"could not {move.direction} {move.region}: another traffic change of {self.inp.service} is "
-                          f"running ({evacuation_id(self.inp.service)})")
-        except ChildWorkflowError as err:
-            cause = err.cause
-            failed = None
-            if isinstance(cause, ApplicationError) and cause.details:
-                failed = EvacuationState.model_validate(cause.details[0])
-            return failed, f"could not {move.direction} {move.region}: {error_text(err)}"
-        return done, f"{move.direction} of {move.region}: {done.status}" + (f" ({done.reason})" if done.reason else "")
+        """Run an evacuation or restore as a child workflow, to its end; its state (or None) and how it ended."""
+        run = await run_traffic_change(move, summary=f"{move.direction} {move.region} for {self.inp.service} "
+                                       f"(stage {self.ref.key})", shield=self._shielded)
+        return run.state, run.line
 
     async def _evacuate(self, then: str = "rolled back") -> EvacuationState | None:
         """Move the region's traffic away (pre-warming the others) before the rollback: the fastest mitigation."""

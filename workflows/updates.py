@@ -10,14 +10,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from common.text import MAX_IDENTITY, Identity
 from common.types import RollbackScope, StageKey
-from workflows.controls import Ack, Payload, refused
+from workflows.controls import Ack, Name, Pause, Payload, Resume, refused
 
 __all__ = ["Abort", "Ack", "Approve", "OverrideWindow", "Pause", "Payload", "Reject", "ResolveHold", "Resume",
            "Rollback", "SkipSoak", "refused"]
 
-Name = Annotated[Identity, Field(min_length=1, max_length=MAX_IDENTITY, description="who acts (recorded in the audit trail)")]
 Why = Annotated[str, Field(min_length=1, max_length=2000, description="why (recorded in the audit trail)")]
 
 
@@ -44,19 +42,6 @@ class Reject(_Gate):
 
     approver: Name
     reason: Why
-
-
-class Pause(Payload):
-    """{"by": "alice", "reason": "db migration"} — holds at the next safe point."""
-
-    by: Name
-    reason: str = Field(default="", max_length=2000)
-
-
-class Resume(Payload):
-    """{"by": "alice"}"""
-
-    by: Name
 
 
 class Abort(Payload):

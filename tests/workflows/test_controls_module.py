@@ -163,3 +163,62 @@ def test_the_one_stage_key_rule_takes_every_planned_stage() -> None:
         for env in ("test", "prod"):
             key = stage_key(region, env)
             assert is_stage_key(key) and SkipSoak(stage=key, by="al", reason="x").stage == key
+
+
+# -- the shared update handlers (pause_updates, stop_update) -----------------------------------------------------
+def _updates(cls: type) -> dict[str, Any]:
+    from temporalio.workflow import _Definition
+
+    return {name: u for name, u in _Definition.must_from_class(cls).updates.items() if name is not None}
+
+
+def test_the_shared_updates_keep_each_workflows_names_descriptions_payloads_and_validators() -> None:
+    from workflows.controls import Ack, Resume
+    from workflows.evacuation import EvacuationWorkflow
+    from workflows.guard import RegionGuardWorkflow
+    from workflows.guard_models import StopGuard
+    from workflows.revert import RevertWorkflow
+    from workflows.updates import Abort
+
+    expect = {
+        EvacuationWorkflow: ("abort", AbortShift, "before the next step", "Continue a paused evacuation."),
+        RegionGuardWorkflow: ("stop", StopGuard, "before the next look", "Look again."),
+        RevertWorkflow: ("abort", Abort, "before the next wave", "Continue a paused revert."),
+    }
+    for cls, (stop, payload, holds_at, resume_says) in expect.items():
+        ups = _updates(cls)
+        assert {"pause", "resume", stop} <= ups.keys(), cls
+        assert ups["pause"].arg_types == [Pause] and ups["resume"].arg_types == [Resume], cls
+        assert ups[stop].arg_types == [payload], cls  # the UI's dialog and the converter decode the workflow's own type
+        for name in ("pause", "resume", stop):
+            assert ups[name].ret_type is Ack and ups[name].validator is not None, (cls, name)
+        assert ups["pause"].description.startswith(f"Hold {holds_at}"), cls
+        assert ups["resume"].description.startswith(resume_says), cls
+
+
+def test_the_shared_validators_refuse_a_stopping_workflow() -> None:
+    from workflows.evacuation import EvacuationWorkflow
+
+    ups = _updates(EvacuationWorkflow)
+    wf: Any = type("Fake", (), {})()
+    wf.controls = Controls[AbortShift](EvacuationState(workflow_id="traffic/p", service="p", region="eu"),
+                                       noun="evacuation of eu", terminal=EVACUATION_TERMINAL)
+    ups["pause"].validator(wf, Pause(by="al"))  # running, not paused: accepted
+    wf.controls.halt(AbortShift(by="al", reason="why"))
+    for name, arg in (("pause", Pause(by="bo")), ("abort", AbortShift(by="bo", reason="again"))):
+        with pytest.raises(ApplicationError, match="the evacuation of eu is already stopping"):
+            ups[name].validator(wf, arg)
+
+
+def test_a_child_traffic_change_says_in_one_line_how_it_ended() -> None:
+    from workflows.evacuation import TrafficChange
+    from workflows.traffic_models import EvacuationInput
+
+    move = EvacuationInput(service="pay", region="eu-west-1", requested_by="bifrost")
+    assert TrafficChange(move, busy=True).line == ("could not evacuate eu-west-1: another traffic change of pay is "
+                                                   "running (traffic/pay)")
+    failed = EvacuationState(workflow_id="traffic/pay", service="pay", region="eu-west-1", status="failed")
+    assert TrafficChange(move, state=failed, text="plan refused").line == "could not evacuate eu-west-1: plan refused"
+    done = EvacuationState(workflow_id="traffic/pay", service="pay", region="eu-west-1", status="evacuated",
+                           reason="weights {}")
+    assert TrafficChange(move, state=done, completed=True).line == "evacuate of eu-west-1: evacuated (weights {})"
