@@ -65,22 +65,27 @@ async def guard_act(client: Client, fleet: SimulatedFleet, service: str, version
                                          task_queue=task_queue)
     sick = VersionEffect(version=version, regions=[SICK], environments=["prod"], error_factor=3.0)
     phase = "the first look"
+
+    async def turn(change: Callable[[VersionEffect], None], says: str, decided: str) -> GuardState:
+        """Make SICK degrade or heal (`change`), say so, and wait for the guard's `decided` decision."""
+        nonlocal phase
+        phase = f"{SICK} {decided}"
+        change(sick)
+        console.print(Text(says))
+        return await _until(handle, lambda s: any(d.action == decided for d in s.decisions))
+
     try:
         state = await _until(handle, lambda s: s.look >= 1 and bool(s.weights))
         act.before = dict(state.weights)
         console.print(Text(f"region guard {guard_id(service)} watching; weights before: {act.before}"))
-        phase = f"{SICK} evacuated"
-        fleet.scenario.effects.append(sick)
-        console.print(Text(f"{SICK} degrades: {version} fails 3x as often there as in its peers"))
-        state = await _until(handle, lambda s: any(d.action == "evacuated" for d in s.decisions))
+        state = await turn(fleet.scenario.effects.append, f"{SICK} degrades: {version} fails 3x as often there as in "
+                           "its peers", "evacuated")
         act.during = dict(state.weights)
         why = next(d for d in state.decisions if d.action == "evacuate").reasons[0]
         console.print(Text(f"the guard evacuated {SICK} (look {state.look}): {why[:160]}"))
         console.print(Text(f"weights during: {act.during}"))
-        phase = f"{SICK} restored"
-        fleet.scenario.effects.remove(sick)
-        console.print(Text(f"{SICK} heals: the guard probes it at half its share, then restores it"))
-        state = await _until(handle, lambda s: any(d.action == "restored" for d in s.decisions))
+        state = await turn(fleet.scenario.effects.remove, f"{SICK} heals: the guard probes it at half its share, then "
+                           "restores it", "restored")
         act.after = dict(state.weights)
         console.print(Text(f"weights after: {act.after}"))
     except TimeoutError:

@@ -21,6 +21,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -409,31 +410,43 @@ class FakeKubeApi:
         return obj
 
     def _update(self, ns: str, name: str, new: dict[str, Any], *, precondition: str | None) -> dict[str, Any]:
-        old = self.deployments.get((ns, name))
+        def prepare(obj: dict[str, Any], old: dict[str, Any]) -> None:
+            self._validate(obj, old)
+            self._defaults(obj)
+            obj["metadata"].setdefault("labels", {})
+
+        return self._replace(self.deployments, "deployments.apps", ns, name, new, precondition=precondition,
+                             prepare=prepare)
+
+    def _replace(self, store: dict[tuple[str, str], dict[str, Any]], resource: str, ns: str, name: str,
+                 new: dict[str, Any], *, precondition: str | None,
+                 prepare: Callable[[dict[str, Any], dict[str, Any]], None]) -> dict[str, Any]:
+        """A PUT of a stored object as the apiserver answers it: 404, a name that does not match the URL, the
+        resourceVersion precondition (409); `prepare` validates and defaults the new object; the server-owned
+        metadata stays, the generation counts spec changes, status writes are ignored, a no-op keeps its version."""
+        old = store.get((ns, name))
         if old is None:
-            raise ApiError(404, "NotFound", f'deployments.apps "{name}" not found', name)
+            raise ApiError(404, "NotFound", f'{resource} "{name}" not found', name)
         if new.get("metadata", {}).get("name", name) != name:
             raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL", name)
         if precondition is not None and precondition != old["metadata"]["resourceVersion"]:
             raise ApiError(
                 409, "Conflict",
-                f'Operation cannot be fulfilled on deployments.apps "{name}": the object has been modified; '
+                f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
                 "please apply your changes to the latest version and try again", name,
             )
         obj = copy.deepcopy(new)
         obj.setdefault("metadata", {})["name"] = name
-        self._validate(obj, old)
-        self._defaults(obj)
+        prepare(obj, old)
         meta = obj["metadata"]
         for key in ("uid", "creationTimestamp", "namespace"):
             meta[key] = old["metadata"][key]
-        meta.setdefault("labels", {})
         meta["generation"] = old["metadata"]["generation"] + (1 if obj["spec"] != old["spec"] else 0)
         obj["status"] = old["status"]  # the main resource ignores status writes
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         if obj != old:  # a no-op write keeps the resourceVersion, like the real apiserver
             meta["resourceVersion"] = self._next_rv()
-        self.deployments[(ns, name)] = obj
+        store[(ns, name)] = obj
         return obj
 
     # -- HorizontalPodAutoscalers -------------------------------------------------------------------------
@@ -460,6 +473,11 @@ class FakeKubeApi:
         if errors:
             raise ApiError(422, "Invalid", f'HorizontalPodAutoscaler.autoscaling "{name}" is invalid: ' + ", ".join(errors), name)
 
+    @staticmethod
+    def _hpa_defaults(obj: dict[str, Any]) -> None:
+        obj["spec"].setdefault("minReplicas", 1)
+        obj["apiVersion"], obj["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
+
     def _create_hpa(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
@@ -468,8 +486,7 @@ class FakeKubeApi:
         self._validate_hpa(obj, name)
         if (ns, name) in self.hpas:
             raise ApiError(409, "AlreadyExists", f'horizontalpodautoscalers.autoscaling "{name}" already exists', name)
-        obj["spec"].setdefault("minReplicas", 1)
-        obj["apiVersion"], obj["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
+        self._hpa_defaults(obj)
         meta.pop("resourceVersion", None)
         meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1, resourceVersion=self._next_rv())
         obj["status"] = {"currentReplicas": 0, "desiredReplicas": 0}
@@ -477,32 +494,12 @@ class FakeKubeApi:
         return obj
 
     def _update_hpa(self, ns: str, name: str, new: dict[str, Any], *, precondition: str | None) -> dict[str, Any]:
-        old = self.hpas.get((ns, name))
-        if old is None:
-            raise ApiError(404, "NotFound", f'horizontalpodautoscalers.autoscaling "{name}" not found', name)
-        if new.get("metadata", {}).get("name", name) != name:
-            raise ApiError(400, "BadRequest", "the name of the object does not match the name on the URL", name)
-        if precondition is not None and precondition != old["metadata"]["resourceVersion"]:
-            raise ApiError(
-                409, "Conflict",
-                f'Operation cannot be fulfilled on horizontalpodautoscalers.autoscaling "{name}": the object has been '
-                "modified; please apply your changes to the latest version and try again", name,
-            )
-        obj = copy.deepcopy(new)
-        obj.setdefault("metadata", {})["name"] = name
-        self._validate_hpa(obj, name)
-        obj["spec"].setdefault("minReplicas", 1)
-        obj["apiVersion"], obj["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
-        meta = obj["metadata"]
-        for key in ("uid", "creationTimestamp", "namespace"):
-            meta[key] = old["metadata"][key]
-        meta["generation"] = old["metadata"]["generation"] + (1 if obj["spec"] != old["spec"] else 0)
-        obj["status"] = old["status"]
-        meta["resourceVersion"] = old["metadata"]["resourceVersion"]
-        if obj != old:
-            meta["resourceVersion"] = self._next_rv()
-        self.hpas[(ns, name)] = obj
-        return obj
+        def prepare(obj: dict[str, Any], old: dict[str, Any]) -> None:
+            self._validate_hpa(obj, name)
+            self._hpa_defaults(obj)
+
+        return self._replace(self.hpas, "horizontalpodautoscalers.autoscaling", ns, name, new,
+                             precondition=precondition, prepare=prepare)
 
     def _autoscale(self, now: float) -> None:
         """The HPA controller: each target Deployment runs its load's replicas, bounded by [minReplicas, maxReplicas]."""
