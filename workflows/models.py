@@ -173,6 +173,10 @@ class RolloutState(BaseModel):
     current_stages: list[str] = Field(default_factory=list, description="the stages the rollout works on now")
     stages: list[StageState] = Field(default_factory=list)
     approved: list[str] = Field(default_factory=list)
+    failed_stage: str | None = Field(default=None, description="the first stage that failed on its own: the rollout "
+                                     "goes no further and rolls back by its scope")
+    window_overrides: list[str] = Field(default_factory=list, description="stages a release manager let start "
+                                        "outside their deployment window (override_window)")
     audit: list[AuditEntry] = Field(default_factory=list)
     reason: str = ""
     started_at: datetime | None = None

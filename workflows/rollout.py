@@ -140,8 +140,6 @@ class RolloutWorkflow:
         self.controls: Controls[Stop] = Controls(
             self.state, noun="rollout", terminal=TERMINAL, stop_word=lambda stop: stop.status,
             on_cancel=lambda: self._halt(Stop("aborted", CANCEL_REASON)))
-        self.failed_stage: str | None = None
-        self.window_overrides: set[str] = set()
         self.children: dict[str, workflow.ChildWorkflowHandle[Any, StageState]] = {}
         self.collected: set[str] = set()  # stages whose workflow has closed and whose end is recorded
         self.launched: set[str] = set()  # stages asked to start: their reports count before the start is confirmed
@@ -215,7 +213,7 @@ class RolloutWorkflow:
             self.state.current_stages = [s.key for s in wave.stages]  # what a gate or window holds back
             await self._before_wave(wave)
             await self._run_wave(wave)
-            if self.failed_stage is not None or self.controls.stopping:
+            if self.state.failed_stage is not None or self.controls.stopping:
                 return
 
     @property
@@ -583,7 +581,7 @@ class RolloutWorkflow:
             now = workflow.now()
             closed: dict[str, datetime | None] = {}
             for s in wave.stages:
-                if s.key in self.window_overrides:
+                if s.key in self.state.window_overrides:
                     continue
                 opens = next_open(regions[s.region], now)
                 if opens != now:
@@ -599,10 +597,10 @@ class RolloutWorkflow:
             if set(closed) != self._window_noticed and workflow.patched(NOTIFY_WINDOW_PATCH):  # notify
                 self._window_noticed = set(closed)
                 self._tell(notices.window_closed(**self._about(), wave=wave.index, stages=sorted(closed), opens_at=until))
-            overrides = len(self.window_overrides)
+            overrides = len(self.state.window_overrides)
             try:
                 await workflow.wait_condition(
-                    lambda n=overrides: len(self.window_overrides) != n or self.stop is not None,  # type: ignore[misc]
+                    lambda n=overrides: len(self.state.window_overrides) != n or self.stop is not None,  # type: ignore[misc]
                     timeout=wait_until(until, now, at_least=MIN_WINDOW_WAIT) if until is not None else None,
                     timeout_summary=f"window opens for {', '.join(sorted(closed))}",
                 )
@@ -682,7 +680,7 @@ class RolloutWorkflow:
         self._collect(keys)
         if not self._settled(keys):
             why = (self.stop.reason if self.stop is not None
-                   else f"{self.failed_stage} failed" if self.failed_stage else "the rollout stopped")
+                   else f"{self.state.failed_stage} failed" if self.state.failed_stage else "the rollout stopped")
             self._stop_working(keys, why)
             await self._until(lambda: self._settled(keys))
             self._collect(keys)
@@ -711,7 +709,7 @@ class RolloutWorkflow:
 
     def _wave_failed(self, keys: list[str]) -> bool:
         self._collect(keys)
-        return self.failed_stage is not None
+        return self.state.failed_stage is not None
 
     def _row(self, key: str) -> StageState:
         st = self.state.stage(key)
@@ -747,8 +745,8 @@ class RolloutWorkflow:
             st.awaiting_verdict = False
             if st.status == "failed":
                 self._audit("bifrost", "stage-failed", key, st.reason)
-            if st.status in ("rolled_back", "failed") and self.failed_stage is None and self.stop is None:
-                self.failed_stage = key
+            if st.status in ("rolled_back", "failed") and self.state.failed_stage is None and self.stop is None:
+                self.state.failed_stage = key
             self._notify(f"stage_{st.status}", st.reason or f"{key} now on {st.version_now}", stage=key)
 
     # -- the end -----------------------------------------------------------------------------------
@@ -761,11 +759,11 @@ class RolloutWorkflow:
             await self._until(lambda: self._settled(started))
             await self._name_canceller()  # a cancellation requested while the stages settled
         self._collect(started)
-        if self.failed_stage is None and self.stop is None:
+        if self.state.failed_stage is None and self.stop is None:
             await self._keep(started, "")
             self._enter("succeeded", reason="every stage succeeded")
             return
-        stop = self.stop or Stop("rolled_back", f"{self.failed_stage}: {self._row(self.failed_stage or '').reason}")
+        stop = self.stop or Stop("rolled_back", f"{self.state.failed_stage}: {self._row(self.state.failed_stage or '').reason}")
         scope = stop.scope or self.req.rollback_scope
         self._enter("rolling_back", reason=stop.reason)
         targets = [st.key for st in stages_to_roll_back(self.state.stages, scope) if st.key in self.children]
@@ -984,7 +982,8 @@ class RolloutWorkflow:
     @workflow.update(description='Start a stage outside its deployment window. JSON: {"stage": "eu-west-1/prod", "by": "alice", "reason": "why"}.')
     def override_window(self, req: OverrideWindow) -> Ack:
         self._audit(req.by, "override-window", req.stage, req.reason)
-        self.window_overrides.add(req.stage)
+        if req.stage not in self.state.window_overrides:
+            self.state.window_overrides.append(req.stage)
         return Ack(message=f"{req.stage} may start outside its window")
 
     @override_window.validator

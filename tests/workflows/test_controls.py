@@ -242,3 +242,4 @@ async def test_override_window_starts_a_frozen_stage(env, task_queue, tmp_path):
         result = await outcome(h)
     assert result.status == "succeeded"
     assert [a.action for a in result.audit if a.who == "gina"] == ["override-window"]
+    assert result.window_overrides == ["us-east-1/prod"]  # in the state (the status query, the result)

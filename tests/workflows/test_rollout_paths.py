@@ -43,6 +43,7 @@ async def test_regression_in_second_prod_region_rolls_back_everything_before_it(
     stages = {s.key: s for s in result.stages}
     assert stages["us-east-1/prod"].verdict == "fail", result
     assert "latency_p99" in stages["us-east-1/prod"].reason
+    assert result.failed_stage == "us-east-1/prod"  # the state carries which stage failed, not an attribute beside it
     # scope "all": every stage that had completed is back on the old version, newest first
     rollbacks = [key for op, key, _ in f.calls if op == "rollback"]
     assert rollbacks == ["us-east-1/prod", "us-east-1/test", "ap-south-1/prod", "ap-south-1/test"]
