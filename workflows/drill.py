@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from canary.config import JudgeConfig
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
     from common.text import Identity
+    from common.traffic.models import HealthInterval
     from common.traffic.plan import step_problems
     from common.types import INVALID_REQUEST, EnvKind, Notification
     from workflows import options
@@ -53,7 +54,7 @@ class DrillInput(BaseModel):
     timezone: TimeZone = Field(default="UTC", description="IANA zone of the blocked windows")
     hold_minutes: float = Field(default=5, ge=0, le=24 * 60, description="how long each region stays evacuated")
     steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20)
-    health_interval_seconds: int = Field(default=5, ge=1, le=3600)
+    health_interval_seconds: HealthInterval = 5
     min_samples: int = Field(default=10, ge=1, le=10_000, description="the evacuation's judge.min_samples")
 
     def problems(self) -> list[str]:

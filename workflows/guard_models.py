@@ -16,6 +16,7 @@ from activities.guard_models import ReadinessResult
 from canary.config import MetricSpec
 from canary.guard import GuardJudge, Streak
 from common.text import Identity
+from common.traffic.models import Headroom, HealthInterval
 from common.traffic.plan import step_problems
 from common.types import EnvKind
 from workflows.controls import AuditEntry, Hold, Payload
@@ -55,9 +56,8 @@ class GuardInput(BaseModel):
     sample_interval_seconds: int = Field(default=3, ge=1, le=3600, description="sample spacing of the health metrics")
     steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20,
                              description="evacuation levels; the restore walks them back, its first step the probe")
-    headroom: float = Field(default=1.2, ge=1.0, le=10.0)
-    evacuation_health_interval_seconds: int = Field(default=5, ge=1, le=3600,
-                                                    description="the evacuation's own health checks after each step")
+    headroom: Headroom = 1.2
+    evacuation_health_interval_seconds: HealthInterval = Field(default=5, description="the evacuation's own health checks after each step")
     evacuation_min_samples: int = Field(default=10, ge=1, le=10_000,
                                         description="the evacuation's judge.min_samples (its wait after each step)")
     probe_percent: int = Field(default=10, ge=0, le=99,

@@ -32,6 +32,7 @@ from canary.config import JudgeConfig, MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
 from common.text import MAX_IDENTITY, Identity
+from common.traffic.models import Headroom, HealthInterval
 from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from common.types import ENV_KINDS, REGION_NAME, ConcurrencyPolicy, EnvKind, RollbackScope, StageKey, stage_key
 
@@ -265,11 +266,11 @@ class EvacuationSettings(_Model):
 
     steps: list[int] = Field(default_factory=lambda: list(DEFAULT_STEPS), min_length=1, max_length=MAX_STEPS,
                              description="the region's weight in percent of its share after each step, down to 0")
-    headroom: float = Field(default=1.2, ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")
+    headroom: Headroom = 1.2
     health_check_minutes: float = Field(default=5.0, ge=1 / 60, le=60,
                                         description="how long the rolled-back version is watched before traffic returns")
-    health_interval_seconds: int = Field(default=60, ge=1, le=MAX_INTERVAL_SECONDS,
-                                         description="sample spacing of the health checks; a step waits for min_samples")
+    health_interval_seconds: HealthInterval = Field(
+        default=60, description="sample spacing of the health checks; a step waits for min_samples")
     min_samples: int = Field(default=10, ge=3, le=1000, description="samples per side a health check needs")
 
     @field_validator("steps")

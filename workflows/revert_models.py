@@ -14,9 +14,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from common.text import Identity
+from common.traffic.models import HealthInterval
 from common.types import EnvKind, StageKey, stage_key
 from workflows.controls import AuditEntry, Hold
-from workflows.request import MAX_INTERVAL_SECONDS, MAX_SERVICE_LEN, MAX_TEXT
+from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
 
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request.py)
 
@@ -58,8 +59,7 @@ class RevertInput(BaseModel):
     health_minutes: float | None = Field(default=None, ge=1 / 60, le=60,
                                          description="each region's health window; default: the release's "
                                                      "evacuation.health_check_minutes")
-    health_interval_seconds: int | None = Field(default=None, ge=1, le=MAX_INTERVAL_SECONDS,
-                                                description="sample spacing; default: the release's evacuation settings")
+    health_interval_seconds: HealthInterval | None = Field(default=None, description="sample spacing; default: the release's evacuation settings")
 
     @property
     def workflow_id(self) -> str:

@@ -14,14 +14,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from canary.config import JudgeConfig, MetricResult
 from common.text import Identity
-from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
+from common.traffic.models import Headroom, HealthInterval, RestoreTarget, TrafficDirection, TrafficPlan
 from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from common.types import EnvKind
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.request import (
     MAX_ANALYSIS_MINUTES,
     MAX_APPROVAL_HOURS,
-    MAX_INTERVAL_SECONDS,
     MAX_REGIONS,
     MAX_SERVICE_LEN,
     MAX_TEXT,
@@ -62,9 +61,8 @@ class HealthSettings(BaseModel):
                                     description="wait this much longer than the TTL after each step")
     health_baseline_minutes: float = Field(default=10, gt=0, le=MAX_ANALYSIS_MINUTES,
                                            description="the pre-shift window each region is judged against")
-    health_interval_seconds: int = Field(
-        default=5, ge=1, le=MAX_INTERVAL_SECONDS,
-        description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
+    health_interval_seconds: HealthInterval = Field(
+        default=5, description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
     judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
 
 
@@ -88,7 +86,7 @@ class EvacuationInput(HealthSettings):
         default_factory=lambda: list(DEFAULT_STEPS), max_length=MAX_STEPS,
         description="the region's weight in percent of its starting share after each step (a restore walks them back)",
     )
-    headroom: float = Field(default=1.2, ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")
+    headroom: Headroom = 1.2
     prewarm: bool = Field(default=True, description="false: shift without scaling the receivers first")
     restore_to: RestoreTarget | None = Field(default=None, description="restore: the home weights and the replicas before")
     home_weights: dict[str, int] | None = Field(

@@ -6,7 +6,7 @@ Weights are keyed by set identifier (what the record set holds); replicas and he
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,6 +14,14 @@ from common.metric_spec import MetricSpec
 from common.types import EnvKind
 
 TrafficDirection = Literal["evacuate", "restore"]
+
+# The knobs every traffic change takes, modelled once: a request's `evacuation`, an EvacuationInput, the region
+# guard's and the drill's inputs (and a revert's override) declare them with these types and only their own default
+# (a production stage checks its health every 60 s, a hand-started evacuation every 5 s).
+MAX_HEALTH_INTERVAL_SECONDS = 3600
+Headroom = Annotated[float, Field(ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")]
+HealthInterval = Annotated[int, Field(ge=1, le=MAX_HEALTH_INTERVAL_SECONDS,
+                                      description="sample spacing of the health checks, in seconds")]
 
 
 class RestoreTarget(BaseModel):

@@ -109,3 +109,32 @@ async def test_the_longest_approval_timeout_is_a_timer(ts_env, task_queue, tmp_p
     timeout = next(a for a in result.audit if a.action == "approval-timeout")
     granted = next(a for a in result.audit if a.action == "lock-granted")
     assert timeout.at - granted.at >= timedelta(hours=MAX_APPROVAL_HOURS)
+
+
+def test_every_traffic_change_input_takes_the_same_headroom_and_health_interval_bounds_with_its_own_default() -> None:
+    from pydantic import BaseModel, ValidationError
+
+    from workflows.drill import DrillInput
+    from workflows.guard_models import GuardInput
+    from workflows.request import EvacuationSettings
+    from workflows.revert_models import RevertInput
+    from workflows.traffic_models import EvacuationInput
+
+    base = {"service": "pay", "requested_by": "al"}
+    cases: list[tuple[type[BaseModel], dict[str, Any], str, object]] = [
+        (EvacuationSettings, {}, "health_interval_seconds", 60),  # a production stage's: a minute apart
+        (EvacuationInput, {**base, "region": "eu-west-1"}, "health_interval_seconds", 5),  # by hand: seconds apart
+        (GuardInput, base, "evacuation_health_interval_seconds", 5),
+        (DrillInput, {**base, "regions": ["eu-west-1"]}, "health_interval_seconds", 5),
+        (RevertInput, {**base, "to_version": "1.0.0", "reason": "r"}, "health_interval_seconds", None),
+        (EvacuationSettings, {}, "headroom", 1.2),
+        (EvacuationInput, {**base, "region": "eu-west-1"}, "headroom", 1.2),
+        (GuardInput, base, "headroom", 1.2),
+    ]
+    for model, given, name, default in cases:
+        assert getattr(model.model_validate(given), name) == default, (model.__name__, name)
+        low, high = (1.0, 10.0) if name == "headroom" else (1, 3600)
+        model.model_validate({**given, name: high})
+        for bad in (high * 2, low / 2 if name == "headroom" else 0):
+            with pytest.raises(ValidationError, match=name):
+                model.model_validate({**given, name: bad})
