@@ -8,7 +8,6 @@ whatever the workflows do: children, signals to and from the service lock, and c
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from collections import Counter
@@ -172,7 +171,6 @@ class CriticalPath:
     timed_out_tasks: int = 0
     activities: int = 0
     by_type: Counter[str] = field(default_factory=Counter)  # activity types on the path
-    local_by_type: Counter[str] = field(default_factory=Counter)  # local activities run inside its workflow tasks
     activity_seconds: Counter[str] = field(default_factory=Counter)  # their run time (start to close), by type
     seconds: Counter[str] = field(default_factory=Counter)  # where the path's time went
     span: float = 0.0  # root start to root close, on the server's clock
@@ -211,7 +209,6 @@ def critical_path(tree: Tree, root_id: str) -> CriticalPath:
                 out.seconds["workflow task runs on the worker (start to complete)"] += ts(e) - ts(started)
             if t == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
                 out.workflow_tasks += 1
-                out.local_by_type.update(_local_activities(run, e))
             else:
                 out.timed_out_tasks += 1
             cause = _woken_by(run, scheduled)
@@ -301,22 +298,6 @@ def critical_path(tree: Tree, root_id: str) -> CriticalPath:
             if found is None:
                 break
             run, e = found
-    return out
-
-
-def _local_activities(run: Run, completed: HistoryEvent) -> list[str]:
-    """The types of the local activities a workflow task ran (their markers, recorded with its completion): no hop
-    of their own, their time is in the task's "runs on the worker"."""
-    out = []
-    for x in run.events[completed.event_id:]:  # its commands follow it, each naming it
-        attrs = getattr(x, x.WhichOneof("attributes"))
-        if getattr(attrs, "workflow_task_completed_event_id", 0) != completed.event_id:
-            break
-        if x.event_type != E.EVENT_TYPE_MARKER_RECORDED:
-            continue
-        a = x.marker_recorded_event_attributes
-        if a.marker_name == "core_local_activity" and "data" in a.details and a.details["data"].payloads:
-            out.append(json.loads(a.details["data"].payloads[0].data).get("activity_type", "?"))
     return out
 
 

@@ -369,8 +369,6 @@ async def main(args: argparse.Namespace) -> None:
     acts = ", ".join(f"{n} {name}" for name, n in path.by_type.most_common())
     print(f"  critical path: {path.workflow_tasks} hops = {path.workflow_tasks / stages:.1f} per stage "
           f"(workflow tasks); {path.activities} activities on it ({acts})"
-          + (f"; {sum(path.local_by_type.values())} local activities inside its workflow tasks, no hop of their own ("
-             + ", ".join(f"{n} {name}" for name, n in path.local_by_type.most_common()) + ")" if path.local_by_type else "")
           + (f"; {path.timed_out_tasks} timed-out workflow tasks" if path.timed_out_tasks else "")
           + (f"; {path.approximations} step(s) via an activity's signal, matched by time" if path.approximations else ""))
     ratio = overhead / (path.workflow_tasks * hop)

@@ -39,7 +39,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from common.types import ConcurrencyPolicy
     from workflows import options
-    from workflows.peer_reads import ask
 
 IDLE_BEFORE_EXIT = timedelta(minutes=5)
 
@@ -50,7 +49,6 @@ SUPERSEDED_SIGNAL = "superseded"
 RELEASE_SIGNAL = "release"
 # The lock and the rollout confirm every lock signal against the other's own state before acting on it.
 LOCK_SIGNALS_PATCH = "lock-signals-confirmed"
-LOCAL_CLAIM_PATCH = "lock-confirms-locally"  # the lock asks a rollout's claim by a local activity (one round trip less)
 # A rollout waiting for the lock re-checks the lock's own state at an interval (timers and activities in its history).
 LOCK_RECHECK_PATCH = "lock-wait-rechecks"
 LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal within a second; this heals a lost one
@@ -213,9 +211,11 @@ class ServiceLockWorkflow:
 
     async def _claim(self, workflow_id: str) -> tuple[LockClaim | None, str]:
         """The rollout's own account of its lock request, or None and why there is none."""
-        query, summary = PeerQuery(workflow_id=workflow_id, query=LOCK_CLAIM_QUERY), f"confirm with {workflow_id}"
-        try:  # locally: a rollout never asks the lock by a local activity, so no wait cycle (options.CONFIRM)
-            answer = await ask(query, summary, local=workflow.patched(LOCAL_CLAIM_PATCH))
+        try:
+            answer = await workflow.execute_activity_method(
+                PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query=LOCK_CLAIM_QUERY),
+                summary=f"confirm with {workflow_id}", **options.CONFIRM,
+            )
         except ActivityError as err:
             return None, f"could not ask it ({err.cause or err})"
         if not answer.found:

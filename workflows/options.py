@@ -26,7 +26,6 @@ class LocalActivityOptions(TypedDict, total=False):
     """The same for local activities (no heartbeats)."""
 
     start_to_close_timeout: timedelta
-    schedule_to_close_timeout: timedelta
     retry_policy: RetryPolicy
 
 
@@ -45,30 +44,14 @@ QUICK = ActivityOptions(
 HEARTBEAT = timedelta(seconds=15)
 
 # Confirming an internal signal with its sender's own state (a query; activities/peers.py). Retried for a
-# while: a real grant or release that cannot be confirmed would leave a rollout or the lock waiting.
-#
-# A local activity keeps its workflow's task open while it runs, and a query to that workflow waits for the open
-# task: two workflows confirming with each other by local activities at once stalled each other until their tasks
-# timed out (10 s). So a query runs as a local activity (LOCAL_READ, workflows/peer_reads.py: no server dispatch, no
-# workflow task to wake; docs/benchmarks.md "Third pass") only in the directions that can never close a cycle:
-#   stage -> its rollout, lock -> a rollout claiming it, rollout or stage -> the evacuation and the region guard
-#   (which ask nobody).
-# The other directions, rollout -> stage and rollout (or drill) -> lock, stay ordinary activities (CONFIRM), so a
-# workflow answering a local activity's query is never itself waiting, task open, on a local query.
+# while: a real grant or release that cannot be confirmed would leave a rollout or the lock waiting. Never a
+# local activity: one keeps its workflow's task open while it runs, a query to that workflow waits for the
+# open task, and two workflows confirming with each other at once stalled each other until their tasks timed out.
 CONFIRM = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=45),
     schedule_to_close_timeout=timedelta(minutes=15),
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
                              non_retryable_error_types=NON_RETRYABLE),
-)
-# A peer read as a local activity (workflows/peer_reads.py): short, since the asking workflow's task stays open (and
-# queries to it wait) while it runs; a read that fails here is asked again by an ordinary activity (CONFIRM, RECHECK).
-# Bounded by attempts, not by a schedule-to-close: on this SDK and dev server a failing local activity was seen retried
-# every 8 s (each workflow-task heartbeat) well past a 3 s schedule-to-close.
-LOCAL_READ = LocalActivityOptions(
-    start_to_close_timeout=timedelta(seconds=10),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=2),
-                             maximum_attempts=2, non_retryable_error_types=NON_RETRYABLE),
 )
 # A queued rollout re-checking the lock's state itself (a grant whose signal was lost or could not be confirmed):
 # short, since an abort waits for it, and a check that fails is simply made again at the next interval.

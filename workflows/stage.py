@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SoakCheckInput,
         StageOnly,
     )
-    from activities.peers import PeerQuery
+    from activities.peers import PeerActivities, PeerQuery
     from activities.traffic.messages import HealthInput, RegionHealth
     from activities.traffic.shift import TrafficActivities
     from canary.config import Decision
@@ -62,7 +62,6 @@ with workflow.unsafe.imports_passed_through():
         StageOrders,
         StageState,
     )
-    from workflows.peer_reads import ask, local_failed
     from workflows.report import start_report
     from workflows.request import HOLDS
     from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
@@ -76,7 +75,6 @@ STAGE_ORDERS_QUERY = "__bifrost_stage_orders"  # the rollout's record of what it
 # A stage confirms the rollout's signals with the rollout's orders; the rollout takes a stage's progress from the
 # stage's own `progress` query, not from the report signal.
 STAGE_SIGNALS_PATCH = "stage-signals-confirmed"
-LOCAL_CONFIRM_PATCH = "stage-confirms-locally"  # the query of the rollout's orders is a local activity
 # a version read that fails ends the stage `failed` with its reason; a failed local activity is not an ActivityError
 VERSION_READ_PATCH = "stage-version-read-fails-the-stage"
 # `on_failure: hold`: a canary that fails its analysis holds (canary and baseline running) until the rollout's
@@ -227,9 +225,10 @@ class StageWorkflow:
         """The rollout's record of what it told its stages, or None and why it could not be had."""
         parent = workflow.info().parent
         rollout = parent.workflow_id if parent is not None else self.inp.rollout_id
-        query, summary = PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY), f"confirm with {rollout}"
-        try:  # locally: the rollout never asks its stages by a local activity, so no wait cycle (options.CONFIRM)
-            answer = await ask(query, summary, local=workflow.patched(LOCAL_CONFIRM_PATCH))
+        try:
+            answer = await workflow.execute_activity_method(
+                PeerActivities.query_workflow, PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY),
+                summary=f"confirm with {rollout}", **options.CONFIRM)
         except ActivityError as err:
             return None, f"the rollout {rollout} could not be asked ({error_text(err)})"
         if not answer.found or answer.error is not None:
@@ -293,7 +292,8 @@ class StageWorkflow:
                     summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL))
             except FailureError as err:
                 # an ordinary activity's failure is an ActivityError; a local one's is the activity's own error
-                if not isinstance(err, ActivityError) and not (local_failed(err) and workflow.patched(VERSION_READ_PATCH)):
+                if not isinstance(err, ActivityError) and (isinstance(err, CancelledError)
+                                                           or not workflow.patched(VERSION_READ_PATCH)):
                     raise
                 st.reason = f"could not read the current version: {error_text(err)}"
                 return await self._end("failed")

@@ -25,19 +25,17 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
-    from activities.peers import PeerQuery
-    from activities.traffic.messages import RegionWeightsInput
+    from activities.peers import PeerActivities, PeerQuery
+    from activities.traffic.messages import RegionWeights, RegionWeightsInput
     from activities.traffic.shift import TrafficActivities
     from common.types import EnvKind
     from workflows import options
-    from workflows.peer_reads import ask, local_first
     from workflows.traffic_models import EvacuationState, evacuation_id
 
 GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
 
 TRAFFIC_HOLD_PATCH = "rollout-holds-for-traffic"  # a wave waits until its regions' traffic is back and still
 REJUDGE_PATCH = "stage-rejudges-after-traffic-moves"  # a window that overlapped a traffic change is not judged
-LOCAL_READS_PATCH = "traffic-gate-reads-locally"  # the gate's reads are local activities: no server round trip each
 MAX_REWINDOWS = 3  # fresh windows a stage waits at most; then it judges what it has, and says so
 
 
@@ -97,14 +95,12 @@ class TrafficFacts(BaseModel):
         return ""
 
 
-async def _query(workflow_id: str, local: bool) -> object | None:
-    """The `status` query's answer of `workflow_id` (its latest run), or None if there is none or it cannot answer.
-
-    Locally (LOCAL_READS_PATCH) it is safe from the stall of two workflows asking each other with their tasks open:
-    the evacuation and the region guard ask nobody (workflows/options.py, CONFIRM)."""
+async def _query(workflow_id: str) -> object | None:
+    """The `status` query's answer of `workflow_id` (its latest run), or None if there is none or it cannot answer."""
     try:
-        answer = await ask(PeerQuery(workflow_id=workflow_id, query="status"), f"traffic: ask {workflow_id}",
-                           local=local, ordinary=options.RECHECK)
+        answer = await workflow.execute_activity_method(
+            PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query="status"),
+            summary=f"traffic: ask {workflow_id}", **options.RECHECK)
     except ActivityError:
         return None
     return answer.answer if answer.found and answer.error is None else None
@@ -113,18 +109,16 @@ async def _query(workflow_id: str, local: bool) -> object | None:
 async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) -> TrafficFacts:
     """Read the weights of `regions`, the service's running evacuation and its region guard, at once."""
     facts = TrafficFacts()
-    local = workflow.patched(LOCAL_READS_PATCH)
     try:
-        read = await local_first(TrafficActivities.region_weights,
-                                 RegionWeightsInput(service=service, environment=environment, regions=regions),
-                                 f"traffic of {', '.join(regions)}", local=local, ordinary=options.RECHECK)
+        read: RegionWeights = await workflow.execute_activity_method(
+            TrafficActivities.region_weights, RegionWeightsInput(service=service, environment=environment, regions=regions),
+            summary=f"traffic of {', '.join(regions)}", **options.RECHECK)
         facts.weights, facts.total = read.weights, read.total
     except ActivityError as err:
         facts.unread = error_text(err)
     if not facts.weights and not facts.unread:
         return facts  # none of these regions has a traffic target: nothing to hold on, nothing more to ask
-    evacuation, guard = await asyncio.gather(_query(evacuation_id(service), local),
-                                             _query(f"{GUARD_PREFIX}{service}", local))
+    evacuation, guard = await asyncio.gather(_query(evacuation_id(service)), _query(f"{GUARD_PREFIX}{service}"))
     try:
         move = EvacuationState.model_validate(evacuation) if evacuation is not None else None
     except ValidationError:
