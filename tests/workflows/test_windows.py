@@ -188,10 +188,15 @@ async def test_a_rollout_waits_through_a_fold_and_starts_inside_its_window(ts_en
     from workflows.rollout import RolloutWorkflow
     from workflows.updates import Pause, Resume
 
+    # today (in New York) is frozen, so the rollout waits for a later day's window whatever the time of the run:
+    # without it the test failed every day from 06:30 to 06:45 UTC (01:30-01:45 EST), while the window was open
+    today = datetime.now(UTC).astimezone(ZoneInfo(NY)).date()
     req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0, "environments": ["prod"], "timezone": NY,
-                                 "windows": [{"days": DAYS, "start": "01:30", "end": "01:45"}]}],
+                                 "windows": [{"days": DAYS, "start": "01:30", "end": "01:45"}],
+                                 "freeze_dates": [today.isoformat()]}],
                        blast_radius={"canary_region": None})
     after_fold = datetime(2027, 11, 7, 6, 5, tzinfo=UTC)  # 01:05 EST; 01:05 EDT was an hour before
+    assert after_fold.astimezone(ZoneInfo(NY)).date() != today
     async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
         with ts_env.with_time_skipping_disabled():
             h = await start(ts_env.client, req, task_queue)
