@@ -14,11 +14,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from temporalio.service import RPCError
 
 from tests.integration.route53_faults import Fault
 from tests.integration.test_evacuation_aws import EVEN
@@ -81,10 +83,15 @@ async def test_a_worker_killed_mid_evacuation_is_replaced_within_30_s(env, task_
         assert first.wait(timeout=30) == -signal.SIGKILL
         start_worker("worker-2")
 
-        def moved_on(state) -> bool:
+        async def moved_on() -> bool:
+            # a query may fail while the server still routes it to the killed worker's sticky queue: not moved on yet
+            try:
+                state = await handle.query(EvacuationWorkflow.status, rpc_timeout=timedelta(seconds=5))
+            except RPCError:
+                return False
             return state.status != "planning" if kill_at == "plan" else state.step > before.step
 
-        while not moved_on(await handle.query(EvacuationWorkflow.status)):
+        while not await moved_on():
             assert time.monotonic() - killed_at < 60, f"stalled after the kill at {kill_at}\n{logs()}"
             await asyncio.sleep(0.2)
         failover = time.monotonic() - killed_at
