@@ -296,12 +296,12 @@ class EvacuationWorkflow:
                 raise _Alarm(i, rec.health) from err
             rec.checked_at, rec.healthy, rec.health = workflow.now(), not health.alarm, health.summary
             rec.values = [HealthValue.of(r.region, m) for r in health.regions if r.monitor is not None for m in r.monitor.metrics]
-            await self._draw_reports(rec, look, health)
+            self._draw_reports(rec, look, health)
             if health.alarm:
                 raise _Alarm(i, "; ".join(health.reasons) or health.summary)
             self._set_status("shifting")
 
-    async def _draw_reports(self, rec: StepRecord, look: HealthInput, health: HealthResult) -> None:
+    def _draw_reports(self, rec: StepRecord, look: HealthInput, health: HealthResult) -> None:
         """Have a ReportWorkflow draw each checked region's look (the primary before the shift against after the
         step) and keep where it will open; starts them without waiting (the end of the workflow waits)."""
         metrics = {c.region: c.metrics for c in look.regions}
