@@ -65,6 +65,11 @@ class FleetScenario(BaseModel):
     max_samples: int = Field(default=2000, ge=1)
     deploy_delay_seconds: float = Field(default=0.0, ge=0, description="simulated time to become available")
     effects: list[VersionEffect] = Field(default_factory=list)
+    fresh_draws: bool = Field(
+        default=True,
+        description="each window of a primary draws its own samples, as a live fleet's do (the demo, benchmarks). "
+                    "False: one draw per stage, version and sample count, so a test's health verdict does not depend "
+                    "on the service's random name or the hour it ran")
 
     @classmethod
     def load(cls, path: str | Path) -> "FleetScenario":
@@ -491,11 +496,11 @@ class SimulatedFleet:
         if n == 0 or version is None:
             return []
         # a primary's looks (the guard, health checks): each window its own draw, the same for the same window. A canary
-        # and its baseline: one draw per stage and version, as before, so a test's canary verdict does not depend on
-        # the service's random name or the hour it ran (seeded by window, the judge's false-alarm rate failed
-        # healthy rollouts at random in the full suite)
+        # and its baseline, and every draw of a fleet without fresh draws (tests): one draw per stage and version, so a
+        # verdict does not depend on the service's random name or the hour it ran (seeded by window, the judge's
+        # false-alarm rate, about 0.4% a look, failed healthy rollouts and reverts at random in the full suite)
         rng = (self._rng(stage.service, stage.key, metric.name, role, version, n, window.start.isoformat(),
-                         window.end.isoformat()) if role == "primary" else
+                         window.end.isoformat()) if role == "primary" and self.scenario.fresh_draws else
                self._rng(stage.key, metric.name, role, version, n))
         effect = self._effect(stage, version)
         if effect is not None and effect.only_after_promotion and role != "primary":

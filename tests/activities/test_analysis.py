@@ -37,7 +37,7 @@ def analysis_input(minutes: int = 60, canary: str = "2.0.0") -> AnalysisInput:
 
 
 def fleet() -> SimulatedFleet:
-    return SimulatedFleet(FleetScenario(initial_version="1.9.0", effects=[
+    return SimulatedFleet(FleetScenario(fresh_draws=False, initial_version="1.9.0", effects=[
         VersionEffect(version="2.1.0", error_factor=5.0),  # a regression the judge and the monitor must see
     ]))
 

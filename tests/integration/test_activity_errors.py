@@ -161,7 +161,7 @@ async def test_the_analysis_activity_heartbeats_while_it_judges(tmp_path):
     beats: list[tuple] = []
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details)
-    analysis = AnalysisActivities(AdapterRegistry.simulated(SimulatedFleet(FleetScenario(min_samples=60))), tmp_path)
+    analysis = AnalysisActivities(AdapterRegistry.simulated(SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=60))), tmp_path)
     from datetime import UTC, datetime
 
     now = datetime.now(UTC)

@@ -68,7 +68,7 @@ def request(soak_seconds: int) -> RolloutRequest:
 async def roll_out(env: Any, tmp_path: Path, task_queue: str, kube: FakeKubeApi, soak_seconds: int,
                    effect: dict[str, Any] | None = None) -> tuple[RolloutState, WorkflowExecutionStatus]:
     """Run one rollout with every DELETE refused; return its end state and how its stage workflow closed."""
-    fleet = SimulatedFleet(FleetScenario(min_samples=60, effects=[{"version": NEW, **effect}] if effect else []))
+    fleet = SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=60, effects=[{"version": NEW, **effect}] if effect else []))
     registry = registry_from_targets(load_targets(write_targets(tmp_path, kube)), fleet)
     req = request(soak_seconds)
     kube.fail_next(10_000, 403, method="DELETE")

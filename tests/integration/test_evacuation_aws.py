@@ -99,7 +99,7 @@ class Fleet:
     zone: str
     targets: dict[str, Any] = field(default_factory=dict)
     # The simulated metric source's world (traffic shares, capacity over time); like a real fleet, it outlives workers.
-    world: SimulatedFleet = field(default_factory=lambda: SimulatedFleet(FleetScenario(min_samples=60)))
+    world: SimulatedFleet = field(default_factory=lambda: SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=60)))
 
     def registry(self) -> AdapterRegistry:
         """A fresh registry, as a newly started worker process builds it from the targets file."""

@@ -27,7 +27,7 @@ def _registry(moto: MotoServer, alarms: dict[str, list[str]]) -> Any:
         if t["region"] in alarms:
             t["traffic"]["alarms"] = alarms[t["region"]]
     data["aws"] = {"endpoint_url": moto.endpoint, "max_attempts": 2, "timeout_seconds": 5}
-    return registry_from_targets(parse_targets(data), SimulatedFleet(FleetScenario(min_samples=120)))
+    return registry_from_targets(parse_targets(data), SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=120)))
 
 
 async def _look(registry: Any, service: str, look: int) -> GuardLookResult:

@@ -138,3 +138,18 @@ async def test_each_window_gets_its_own_samples_and_the_same_window_the_same():
     other = (await fleet.fetch(StageRef(service="cart", region="us-east-1", environment="prod"), errors,
                                _window(T0 + timedelta(minutes=10)), ("primary", None), ("primary", "1.0.0"))).canary
     assert other != a  # another service is another draw
+
+
+async def test_a_fleet_without_fresh_draws_gives_a_primary_the_same_samples_whatever_the_window_or_service():
+    # the tests' fleets: a health verdict on a random service name at whatever hour must be the same every run
+    fleet = SimulatedFleet(FleetScenario(seed=11, min_samples=60, fresh_draws=False))
+    errors = SPECS[1]
+
+    async def draw(svc: str, end: datetime) -> list[float]:
+        return (await fleet.fetch(StageRef(service=svc, region="us-east-1", environment="prod"), errors, _window(end),
+                                  ("primary", None), ("primary", "1.0.0"))).canary
+
+    a = await draw("pay", T0 + timedelta(minutes=10))
+    assert a and a == await draw("pay", T0 + timedelta(minutes=10, seconds=5)) == await draw("cart", T0 + timedelta(hours=7))
+    assert a != (await fleet.fetch(_stage("us-east-1"), errors, _window(T0 + timedelta(minutes=10)), ("primary", None),
+                                   ("primary", "2.0.0"))).canary  # another version is another draw

@@ -111,7 +111,7 @@ async def test_the_simulated_fleet_slows_down_and_sheds_when_a_region_is_overloa
     assert overload(0.6).latency_factor == 1.0 and overload(0.6).error_rate == 0.0
     assert overload(1.0).latency_factor == 3.0 and overload(1.25).error_rate == pytest.approx(0.2)
     clock = [datetime(2026, 1, 1, tzinfo=UTC)]
-    fleet = SimulatedFleet(FleetScenario(min_samples=60))
+    fleet = SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=60))
     fleet.load.clock = lambda: clock[0]
     use1 = StageRef(service="pay", region="us-east-1", environment="prod")
     fleet.load.observe_weights("pay", "prod", {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100})
@@ -157,7 +157,7 @@ async def test_the_fleets_samples_follow_the_weights_set_through_the_router_alon
     from activities.adapters.simulated import FleetScenario, SimulatedFleet
 
     clock = [datetime(2026, 1, 1, tzinfo=UTC)]
-    fleet = SimulatedFleet(FleetScenario(min_samples=60))
+    fleet = SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=60))
     fleet.load.clock = lambda: clock[0]
     reg = registry_from_targets(parse_targets({
         "defaults": {"deployer": {"kind": "simulated"}, "metrics": {"kind": "simulated"}},

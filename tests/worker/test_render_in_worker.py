@@ -51,7 +51,7 @@ class JudgeThenDraw:
 
 
 async def test_the_verdicts_link_opens_once_the_worker_has_drawn_the_report(env, task_queue: str, tmp_path: Path):
-    fleet = SimulatedFleet(FleetScenario(initial_version="1.9.0", effects=[VersionEffect(version="2.1.0", error_factor=5.0)]))
+    fleet = SimulatedFleet(FleetScenario(fresh_draws=False, initial_version="1.9.0", effects=[VersionEffect(version="2.1.0", error_factor=5.0)]))
     with ReportServer(tmp_path / "reports") as server:
         store = LocalReportStore(server.root, server.url)
         activities = build_worker(env.client, AdapterRegistry.simulated(fleet), task_queue=task_queue, reports=store)

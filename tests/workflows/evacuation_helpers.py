@@ -43,7 +43,7 @@ def simulated_targets(*, ttl: int = 1, max_replicas: int | None = None, regions:
 
 
 def simulated_registry(**kwargs: Any) -> tuple[AdapterRegistry, SimulatedFleet]:
-    fleet = SimulatedFleet(FleetScenario(min_samples=60))
+    fleet = SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=60))
     return registry_from_targets(parse_targets(simulated_targets(**kwargs)), fleet), fleet
 
 

@@ -80,6 +80,7 @@ def first_true_answer_unconfirmable(suffix: str = "") -> Iterator[list[str]]:
 
 def fleet(**scenario: Any) -> SimulatedFleet:
     scenario.setdefault("min_samples", 60)
+    scenario.setdefault("fresh_draws", False)  # a test's health verdicts do not change with the hour it ran
     return SimulatedFleet(FleetScenario(**scenario))
 
 

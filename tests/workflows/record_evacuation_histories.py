@@ -101,7 +101,7 @@ async def record_hpa() -> None:
                 for svc in ("recorded-hpa", "recorded-hpa-abort"):
                     kube.seed_primary(ns, svc, "registry.example.com/app:1.0.0", replicas=4)
                     kube.seed_hpa(ns, svc, svc, min_replicas=2, max_replicas=20)
-            registry = registry_from_targets(parse_targets(targets), SimulatedFleet(FleetScenario(min_samples=60)))
+            registry = registry_from_targets(parse_targets(targets), SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=60)))
             assert len(REGIONS) == 3
             async with running_worker(env.client, registry, "record", Path(tmp)):
                 h = await start(env.client, evacuation("recorded-hpa"), "record")

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.asyncio
 def fleet_with(sick: dict[str, float], samples: int = 120, **targets: Any) -> tuple[Any, SimulatedFleet]:
     """A simulated fleet whose primaries (1.0.0) fail `factor` times as often in the given regions."""
     effects = [VersionEffect(version="1.0.0", regions=[r], error_factor=f) for r, f in sick.items()]
-    fleet = SimulatedFleet(FleetScenario(min_samples=samples, effects=effects))
+    fleet = SimulatedFleet(FleetScenario(fresh_draws=False, min_samples=samples, effects=effects))
     return registry_from_targets(parse_targets(simulated_targets(**targets)), fleet), fleet
 
 

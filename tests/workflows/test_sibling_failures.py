@@ -162,7 +162,7 @@ async def test_two_stages_of_one_wave_failing_together_both_roll_back_and_tell_t
     assert [[s.key for s in w.stages] for w in plan.waves] == [[f"{CANARY_REGION}/prod"], [f"{r}/prod" for r in PAIR]]
     # The fleet's samples are a fixed draw per seed: with seed 1 the healthy canary region passes every judge
     # and soak look of these versions (the default seed's baseline there is ~10% fast, and alarms on ~1 in 9).
-    f = PairedFleet(FleetScenario(seed=1, initial_version=OLD, min_samples=60, effects=[
+    f = PairedFleet(FleetScenario(fresh_draws=False, seed=1, initial_version=OLD, min_samples=60, effects=[
         {"version": r.version, "regions": list(PAIR), "environments": ["prod"], **CASES[kind]["effect"]} for r in requests]))
     for (_, i, offset), r in zip(runs, requests, strict=True):
         f.late[r.service], f.offset[r.service] = PAIR[i % 2], offset

@@ -103,7 +103,7 @@ async def _in_timer(client: Client, workflow_id: str) -> bool:
 
 async def test_a_killed_worker_is_replaced_and_no_stage_is_promoted_twice(env, tmp_path: Path, task_queue: str):
     scenario, db, reports = tmp_path / "fleet.yaml", tmp_path / "fleet.db", tmp_path / "reports"
-    scenario.write_text("initial_version: 1.0.0\nmin_samples: 60\n")
+    scenario.write_text("initial_version: 1.0.0\nmin_samples: 60\nfresh_draws: false\n")
     req = make_request(
         regions=[{"name": "ap-south-1", "traffic_share": 0.4}, {"name": "us-east-1", "traffic_share": 0.6}],
         canary={"analysis_minutes": 0.1},  # a 6 s canary window per stage: the kill lands in one
