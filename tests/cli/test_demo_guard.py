@@ -22,7 +22,8 @@ pytestmark = pytest.mark.asyncio
 
 
 async def test_the_demo_guard_evacuates_a_degraded_region_and_restores_it_when_it_heals(env: Any, tmp_path: Path) -> None:
-    fleet = SimulatedFleet(FleetScenario.load(EXAMPLES / "demo-fleet.yaml"))
+    # the demo's fleet, with a primary's samples drawn once per stage and version: the same verdicts every run
+    fleet = SimulatedFleet(FleetScenario.load(EXAMPLES / "demo-fleet.yaml").model_copy(update={"fresh_draws": False}))
     registry = registry_from_targets(load_targets(EXAMPLES / "simulated-traffic.yaml"), fleet=fleet)
     out, tq, svc = io.StringIO(), f"tq-{uuid.uuid4().hex[:8]}", service()
     async with running_worker(env.client, registry, tq, tmp_path):

@@ -40,6 +40,8 @@ def _workers(env, task_queue: str, tmp_path: Path, targets: dict[str, Any]) -> t
     """`bifrost worker` processes on the targets (written to a file): the started ones, a starter, their logs."""
     path = tmp_path / "targets.yaml"
     path.write_text(yaml.safe_dump(targets))
+    fleet = tmp_path / "fleet.yaml"  # the default fleet, but a primary's samples drawn once per stage and version, so
+    fleet.write_text("min_samples: 60\nfresh_draws: false\n")  # a health verdict is the same at any hour
     worker_env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
     worker_env |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
                    "TEMPORAL_NAMESPACE": env.client.namespace}
@@ -47,7 +49,8 @@ def _workers(env, task_queue: str, tmp_path: Path, targets: dict[str, Any]) -> t
 
     def start_worker(name: str) -> subprocess.Popen[bytes]:
         with (tmp_path / f"{name}.log").open("wb") as out:
-            procs.append(subprocess.Popen([BIFROST, "worker", "--task-queue", task_queue, "--targets", str(path)],
+            procs.append(subprocess.Popen([BIFROST, "worker", "--task-queue", task_queue, "--targets", str(path),
+                                           "--fleet", str(fleet)],
                                           env=worker_env, stdout=out, stderr=subprocess.STDOUT))
         return procs[-1]
 
