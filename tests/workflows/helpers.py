@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -52,30 +52,40 @@ def make_request(**overrides: Any) -> RolloutRequest:
 
 
 @contextmanager
+def replaced_activity(cls: type, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
+    """Workers built inside run `make(original)` as the activity method `name` of `cls` (a test's fault or recorder);
+    the original is put back on the way out. Leave the replacement's `self` unannotated: with it annotated the SDK
+    no longer converts the input to its model, and the activity receives a dict."""
+    original = getattr(cls, name)
+    setattr(cls, name, activity.defn(name=name)(make(original)))
+    try:
+        yield
+    finally:
+        setattr(cls, name, original)
+
+
+@contextmanager
 def first_true_answer_unconfirmable(suffix: str = "") -> Iterator[list[str]]:
     """Workers started inside fail (non-retryably) the first look at a lock's state that answers the asking rollout
     (names it as holder, refused or superseded; only a rollout whose id ends with `suffix`), as a worker that did
     not answer would; yields the ids of the rollouts whose look failed."""
-    original = PeerActivities.query_workflow
     failed: list[str] = []
 
-    @activity.defn(name="query_workflow")
-    async def flaky(self, q: PeerQuery) -> PeerAnswer:  # type: ignore[no-untyped-def]
-        answer = await original(self, q)
-        asker = activity.info().workflow_id
-        state = answer.answer if q.query == LOCK_STATE_QUERY and isinstance(answer.answer, dict) else {}
-        answers_asker = (state.get("holder") or {}).get("workflow_id") == asker \
-            or asker in state.get("refused", {}) or asker in state.get("superseded", {})
-        if not failed and answers_asker and asker.endswith(suffix):
-            failed.append(asker)
-            raise ApplicationError("the lock's worker did not answer (test)", non_retryable=True)
-        return answer
+    def make(original: Any) -> Any:
+        async def flaky(self, q: PeerQuery) -> PeerAnswer:  # type: ignore[no-untyped-def]
+            answer: PeerAnswer = await original(self, q)
+            asker = activity.info().workflow_id
+            state = answer.answer if q.query == LOCK_STATE_QUERY and isinstance(answer.answer, dict) else {}
+            answers_asker = (state.get("holder") or {}).get("workflow_id") == asker \
+                or asker in state.get("refused", {}) or asker in state.get("superseded", {})
+            if not failed and answers_asker and asker.endswith(suffix):
+                failed.append(asker)
+                raise ApplicationError("the lock's worker did not answer (test)", non_retryable=True)
+            return answer
+        return flaky
 
-    PeerActivities.query_workflow = flaky  # type: ignore[method-assign]
-    try:
+    with replaced_activity(PeerActivities, "query_workflow", make):
         yield failed
-    finally:
-        PeerActivities.query_workflow = original  # type: ignore[method-assign]
 
 
 def fleet(**scenario: Any) -> SimulatedFleet:

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from activities.notify import NotifyActivities
 from common.types import Notification
+from tests.workflows.helpers import replaced_activity
 from workflows.revert import RevertWorkflow
 from workflows.revert_models import RevertInput, RevertState
 
@@ -51,16 +51,14 @@ async def revert_outcome(handle: WorkflowHandle[Any, RevertState]) -> tuple[Reve
 @contextmanager
 def notices_sent() -> Iterator[list[Notification]]:
     """Workers started inside record every notification the `notify` activity is asked to send (then send it)."""
-    original = NotifyActivities.notify
     sent: list[Notification] = []
 
-    @activity.defn(name="notify")
-    async def recording(self, n: Notification) -> bool:  # type: ignore[no-untyped-def]
-        sent.append(n)
-        return await original(self, n)
+    def make(original: Any) -> Any:
+        async def recording(self, n: Notification) -> bool:  # type: ignore[no-untyped-def]
+            sent.append(n)
+            result: bool = await original(self, n)
+            return result
+        return recording
 
-    NotifyActivities.notify = recording  # type: ignore[method-assign]
-    try:
+    with replaced_activity(NotifyActivities, "notify", make):
         yield sent
-    finally:
-        NotifyActivities.notify = original  # type: ignore[method-assign]

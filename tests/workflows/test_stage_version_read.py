@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -17,7 +18,7 @@ from temporalio.exceptions import ApplicationError
 from activities.deploy import DeployActivities
 from activities.models import StageOnly
 from bifrost_cli.ops import outcome, start_rollout
-from tests.workflows.helpers import fleet, make_request, running_worker
+from tests.workflows.helpers import fleet, make_request, replaced_activity, running_worker
 
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 
@@ -26,22 +27,20 @@ ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_r
 def stages_cannot_read_versions() -> Iterator[list[str]]:
     """Workers started inside fail (non-retryably) every version read a StageWorkflow makes; the rollout's own
     inventory reads succeed. Yields the ids of the stages whose read failed."""
-    original = DeployActivities.current_version
     failed: list[str] = []
 
-    @activity.defn(name="current_version")
-    async def unreadable(self, inp: StageOnly) -> str | None:  # type: ignore[no-untyped-def]
-        info = activity.info()
-        if info.workflow_type == "StageWorkflow":
-            failed.append(info.workflow_id)
-            raise ApplicationError("the cluster did not answer (test)", non_retryable=True)
-        return await original(self, inp)
+    def make(original: Any) -> Any:
+        async def unreadable(self, inp: StageOnly) -> str | None:  # type: ignore[no-untyped-def]
+            info = activity.info()
+            if info.workflow_type == "StageWorkflow":
+                failed.append(info.workflow_id)
+                raise ApplicationError("the cluster did not answer (test)", non_retryable=True)
+            result: str | None = await original(self, inp)
+            return result
+        return unreadable
 
-    DeployActivities.current_version = unreadable  # type: ignore[method-assign]
-    try:
+    with replaced_activity(DeployActivities, "current_version", make):
         yield failed
-    finally:
-        DeployActivities.current_version = original  # type: ignore[method-assign]
 
 
 async def test_a_stage_that_cannot_read_the_version_fails_as_a_stage_with_its_reason(env, task_queue, tmp_path):
