@@ -60,6 +60,15 @@ class CancelRequest(BaseModel):
     by_workflow: str = Field(default="", description="the workflow that requested it (a parent), if any")
 
 
+class CancelRun(BaseModel):
+    """Ask run `run_id` of workflow `workflow_id` to cancel: a workflow asking for its own cancellation, so that it
+    can end Canceled (workflows/ending.py); the server refuses a workflow's command to cancel itself."""
+
+    workflow_id: str
+    run_id: str
+    reason: str = Field(default="", max_length=200)
+
+
 MAX_IDENTITY_CHARS = 200  # an identity is free text the client chose: kept short for the audit and the UI
 
 
@@ -121,3 +130,8 @@ class PeerActivities:
                                      by_workflow=attrs.external_workflow_execution.workflow_id)
         return CancelRequest(found=False)
 
+    @activity.defn
+    async def cancel_run(self, q: CancelRun) -> None:
+        """Request the cancellation of exactly this run (by run id: never a newer run of the same workflow id)."""
+        await self.client.get_workflow_handle(q.workflow_id, run_id=q.run_id).cancel(
+            reason=q.reason, rpc_timeout=QUERY_RPC_TIMEOUT)

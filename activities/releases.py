@@ -1,8 +1,9 @@
 """Release activities: find the finished rollout a revert undoes, from Temporal's own records (a revert needs a client).
 
 The answer is read from the server, never from the revert's input: the rollout's request (its start event), its
-final state (its result, or its failure's details) and the versions the service ran before. The revert validates
-the plain JSON with its own models, as a peer query's answer is (activities/peers.py)."""
+final state (its result, its failure's details, or the memo an aborted rollout writes before it ends Canceled) and
+the versions the service ran before. The revert validates the plain JSON with its own models, as a peer query's
+answer is (activities/peers.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import heartbeating
+from common.failures import OUTCOME_MEMO
 from common.types import INVALID_REQUEST
 
 ROLLOUT_TYPE = "RolloutWorkflow"
@@ -141,12 +143,13 @@ class ReleaseActivities:
         return found
 
     async def _read(self, rollout_id: str, run_id: str) -> ReleaseFound:
-        """The rollout's request (start event) and final state (result, or its failure's details)."""
+        """The rollout's request (start event) and final state (result, failure's details, or memo if Canceled)."""
         history = await self.client.get_workflow_handle(rollout_id, run_id=run_id or None).fetch_history()
         request: Any = None
         state: Any = None
         closed_as = ""
         closed_at: datetime | None = None
+        memo: Any = None  # the last final state the run wrote to its memo (an aborted rollout's, read if it ended Canceled)
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
                 request = _json(event.workflow_execution_started_event_attributes.input.payloads)
@@ -156,8 +159,15 @@ class ReleaseActivities:
                 failure = event.workflow_execution_failed_event_attributes.failure
                 state = _json(failure.application_failure_info.details.payloads)
                 closed_as = failure.application_failure_info.type or "failed"
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
+                fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
+                if OUTCOME_MEMO in fields:
+                    memo = _json([fields[OUTCOME_MEMO]])
+            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+                # Canceled carries no details: an aborted rollout wrote its final state to the memo right before
+                # (the run's own upsert, never a memo given at start), believed of a Canceled run only
+                state, closed_as = memo, "canceled"
             elif event.event_type in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
-                                      EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
                                       EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT):
                 closed_as = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_WORKFLOW_EXECUTION_").lower()
             if event.HasField("event_time"):

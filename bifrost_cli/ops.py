@@ -17,9 +17,10 @@ from rich.table import Table
 from rich.text import Text
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
+from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ROLLED_BACK, exit_code_for
 from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
 from bifrost_cli.render import print_status, shown, state_table
@@ -52,12 +53,20 @@ def outcome_state(err: WorkflowFailureError) -> RolloutState | None:
     return None
 
 
+async def canceled_state(handle: WorkflowHandle[Any, Any]) -> RolloutState | None:
+    """The final state of a rollout that ended Canceled (aborted): the memo it wrote right before it ended."""
+    return await canceled_outcome(handle, RolloutState)
+
+
 async def outcome(handle: WorkflowHandle[Any, RolloutState]) -> RolloutState:
-    """How a rollout ended: its result when it succeeded, the state in its failure's details otherwise."""
+    """How a rollout ended: its result when it succeeded, the state in its failure's details when it failed, its
+    memo when it was aborted (Canceled)."""
     try:
         return await handle.result()
     except WorkflowFailureError as err:
         state = outcome_state(err)
+        if state is None and isinstance(err.cause, CancelledError):
+            state = await canceled_state(handle)
         if state is None:
             raise
         return state
@@ -137,7 +146,8 @@ async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: s
 
 async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> None:
     client = await connect()
-    state = await query_status(client.get_workflow_handle(rollout_id))
+    handle = client.get_workflow_handle(rollout_id)
+    state = await canceled_state(handle) or await query_status(handle)  # an aborted rollout's memo needs no worker
     if as_json:
         console.print_json(state.model_dump_json())
         return

@@ -16,10 +16,11 @@ from typing import Any, TypeVar
 import click
 from pydantic import BaseModel, ValidationError
 
+from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from bifrost_cli.render import echo
 from common.text import markdown as md
-from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
+from workflows.traffic_models import EvacuationInput, EvacuationState, aborted_message, evacuation_id
 
 TRAFFIC_EXIT_CODES = """\b
 Exit codes:
@@ -169,14 +170,19 @@ async def start_traffic(client: Any, inp: EvacuationInput, task_queue: str) -> A
 
 
 async def traffic_outcome(handle: Any) -> tuple[EvacuationState | None, str]:
-    """The final state (from the result, or the failure's details) and the failure message if it failed."""
+    """The final state (from the result, the failure's details, or the memo of an aborted one that ended Canceled)
+    and the failure message if it did not succeed."""
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import CancelledError
 
     try:
         return await handle.result(), ""
     except WorkflowFailureError as err:
         cause = err.cause
         details = getattr(cause, "details", None) or ()
+        if isinstance(cause, CancelledError):
+            state = await canceled_outcome(handle, EvacuationState)
+            return state, aborted_message(state) if state is not None else str(cause)
         state = EvacuationState.model_validate(details[0]) if details else None
         return state, str(getattr(cause, "message", None) or cause or err)
 
@@ -304,7 +310,11 @@ async def show_status(service: str, as_json: bool) -> int:
     from workflows.evacuation import EvacuationWorkflow
 
     client = await connect()
-    state = await client.get_workflow_handle(evacuation_id(service)).query(EvacuationWorkflow.status)
+    handle = client.get_workflow_handle(evacuation_id(service))
+    # an aborted evacuation started by hand ended Canceled: its memo holds its final state, no worker needed
+    state = await canceled_outcome(handle, EvacuationState)
+    if state is None:
+        state = await handle.query(EvacuationWorkflow.status)
     if as_json:
         click.echo(state.model_dump_json(indent=2))
         return EXIT_OK

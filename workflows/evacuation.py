@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
     from workflows.controls import Ack, Controls, Stopped, pause_updates, refused, stop_update
+    from workflows.ending import ABORTED_CANCELED_PATCH, end_canceled
     from workflows.report import start_report
     from workflows.traffic_details import evacuation_details
     from workflows.traffic_models import (
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         EvacuationState,
         HealthValue,
         StepRecord,
+        aborted_message,
         evacuation_id,
     )
 
@@ -121,6 +123,8 @@ NOTIFY_TRAFFIC_PATCH = "notify-traffic-moves"  # traffic_started / traffic_step 
 HPA_FLOOR_PATCH = "prewarm-hpa-floor"  # pre-warm raises an HPA's minReplicas and puts it back (scale activities' payloads)
 # From this patch on an aborted evacuation or restore ends as a failure of type Aborted with its state as the
 # details (the rollouts' convention: red in the UI, read back by the CLI); before it, it completed (green).
+# From workflows/ending.py's ABORTED_CANCELED_PATCH on, one started by hand (no parent) ends Canceled instead, its
+# state in the memo.
 ABORTED_FAILS_PATCH = "evacuation-aborted-fails"
 # Each health look names a report per checked region and has a ReportWorkflow draw it (as a stage's analyses do).
 HEALTH_REPORTS_PATCH = "evacuation-health-reports"
@@ -461,10 +465,13 @@ class EvacuationWorkflow:
             message = reason if status == "refused" else f"{self.inp.direction} of {self.inp.region} failed: {reason}"
             raise ApplicationError(message, self.state,
                                    type=REFUSED if status == "refused" else EVACUATION_FAILED, non_retryable=True)
+        if status == "aborted" and workflow.info().parent is None and workflow.patched(ABORTED_CANCELED_PATCH):
+            # one started by hand ends Canceled like an aborted rollout, its state in the memo; a child (of a stage,
+            # a guard, a drill, a revert) fails `Aborted` below: its parent reads the state from the failure
+            await end_canceled(self.state, "evacuation")  # returns only if it cannot
         if status == "aborted" and workflow.patched(ABORTED_FAILS_PATCH):  # red, like an aborted rollout
-            what = f"{self.inp.direction} of {self.inp.region}"
-            message = f"{what} {reason}" if reason.startswith("aborted ") else f"{what} aborted: {reason}"
-            raise ApplicationError(message, self.state, type=OUTCOME_FAILURE_TYPES["aborted"], non_retryable=True)
+            raise ApplicationError(aborted_message(self.state), self.state, type=OUTCOME_FAILURE_TYPES["aborted"],
+                                   non_retryable=True)
         return self.state
 
     # -- helpers -----------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
 
 Stages that finish their work stay open until the rollout's verdict, so a rollback by scope runs on each
 stage's own page. A rollout that does not reach its goal ends as a Temporal failure whose type names the
-outcome (RolledBack, Rejected, Aborted, Failed) and whose details are its full state; one that succeeds
-returns that state. Release managers drive it through validated updates (approve, reject, pause, resume,
-abort, rollback, skip_soak, override_window, resolve_hold) and read it through the `summary` and `status` queries and the
-UI's current details.
+outcome (RolledBack, Rejected, Failed) and whose details are its full state; one that succeeds returns that
+state; an aborted one ends Canceled, its state in the `bifrost_outcome` memo (workflows/ending.py). Release
+managers drive it through validated updates (approve, reject, pause, resume, abort, rollback, skip_soak,
+override_window, resolve_hold) and read it through the `summary` and `status` queries and the UI's current details.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         rollout_summary,
         waiting_window,
     )
+    from workflows.ending import ABORTED_CANCELED_PATCH, end_canceled
     from workflows.lock import (
         GRANTED_SIGNAL,
         LOCK_SIGNALS_PATCH,
@@ -190,6 +191,8 @@ class RolloutWorkflow:
         self._publish()
         await asyncio.gather(*self._outbox, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if self.state.status == "aborted" and workflow.patched(ABORTED_CANCELED_PATCH):
+            await end_canceled(self.state, "rollout")  # Canceled, its state in the memo (returns if it cannot)
         if self.state.status != "succeeded":
             raise ApplicationError(f"{self.state.status.replace('_', ' ')}: {self.state.reason}", self.state,
                                    type=OUTCOME_FAILURE_TYPES[self.state.status], non_retryable=True)

@@ -276,6 +276,12 @@ class EvacuationState(BaseModel):
         })
 
 
+def aborted_message(state: EvacuationState) -> str:
+    """How an aborted evacuation or restore ends, in one line: "evacuate of eu-west-1 aborted by dave: why"."""
+    what = f"{state.direction} of {state.region}"
+    return f"{what} {state.reason}" if state.reason.startswith("aborted ") else f"{what} aborted: {state.reason}"
+
+
 class ApproveShift(Payload):
     """{"approver": "alice", "comment": "go"} — lets an evacuation that waits for approval start changing traffic."""
 

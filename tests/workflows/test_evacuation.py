@@ -11,7 +11,8 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import CancelledError
 
 from bifrost_cli.exits import EXIT_ABORTED
 from bifrost_cli.traffic import exit_code_for as traffic_exit_code
@@ -39,11 +40,12 @@ async def weights_of(registry, svc: str) -> dict[str, int]:
 
 
 async def aborted(handle) -> tuple[EvacuationState, str]:
-    """An aborted evacuation ends red, as an aborted rollout does: a failure of type Aborted whose details are its
-    state, which the CLI reads back (and exits 3 for)."""
+    """An aborted evacuation started by hand ends Canceled, as an aborted rollout does (patch aborted-ends-canceled):
+    its state is the run's memo, which the CLI reads back (and exits 3 for)."""
     with pytest.raises(WorkflowFailureError) as err:
         await handle.result()
-    assert err.value.cause.type == "Aborted", err.value.cause
+    assert isinstance(err.value.cause, CancelledError), err.value.cause
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
     state, message = await traffic_outcome(handle)
     assert state is not None and traffic_exit_code(state.status) == EXIT_ABORTED
     return state, message

@@ -74,6 +74,12 @@ def test_histories_are_recorded():
                   "evacuation-aborted-fails"):
         assert any(patch in m for m in marked), patch
     assert '"cancel_request"' in console
+    # aborted rollouts that end Canceled (record_canceled_histories.py): one asked for its own cancellation
+    canceled = "".join(p.read_text() for p in HISTORIES if p.name.startswith("canceled-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', canceled)}
+    assert any("aborted-ends-canceled" in m for m in marked)
+    assert '"cancel_run"' in canceled and '"EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"' in canceled
+    assert {"canceled-abort", "canceled-request", "canceled-evacuation"} <= names
     # stages begun before reports moved to ReportWorkflow (they draw in an activity): kept, never re-recorded
     assert any('"render_report"' in p.read_text() for p in HISTORIES if p.name.startswith("pre-report-workflow-"))
 

@@ -1,0 +1,49 @@
+"""Ending an aborted workflow Canceled, so Temporal's own status (the Web UI's default list) tells an abort apart.
+
+Python SDK 1.35 ends a run Canceled only when a cancellation request reached it and the workflow then raises
+`asyncio.CancelledError`. A Request Cancellation from the Web UI is such a request; an abort update, a rollback
+update or a supersession is not, so the workflow asks for its own cancellation through an activity (the server
+refuses a workflow's command to cancel itself) and waits for the request to arrive. A Canceled run carries no
+result and no failure details, so the final state is written to the run's memo (OUTCOME_MEMO) first; readers
+believe that memo only of a run whose status is Canceled (bifrost_cli/ops.py, activities/releases.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.errors import error_text
+    from activities.peers import CancelRun, PeerActivities
+    from common.failures import OUTCOME_MEMO
+    from workflows import options
+
+# An aborted rollout (or evacuation) ends Canceled, its final state in the memo, instead of Failed `Aborted`.
+ABORTED_CANCELED_PATCH = "aborted-ends-canceled"
+SELF_CANCEL_REASON = "Bifrost: aborted; the run ends Canceled (its final state is the bifrost_outcome memo)"
+
+
+async def end_canceled(state: BaseModel, noun: str) -> None:
+    """Write `state` to the memo, make sure a cancellation request reached this run, and end it Canceled (raises
+    asyncio.CancelledError). Returns only if no cancellation could be requested: the caller then fails as before."""
+    workflow.upsert_memo({OUTCOME_MEMO: state.model_dump(mode="json")})
+    if workflow.cancellation_reason() is None:
+        info = workflow.info()
+        try:
+            await workflow.execute_activity_method(
+                PeerActivities.cancel_run, CancelRun(workflow_id=info.workflow_id, run_id=info.run_id,
+                                                     reason=SELF_CANCEL_REASON),
+                summary=f"end the aborted {noun} Canceled", **options.CONFIRM)
+            # The server recorded the request; the next workflow task brings it (and cancels this wait).
+            await workflow.wait_condition(lambda: workflow.cancellation_reason() is not None)
+        except asyncio.CancelledError:
+            pass  # the request arrived
+        except ActivityError as err:
+            if workflow.cancellation_reason() is None:
+                workflow.logger.warning("could not end the aborted %s Canceled: %s", noun, error_text(err))
+                return
+    raise asyncio.CancelledError(f"the {noun} was aborted")
