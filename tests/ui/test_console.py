@@ -220,7 +220,7 @@ async def test_the_default_list_tells_an_aborted_rollout_from_a_rejected_one(bro
         await open_list(page, ui_server.ui_url)
         await expect(status_of(page, rejected.id)).to_have_text("Failed")
         await expect(status_of(page, aborted.id)).to_have_text("Canceled")
-        await snap(page, tmp_path, "ui-list-aborted-rejected", page.locator("table").first)
+        await snap(page, tmp_path, "ui-list-aborted-rejected", page.locator("table").first, docs=True)
 
 
 async def test_a_stage_page_shows_its_own_rollback(browser: Browser, ui_server: UiServer, console: Console,
