@@ -7,12 +7,11 @@ import asyncio
 import base64
 import contextlib
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
-from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError
@@ -23,7 +22,7 @@ from activities.releases import ReleaseActivities, ReleaseQuery
 from bifrost_cli.ops import outcome
 from common.failures import OUTCOME_MEMO
 from common.lock import LockState
-from tests.workflows.helpers import fleet, make_request, running_worker, start
+from tests.workflows.helpers import fleet, make_request, replaced_activity, running_worker, start
 from tests.workflows.test_controls import wait_for
 from workflows.lock import ServiceLockWorkflow
 from workflows.models import RolloutState
@@ -132,20 +131,13 @@ async def test_a_rejected_rollout_still_fails_rejected(env, task_queue, tmp_path
     assert await desc.memo_value(OUTCOME_MEMO, None) is None  # only an aborted rollout writes its outcome to the memo
 
 
-@contextlib.contextmanager
-def cancellation_cannot_be_requested() -> Iterator[None]:
+def cancellation_cannot_be_requested() -> contextlib.AbstractContextManager[None]:
     """Workers started inside fail (non-retryably) every request of a workflow's own cancellation."""
-    original = PeerActivities.cancel_run
-
-    @activity.defn(name="cancel_run")
-    async def failing(self, q: CancelRun) -> None:  # type: ignore[no-untyped-def]
-        raise ApplicationError("Temporal refused the cancellation (test)", non_retryable=True)
-
-    PeerActivities.cancel_run = failing  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        PeerActivities.cancel_run = original  # type: ignore[method-assign]
+    def make(original: Any) -> Any:
+        async def failing(self, q: CancelRun) -> None:  # type: ignore[no-untyped-def]
+            raise ApplicationError("Temporal refused the cancellation (test)", non_retryable=True)
+        return failing
+    return replaced_activity(PeerActivities, "cancel_run", make)
 
 
 async def test_an_abort_whose_cancellation_cannot_be_requested_still_ends_failed_aborted(env, task_queue, tmp_path):
