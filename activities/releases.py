@@ -7,7 +7,6 @@ answer is (activities/peers.py)."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,7 +19,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.heartbeat import heartbeating
-from common.failures import OUTCOME_MEMO
+from common.own_memo import own_canceled_state, payload_json
 from common.types import INVALID_REQUEST
 
 ROLLOUT_TYPE = "RolloutWorkflow"
@@ -149,24 +148,19 @@ class ReleaseActivities:
         state: Any = None
         closed_as = ""
         closed_at: datetime | None = None
-        memo: Any = None  # the last final state the run wrote to its memo (an aborted rollout's, read if it ended Canceled)
         for event in history.events:
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-                request = _json(event.workflow_execution_started_event_attributes.input.payloads)
+                request = payload_json(event.workflow_execution_started_event_attributes.input.payloads)
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-                state, closed_as = _json(event.workflow_execution_completed_event_attributes.result.payloads), "succeeded"
+                state, closed_as = payload_json(event.workflow_execution_completed_event_attributes.result.payloads), "succeeded"
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
                 failure = event.workflow_execution_failed_event_attributes.failure
-                state = _json(failure.application_failure_info.details.payloads)
+                state = payload_json(failure.application_failure_info.details.payloads)
                 closed_as = failure.application_failure_info.type or "failed"
-            elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED:
-                fields = event.workflow_properties_modified_event_attributes.upserted_memo.fields
-                if OUTCOME_MEMO in fields:
-                    memo = _json([fields[OUTCOME_MEMO]])
             elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
                 # Canceled carries no details: an aborted rollout wrote its final state to the memo right before
-                # (the run's own upsert, never a memo given at start), believed of a Canceled run only
-                state, closed_as = memo, "canceled"
+                # (the run's own upsert, never a memo given at start: common/own_memo.py)
+                state, closed_as = own_canceled_state(history.events), "canceled"
             elif event.event_type in (EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
                                       EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT):
                 closed_as = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_WORKFLOW_EXECUTION_").lower()
@@ -185,13 +179,3 @@ def _changed(state: Any) -> bool:
     stages = state.get("stages") or []
     return any(isinstance(s, dict) and s.get("version_now") is not None and s.get("version_now") != s.get("version_before")
                for s in stages)
-
-
-def _json(payloads: Any) -> Any:
-    """The first payload as plain JSON (Bifrost's payloads are JSON), or None."""
-    for p in payloads:
-        try:
-            return json.loads(p.data)
-        except ValueError:
-            return None
-    return None

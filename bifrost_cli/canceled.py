@@ -1,8 +1,9 @@
-"""The final state of a run that ended Canceled: an aborted rollout or evacuation (workflows/ending.py).
+"""The final state of a run that ended Canceled: an aborted rollout, revert or evacuation (workflows/ending.py).
 
 A Canceled run carries no result and no failure details, so the workflow writes its final state to the run's memo
-(OUTCOME_MEMO) right before it ends. The memo is believed only of a run whose status is Canceled: only Bifrost's
-code ends these workflows Canceled, and it always writes the memo first (overwriting any memo set at start)."""
+(OUTCOME_MEMO) right before it ends. `describe().memo` also holds any memo the run was started with, which anyone may
+give: the state is read from the run's own memo upsert in its history (common/own_memo.py, shared with the revert's
+release reader), never from that. Reading a history needs no worker, so `bifrost status` works with none running."""
 
 from __future__ import annotations
 
@@ -11,18 +12,19 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
-from common.failures import OUTCOME_MEMO
+from common.own_memo import own_canceled_state
 
 M = TypeVar("M", bound=BaseModel)
 
 
 async def canceled_outcome(handle: WorkflowHandle[Any, Any], model: type[M]) -> M | None:
-    """The memo's final state of the run `handle` names (its latest run without a run id), if that run ended
-    Canceled and its memo holds a `model`; else None."""
-    desc = await handle.describe()
+    """The final state the run `handle` names (its latest run without a run id) wrote to its memo itself, if that run
+    ended Canceled and the state is a `model`; else None."""
+    desc = await handle.describe()  # cheap: a run still going is not read any further
     if desc.status != WorkflowExecutionStatus.CANCELED:
         return None
-    raw = await desc.memo_value(OUTCOME_MEMO, None)
+    # the history checks itself that it ends Canceled (another run may have started since the describe)
+    raw = own_canceled_state([e async for e in handle.fetch_history_events()])
     if raw is None:
         return None
     try:

@@ -4,8 +4,8 @@ Python SDK 1.35 ends a run Canceled only when a cancellation request reached it 
 `asyncio.CancelledError`. A Request Cancellation from the Web UI is such a request; an abort update, a rollback
 update or a supersession is not, so the workflow asks for its own cancellation through an activity (the server
 refuses a workflow's command to cancel itself) and waits for the request to arrive. A Canceled run carries no
-result and no failure details, so the final state is written to the run's memo (OUTCOME_MEMO) first; readers
-believe that memo only of a run whose status is Canceled (bifrost_cli/ops.py, activities/releases.py).
+result and no failure details, so the final state is written to the run's memo (OUTCOME_MEMO) first; readers take
+it only from this upsert in the run's history, never from a memo given at start (common/own_memo.py).
 """
 
 from __future__ import annotations

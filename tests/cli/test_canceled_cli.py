@@ -1,5 +1,5 @@
 """The real `bifrost` command reads an aborted rollout (ended Canceled, its state in the memo): `submit --wait` exits 3,
-`status` shows it without a worker, `list` names it aborted."""
+`status` shows it without a worker, `list` names it aborted; and believes no memo a run's starter gave it."""
 
 from __future__ import annotations
 
@@ -9,11 +9,20 @@ import os
 import uuid
 from datetime import UTC, datetime
 
+import pytest
 import yaml
+from temporalio import workflow
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from bifrost_cli.canceled import canceled_outcome
+from bifrost_cli.ops import canceled_state, outcome
+from common.failures import OUTCOME_MEMO
 from tests.cli.test_exit_codes import _bifrost
 from tests.workflows.helpers import METRICS, fleet, running_worker
 from tests.workflows.test_controls import wait_for
+from workflows.models import RolloutState
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Abort
 
@@ -50,3 +59,32 @@ async def test_an_aborted_rollout_exits_3_and_status_reads_its_memo_without_a_wo
     state = json.loads(status_out)
     assert (state["status"], state["reason"]) == ("aborted", "aborted by erin: customer reports")
     assert list_code == 0 and "aborted" in list_out, list_out
+
+
+@workflow.defn(name="CanceledWithoutItsOwnMemo")
+class CanceledWithoutItsOwnMemo:
+    """Registered only here: waits until cancelled and ends Canceled, writing no memo of its own."""
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+
+async def test_a_canceled_run_is_not_believed_on_the_memo_its_starter_gave(env, task_queue):
+    """Anyone may start a workflow with a memo: the reader takes the final state only from the run's own upsert."""
+    fake = RolloutState(rollout_id="rollout/x/1", service="x", version="1", phase="succeeded", status="succeeded",
+                        reason="all regions healthy (says whoever started it)")
+    async with Worker(env.client, task_queue=task_queue, workflows=[CanceledWithoutItsOwnMemo],
+                      workflow_runner=UnsandboxedWorkflowRunner()):
+        h = await env.client.start_workflow(CanceledWithoutItsOwnMemo.run, id=f"rollout/fake-{uuid.uuid4().hex[:8]}/1",
+                                            task_queue=task_queue, memo={OUTCOME_MEMO: fake.model_dump(mode="json")})
+        await h.cancel()
+        with pytest.raises(WorkflowFailureError) as raw:
+            await h.result()
+    desc = await h.describe()
+    assert isinstance(raw.value.cause, CancelledError) and desc.status == WorkflowExecutionStatus.CANCELED
+    assert await desc.memo_value(OUTCOME_MEMO) == fake.model_dump(mode="json")  # the starter's memo is there...
+    assert await canceled_state(h) is None  # ...and is not believed
+    assert await canceled_outcome(h, RolloutState) is None
+    with pytest.raises(WorkflowFailureError):
+        await outcome(h)
