@@ -14,6 +14,7 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK
 from bifrost_cli.listed import REVERT_WORKFLOW
 from bifrost_cli.render import echo
@@ -94,13 +95,18 @@ async def start_revert(client: Any, inp: RevertInput, task_queue: str) -> Any:
 
 
 async def revert_outcome(handle: Any) -> tuple[RevertState | None, str]:
-    """The final state (the result, or the failure's details) and the failure's message ('' when it reverted)."""
+    """The final state (the result, the failure's details, or the memo of an aborted one that ended Canceled) and the
+    failure's message ('' when it reverted)."""
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import CancelledError
 
     try:
         return await handle.result(), ""
     except WorkflowFailureError as err:
         cause = err.cause
+        if isinstance(cause, CancelledError):  # aborted: the state the run wrote to its memo (workflows/ending.py)
+            canceled = await canceled_outcome(handle, RevertState)
+            return canceled, f"revert {canceled.status}: {canceled.reason}" if canceled is not None else str(cause)
         details = getattr(cause, "details", None) or ()
         state = RevertState.model_validate(details[0]) if details else None
         return state, str(getattr(cause, "message", None) or cause or err)
@@ -158,7 +164,9 @@ async def show_revert(revert_id: str, *, as_json: bool) -> None:
     from worker.connect import connect
 
     client = await connect()
-    state = RevertState.model_validate(await client.get_workflow_handle(revert_id).query(STATUS_QUERY))
+    handle = client.get_workflow_handle(revert_id)
+    # an aborted revert ended Canceled: its memo holds its final state, no worker needed
+    state = await canceled_outcome(handle, RevertState) or RevertState.model_validate(await handle.query(STATUS_QUERY))
     if as_json:
         click.echo(state.model_dump_json(indent=2))
         return

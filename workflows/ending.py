@@ -24,6 +24,8 @@ with workflow.unsafe.imports_passed_through():
 
 # An aborted rollout (or evacuation) ends Canceled, its final state in the memo, instead of Failed `Aborted`.
 ABORTED_CANCELED_PATCH = "aborted-ends-canceled"
+# An aborted revert (abort, Request Cancellation, superseded by a rollout) ends Canceled the same way.
+ABORTED_REVERT_CANCELED_PATCH = "aborted-revert-ends-canceled"
 SELF_CANCEL_REASON = "Bifrost: aborted; the run ends Canceled (its final state is the bifrost_outcome memo)"
 
 

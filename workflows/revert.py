@@ -12,7 +12,9 @@ naming that rollout (on_conflict `reject`, the default), or waits for it to end 
 read once the lock is ours, from the server's records (activities/releases.py), never from the input; the input
 is checked against it — an unknown service, a version the service never ran before the release, stages the release
 does not have — and refused before anything is deployed. Pause, resume and abort are the shared controls'
-(workflows/controls.py); an abort stops before the next region (regions already reverted stay reverted).
+(workflows/controls.py); an abort stops before the next region (regions already reverted stay reverted), and the
+revert ends Canceled with its final state in the `bifrost_outcome` memo, as an aborted rollout does (workflows/ending.py,
+patch aborted-revert-ends-canceled); any other stop ends Failed with the state as the failure's details.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
     from workflows.controls import Controls, Stopped, pause_updates, stop_update
+    from workflows.ending import ABORTED_REVERT_CANCELED_PATCH, end_canceled
     from workflows.evacuation import run_traffic_change
     from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.models import RolloutState
@@ -350,6 +353,8 @@ class RevertWorkflow:
         await asyncio.gather(*self._watchers, return_exceptions=True)  # each ends once the lock is not held
         await asyncio.gather(*self._outbox, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
+        if status == "aborted" and workflow.patched(ABORTED_REVERT_CANCELED_PATCH):
+            await end_canceled(self.state, "revert")  # Canceled, its state in the memo (returns if it cannot)
         if status != "reverted":
             raise ApplicationError(f"revert {status}: {reason}", self.state, type=FAILURE_TYPES[status], non_retryable=True)
         return self.state

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from click.testing import CliRunner
+from temporalio.client import WorkflowExecutionStatus
 
 from bifrost_cli import listed, ops
 from bifrost_cli import revert as revert_cli
@@ -12,7 +15,10 @@ from bifrost_cli.ops import outcome, start_rollout
 from tests.cli.test_cli import _closed_port
 from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.revert_helpers import FAST, listed_closed
+from tests.workflows.test_revert import _released, _running_at_a_gate
 from workflows.revert import RevertWorkflow
+from workflows.revert_models import RevertState
+from workflows.updates import Abort
 
 
 def run(*args: str, env: dict | None = None):
@@ -81,3 +87,31 @@ async def test_revert_status_and_refusal_against_a_dev_server(env, task_queue, m
         await ops.list_rollouts(service=req.service, status=None, limit=10, console=ops.Console(width=200))
         listed = capsys.readouterr().out
         assert good.workflow_id in listed and h.id in listed
+
+
+async def test_an_aborted_revert_exits_3_and_status_reads_its_memo_without_a_worker(env, task_queue, monkeypatch, capsys):
+    """An aborted revert ends Canceled (its state in its memo): `revert --wait` exits 3 as documented, and `status`
+    reads the state from the run's history once no worker runs."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        req, _ = await _released(client, f, task_queue)
+        await _running_at_a_gate(client, req.service, task_queue)  # holds the lock: the revert queues behind it
+        inp = revert_cli.revert_input({"service": req.service, "to_version": "1.0.0", "requested_by": "alice",
+                                       "reason": "INC-9", "on_conflict": "queue", **FAST})
+        waiting = asyncio.ensure_future(revert_cli.run_revert(inp, wait=True, task_queue=task_queue))
+        h = client.get_workflow_handle(inp.workflow_id)
+        async with asyncio.timeout(60):
+            while (queued := await revert_cli._state(h)) is None or queued.status != "queued":
+                await asyncio.sleep(0.2)
+        await h.execute_update(RevertWorkflow.abort, Abort(by="carol", reason="not now"))
+        code = await waiting
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "aborted: aborted by carol: not now" in err, err
+    assert (await h.describe()).status == WorkflowExecutionStatus.CANCELED
+    # the worker has stopped: no query could be answered; the run's own memo upsert needs none
+    await revert_cli.show_revert(inp.workflow_id, as_json=True)
+    state = RevertState.model_validate_json(capsys.readouterr().out)
+    assert (state.status, state.reason) == ("aborted", "aborted by carol: not now")

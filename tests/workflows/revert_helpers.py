@@ -7,9 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
 from activities.notify import NotifyActivities
+from bifrost_cli.revert import revert_outcome as cli_revert_outcome
 from common.types import Notification
 from tests.workflows.helpers import replaced_activity
 from workflows.revert import RevertWorkflow
@@ -39,13 +40,10 @@ async def start_revert(client: Client, inp: RevertInput, task_queue: str) -> Wor
 
 
 async def revert_outcome(handle: WorkflowHandle[Any, RevertState]) -> tuple[RevertState, str]:
-    """The final state and the failure's message ('' when it reverted)."""
-    try:
-        return await handle.result(), ""
-    except WorkflowFailureError as err:
-        cause = err.cause
-        details = getattr(cause, "details", None) or ()
-        return RevertState.model_validate(details[0]), str(getattr(cause, "message", "") or cause)
+    """The final state and the failure's message ('' when it reverted), as `bifrost revert --wait` reads them."""
+    state, failure = await cli_revert_outcome(handle)
+    assert state is not None, failure
+    return state, failure
 
 
 @contextmanager

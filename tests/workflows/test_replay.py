@@ -45,8 +45,13 @@ def test_histories_are_recorded():
     assert any("controls-upsert-on-change" in m for m in marked)
     assert {"controls-rollout", "controls-evacuation"} <= names
     # reverts (record_revert_histories.py): one that evacuated and restored a production region, one refused by the lock,
-    # one queued behind a running rollout (patch revert-queued-notice: it told people whom it waits for)
-    assert {"revert-reverted", "revert-evacuation", "revert-refused", "revert-queued"} <= names
+    # one queued behind a running rollout (patch revert-queued-notice: it told people whom it waits for), one aborted
+    # while queued that asked for its own cancellation and ended Canceled (patch aborted-revert-ends-canceled)
+    assert {"revert-reverted", "revert-evacuation", "revert-refused", "revert-aborted", "revert-queued"} <= names
+    aborted = "".join(p.read_text() for p in HISTORIES if p.name.startswith("revert-aborted-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', aborted)}
+    assert any("aborted-revert-ends-canceled" in m for m in marked)
+    assert '"cancel_run"' in aborted and '"EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"' in aborted
     # pre-warm raising HPA floors and putting them back (record_evacuation_histories.py hpa): the patch is in them
     hpa = "".join(p.read_text() for p in HISTORIES if p.name.startswith("evacuation-hpa-"))
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', hpa)}

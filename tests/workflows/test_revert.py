@@ -6,14 +6,19 @@ import asyncio
 import uuid
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 
 from activities.adapters.webhooks import slack_payload, workflow_link
 from bifrost_cli.ops import outcome, start_rollout
+from common.failures import OUTCOME_MEMO
 from common.types import StageRef
 from tests.workflows.helpers import fleet, make_request, running_worker
+from tests.workflows.record_console_histories import cancel_as_release_manager
 from tests.workflows.revert_helpers import listed_closed, notices_sent, revert_input, revert_outcome, start_revert
+from tests.workflows.test_canceled import scheduled_activities
 from workflows.revert import RevertWorkflow
+from workflows.revert_models import RevertState
 
 REVERSED = ["eu-west-1/prod", "eu-west-1/test", "us-east-1/prod", "us-east-1/test", "ap-south-1/prod", "ap-south-1/test"]
 
@@ -220,9 +225,38 @@ async def test_pause_holds_before_the_next_wave_and_abort_stops_there(env, task_
         assert [r.status for r in held.regions] == ["reverted"] + ["pending"] * 5  # the first region finished
         await h.execute_update(RevertWorkflow.abort, Abort(by="carol", reason="enough"))
         state, failure = await revert_outcome(h)
+        with pytest.raises(WorkflowFailureError) as raw:
+            await h.result()
+        desc = await h.describe()
     assert state.status == "aborted" and "aborted by carol: enough" in failure
     assert [r.status for r in state.regions] == ["reverted"] + ["pending"] * 5
     assert [(a.who, a.action) for a in state.audit if a.who == "carol"] == [("carol", "pause"), ("carol", "abort")]
+    # it ends Canceled like an aborted rollout (patch aborted-revert-ends-canceled), its state in its own memo upsert
+    assert isinstance(raw.value.cause, CancelledError), raw.value.cause  # no Failed `Aborted`
+    assert desc.status == WorkflowExecutionStatus.CANCELED
+    assert RevertState.model_validate(await desc.memo_value(OUTCOME_MEMO)) == state
+    acts = await scheduled_activities(h)
+    assert acts.count("cancel_run") == 1 and acts[-1] == "cancel_run", acts  # asked once for its own cancellation
+
+
+async def test_request_cancellation_of_a_queued_revert_ends_it_canceled_without_asking_again(env, task_queue):
+    """The Web UI's Request Cancellation on a revert queued behind a rollout: aborted, Canceled, nothing deployed."""
+    client, f = env.client, fleet()
+    async with running_worker(client, f, task_queue):
+        req, _ = await _released(client, f, task_queue)
+        await _running_at_a_gate(client, req.service, task_queue)
+        h = await start_revert(client, revert_input(req.service, on_conflict="queue"), task_queue)
+        async with asyncio.timeout(60):
+            while (await h.query(RevertWorkflow.status)).status != "queued":
+                await asyncio.sleep(0.2)
+        await cancel_as_release_manager(client, h.id)
+        state, failure = await revert_outcome(h)
+        desc = await h.describe()
+    assert desc.status == WorkflowExecutionStatus.CANCELED
+    assert state.status == "aborted" and state.reason == "workflow cancellation requested", state.reason
+    assert failure == "revert aborted: workflow cancellation requested"
+    assert [r.status for r in state.regions] == ["pending"] * 6  # queued: nothing was deployed
+    assert "cancel_run" not in await scheduled_activities(h)  # the request had arrived: nothing more to ask
 
 
 async def test_a_later_rollout_that_changed_nothing_is_passed_over(env, task_queue):
