@@ -108,7 +108,8 @@ def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None, samp
     """The SDK's TracingInterceptor, with spans sent over OTLP/HTTP to `otlp_endpoint` (or to `exporter`, in tests).
 
     With `sample_ratio`, that share of rollouts is traced, each whole or not at all (the root's decision travels
-    with the trace); without, OTEL_TRACES_SAMPLER/OTEL_TRACES_SAMPLER_ARG decide, else every rollout is traced."""
+    with the trace); without, OTEL_TRACES_SAMPLER/OTEL_TRACES_SAMPLER_ARG decide, else every rollout is traced. A peer
+    read (`PEER_READS`) gets its span only when an attempt fails or takes `slow_peer_read` seconds or more."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -287,8 +288,9 @@ class SampledTracing(TracingInterceptor):
     no spans and sends none; an activity without one runs untraced. A sampled rollout is traced as before, except
     that queries are not: a query changes nothing, and the peer queries that confirm internal signals (about ten per
     rollout, each a client span, a header and a span in the queried workflow) are already inside the trace as their
-    `RunActivity:query_workflow` spans, and that workflows make no span for scheduling an activity or for signals
-    (`_TracedWorkflow`; docs/benchmarks.md, telemetry cost)."""
+    `RunActivity:query_workflow` spans, that those peer reads make their span only when failing or slow
+    (`_TracedActivity`, `slow_peer_read` seconds), and that workflows make no span for scheduling an activity or for
+    signals (`_TracedWorkflow`; docs/benchmarks.md, telemetry cost)."""
 
     def __init__(self, tracer: trace.Tracer, *, slow_peer_read: float = SLOW_PEER_READ) -> None:
         super().__init__(tracer)
