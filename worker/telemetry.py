@@ -48,6 +48,7 @@ SERVICE_NAME = "bifrost"
 # when an attempt fails, answers with an error or takes at least SLOW_PEER_READ (docs/operating.md, tracing)
 PEER_READS = frozenset({"query_workflow"})
 SLOW_PEER_READ = 0.1  # seconds
+MAX_CACHED_PARENTS = 1024  # decoded activity headers kept (one per traced workflow run in flight, about)
 
 
 class TelemetryOptionError(ValueError):
@@ -295,6 +296,20 @@ class SampledTracing(TracingInterceptor):
     def __init__(self, tracer: trace.Tracer, *, slow_peer_read: float = SLOW_PEER_READ) -> None:
         super().__init__(tracer)
         self.slow_peer_read_ns = int(slow_peer_read * 1e9)
+        self._parents: dict[bytes, context.Context | None] = {}  # header bytes -> the context they carry
+
+    def _context_from_headers(self, headers: Mapping[str, Payload]) -> context.Context | None:
+        """The parent context an activity's header carries, decoded once per distinct header: every activity a workflow
+        schedules carries the same one (its workflow's span), and a context is immutable, so activities can share it."""
+        header = headers.get(self.header_key)
+        if not header:
+            return None
+        key = header.data  # JSON from the interceptor's own payload converter
+        if key not in self._parents:
+            if len(self._parents) >= MAX_CACHED_PARENTS:
+                self._parents.clear()
+            self._parents[key] = super()._context_from_headers(headers)
+        return self._parents[key]
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _UntracedQueries(super().intercept_client(next), next)

@@ -17,7 +17,7 @@ from activities.peers import PeerActivities, PeerAnswer, PeerQuery
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, replaced_activity, running_worker, start
 from worker.converter import DATA_CONVERTER
-from worker.telemetry import tracing_interceptor
+from worker.telemetry import SampledTracing, tracing_interceptor
 from workflows.models import RolloutState
 
 NEVER_SLOW = 3600.0  # a peer read is "slow" after an hour: only a failing one makes a span
@@ -166,3 +166,34 @@ async def test_a_failing_peer_read_is_traced_and_a_fast_one_is_not(env, task_que
     trace_id = next(s.context.trace_id for s in spans if s.name == "StartWorkflow:RolloutWorkflow")
     assert span.context.trace_id == trace_id
     assert Counter(s.name for s in spans)["RunActivity:deploy_canary"] == len(result.stages)
+
+
+def test_an_activity_header_is_decoded_once_per_distinct_parent() -> None:
+    """Every activity a workflow schedules carries the same header (its workflow's span): the worker decodes it and
+    extracts its context once, and all of them share that immutable context (worker/telemetry.py SampledTracing)."""
+    from opentelemetry import trace
+
+    tracing = tracing_interceptor(None, exporter=InMemorySpanExporter())
+    assert isinstance(tracing, SampledTracing)
+    extracted: list[object] = []
+    real = tracing.text_map_propagator
+
+    class Counting:
+        def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+            extracted.append(carrier)
+            return real.extract(carrier)
+
+        def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+            real.inject(carrier)
+
+    tracing.text_map_propagator = Counting()  # type: ignore[assignment]
+    parents = []
+    for name in ("stage-a", "stage-b"):
+        with tracing.tracer.start_as_current_span(name) as span:
+            parents.append(span.get_span_context())
+            headers = [dict(tracing._context_to_headers({})) for _ in range(3)]  # three activities, separately encoded
+        contexts = [tracing._context_from_headers(h) for h in headers]
+        assert all(c is contexts[0] for c in contexts)
+        assert trace.get_current_span(contexts[0]).get_span_context().span_id == parents[-1].span_id
+    assert len(extracted) == 2, extracted
+    assert tracing._context_from_headers({}) is None
