@@ -305,11 +305,14 @@ class SampledTracing(TracingInterceptor):
         if not header:
             return None
         key = header.data  # JSON from the interceptor's own payload converter
-        if key not in self._parents:
-            if len(self._parents) >= MAX_CACHED_PARENTS:
-                self._parents.clear()
-            self._parents[key] = super()._context_from_headers(headers)
-        return self._parents[key]
+        try:
+            return self._parents[key]
+        except KeyError:
+            pass
+        if len(self._parents) >= MAX_CACHED_PARENTS:
+            self._parents.clear()
+        parent = self._parents[key] = super()._context_from_headers(headers)  # (a thread's sync activity: no lock needed)
+        return parent
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _UntracedQueries(super().intercept_client(next), next)
