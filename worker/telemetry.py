@@ -311,7 +311,7 @@ class SampledTracing(TracingInterceptor):
             pass
         if len(self._parents) >= MAX_CACHED_PARENTS:
             self._parents.clear()
-        parent = self._parents[key] = super()._context_from_headers(headers)  # (a thread's sync activity: no lock needed)
+        parent = self._parents[key] = super()._context_from_headers(headers)  # a sync activity's thread racing: decoded twice
         return parent
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
