@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from histories import critical_path, dev_server, fetch_tree, run_main  # noqa: E402
+from histories import CriticalPath, Tree, _woken_by, critical_path, dev_server, fetch_tree, run_main  # noqa: E402
+from skeleton import SkeletonRollout, skeleton_worker  # noqa: E402
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
@@ -96,6 +97,96 @@ async def verdict_to_rollback(client: Client, stage_id: str) -> tuple[int, float
     return tasks, rollback.event_time.ToDatetime().timestamp() - verdict.event_time.ToDatetime().timestamp()
 
 
+def shape_of(tree: Tree, root_id: str) -> dict[str, list[list[str]]]:
+    """The skeleton's arguments, read from a real rollout's histories (see benchmarks/skeleton.py): its waves (the
+    stages started in one workflow task), the commands of its first stage grouped by the workflow task that issued
+    them, the rollout's activities before each wave, and its groups of activities after its last child closed."""
+    root = tree.runs[root_id][-1]
+    by_task: dict[int, list[HistoryEvent]] = {}
+    for e in root.events:
+        attrs = getattr(e, e.WhichOneof("attributes"))
+        if e.event_type in (EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+                            EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED):
+            by_task.setdefault(attrs.workflow_task_completed_event_id, []).append(e)
+    waves: list[list[str]] = []
+    before: list[list[str]] = [[]]
+    for _, events in sorted(by_task.items()):
+        stages = [e.start_child_workflow_execution_initiated_event_attributes.workflow_id.removeprefix(root_id + "/")
+                  for e in events if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+        names = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+        if stages:
+            waves.append(stages)
+            before.append([])
+        before[-1] += [n for n in names if n not in ("query_workflow", "request_service_lock")]
+    last_child = max(e.event_id for e in root.events if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED)
+    after = [[e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+              if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+              and e.activity_task_scheduled_event_attributes.activity_type.name != "query_workflow"]
+             for task, events in sorted(by_task.items()) if task > last_child]
+    stage = min((chain[0] for wid, chain in tree.runs.items() if chain[0].workflow_type == "StageWorkflow"),
+                key=lambda r: r.started.event_time.ToDatetime())
+    groups: dict[int, list[str]] = {}
+    for e in stage.events:
+        attrs = getattr(e, e.WhichOneof("attributes"))
+        item = ""
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = attrs.activity_type.name
+            item = "query" if name == "query_workflow" else f"act:{name}"
+        elif e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            item = "report"
+        elif e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            item = "progress"
+        if item:
+            groups.setdefault(attrs.workflow_task_completed_event_id, []).append(item)
+    steps = []
+    for task, items in sorted(groups.items()):
+        done = stage.event(task).workflow_task_completed_event_attributes
+        cause = _woken_by(stage, stage.event(done.scheduled_event_id))
+        steps.append((["wait"] if cause.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED else []) + items)
+    return {"waves": waves, "steps": steps, "before": before[:len(waves)], "after": [g for g in after if g]}
+
+
+def _path_row(path: CriticalPath, wall: float, hop: float) -> dict[str, str]:
+    tasks = path.seconds["workflow task runs on the worker (start to complete)"]
+    acts = path.seconds["activity runs (start to close)"]
+    return {
+        "wall time (median)": f"{wall:.3f} s",
+        "hops on the critical path": f"{path.workflow_tasks}",
+        "activities on it": f"{path.activities}",
+        "workflow task on the worker, per task": f"{tasks / max(path.workflow_tasks, 1) * 1000:.1f} ms",
+        "  all workflow tasks on the path": f"{tasks:.3f} s",
+        "activity run, per activity": f"{acts / max(path.activities, 1) * 1000:.1f} ms",
+        "  all activities on the path": f"{acts:.3f} s",
+        "workflow task waits for a worker": f"{path.seconds['workflow task waits for a worker (schedule to start)']:.3f} s",
+        "server's own time on the path": f"{sum(v for k, v in path.seconds.items() if k.startswith('server')):.3f} s",
+        "overhead / (hops x hop)": f"{wall / (path.workflow_tasks * hop):.2f}",
+    }
+
+
+async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: int,
+                       names: list[str]) -> tuple[float, float, CriticalPath, list[float]]:
+    """`runs` skeleton rollouts one after another: the median warm wall time, its critical path, and process CPU."""
+    queue = f"skeleton-{uuid.uuid4().hex[:6]}"
+    main, drawing = skeleton_worker(client, queue, names)
+    walls: list[tuple[float, str]] = []
+    cpus: list[float] = []
+    async with main, drawing:
+        for i in range(runs):
+            wid = f"skeleton-rollout-{uuid.uuid4().hex[:6]}-{i}"
+            t0, c0 = time.perf_counter(), os.times()
+            await client.execute_workflow(SkeletonRollout.run, args=[f"skeleton-lock-{wid}", shape["waves"], shape["steps"],
+                                                                       shape["before"], shape["after"]],
+                                          id=wid, task_queue=queue)
+            c1 = os.times()
+            walls.append((time.perf_counter() - t0, wid))
+            cpus.append(c1.user - c0.user + c1.system - c0.system)
+    warm = sorted(walls[1:] or walls)
+    wall, wid = warm[len(warm) // 2]
+    path = critical_path(await fetch_tree(client, wid), wid)
+    return wall, warm[0][0], path, sorted(cpus[1:] or cpus)
+
+
 def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=7, help="rollouts, one after another (the first is a cold start)")
@@ -106,6 +197,9 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hop-only", action="store_true", help="measure only the server's own hop (a few seconds)")
     p.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                    help="more dev-server dynamic config (repeatable)")
+    p.add_argument("--skeleton", action="store_true",
+                   help="also run the skeleton (benchmarks/skeleton.py): the median rollout's topology with no-op bodies, "
+                        "on a worker configured like Bifrost's; prints both side by side (the SDK's floor for this shape)")
     p.add_argument("--telemetry", action="store_true",
                    help="measure the worker CPU that metrics (--metrics-port) and tracing (OTLP) add per stage")
     p.add_argument("--batches", type=int, default=4, help="with --telemetry: batches of --runs rollouts per setting")
@@ -344,6 +438,11 @@ async def main(args: argparse.Namespace) -> None:
         median_wall, median_id, stages = warm[len(warm) // 2]
         tree = await fetch_tree(env.client, median_id)
         path = critical_path(tree, median_id)
+        if args.skeleton:
+            shape = shape_of(tree, median_id)
+            names = sorted({n for g in shape["before"] + shape["after"] for n in g}
+                           | {i[4:] for step in shape["steps"] for i in step if i.startswith("act:")})
+            skeleton = await run_skeleton(env.client, shape, args.runs, names)
     finally:
         await env.shutdown()
 
@@ -385,6 +484,26 @@ async def main(args: argparse.Namespace) -> None:
     rest = path.span - sum(path.seconds.values())
     if abs(rest) >= 0.0005:
         print(f"    {'not attributed':<58} {rest:6.3f} s  {rest / path.span:5.1%}")
+    if args.skeleton:
+        sk_wall, sk_min, sk_path, sk_cpu = skeleton
+        real_row, sk_row = _path_row(path, overhead, hop), _path_row(sk_path, sk_wall, hop)
+        print(f"  skeleton (benchmarks/skeleton.py: this rollout's topology read from its histories, no-op bodies, tiny "
+              f"payloads, a worker configured like Bifrost's): {len(shape['waves'])} waves "
+              f"{[len(w) for w in shape['waves']]}, stage steps {shape['steps']}, before each wave {shape['before']}, "
+              f"after the last {shape['after']}")
+        print(f"    {'':<42} {'rollout':>10} {'skeleton':>10}")
+        for key in real_row:
+            print(f"    {key:<42} {real_row[key]:>10} {sk_row[key]:>10}")
+        print(f"    {'process CPU per rollout (median)':<42} {warm_cpu[len(warm_cpu) // 2]:>8.3f} s {sk_cpu[len(sk_cpu) // 2]:>8.3f} s")
+        sk_ratio = sk_wall / (sk_path.workflow_tasks * hop)
+        print(f"  skeleton: overhead / (hops x hop) = {sk_wall:.2f} s / ({sk_path.workflow_tasks} x {hop * 1000:.1f} ms) = "
+              f"{sk_ratio:.2f} (the SDK's floor for this shape on this machine; min wall {sk_min:.2f} s); "
+              f"rollout / skeleton = {overhead / sk_wall:.2f} (wall), {ratio / sk_ratio:.2f} (ratio)")
+        acts = ", ".join(f"{n} {name.removeprefix('skeleton_')} {sk_path.activity_seconds[name] * 1000:.0f} ms"
+                         for name, n in sk_path.by_type.most_common())
+        print(f"  skeleton's critical path, activities by type (count, run time): {acts}")
+        acts = ", ".join(f"{n} {name} {path.activity_seconds[name] * 1000:.0f} ms" for name, n in path.by_type.most_common())
+        print(f"  the rollout's, the same way: {acts}")
     tasks, secs = to_rollback
     print(f"  a failing judgement ({BAD} in {first}): the rollback was scheduled {tasks} workflow task(s) and "
           f"{secs * 1000:.0f} ms after the verdict")
