@@ -164,11 +164,11 @@ def _path_row(path: CriticalPath, wall: float, hop: float) -> dict[str, str]:
     }
 
 
-async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: int,
-                       names: list[str]) -> tuple[float, float, CriticalPath, list[float]]:
+async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: int, names: list[str],
+                       sandboxed: bool = True) -> tuple[float, float, CriticalPath, list[float]]:
     """`runs` skeleton rollouts one after another: the median warm wall time, its critical path, and process CPU."""
     queue = f"skeleton-{uuid.uuid4().hex[:6]}"
-    main, drawing = skeleton_worker(client, queue, names)
+    main, drawing = skeleton_worker(client, queue, names, sandboxed)
     walls: list[tuple[float, str]] = []
     cpus: list[float] = []
     async with main, drawing:
@@ -200,6 +200,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skeleton", action="store_true",
                    help="also run the skeleton (benchmarks/skeleton.py): the median rollout's topology with no-op bodies, "
                         "on a worker configured like Bifrost's; prints both side by side (the SDK's floor for this shape)")
+    p.add_argument("--unsandboxed", action="store_true",
+                   help="with --skeleton: run it once more with the SDK's unsandboxed runner (what the sandbox costs)")
     p.add_argument("--telemetry", action="store_true",
                    help="measure the worker CPU that metrics (--metrics-port) and tracing (OTLP) add per stage")
     p.add_argument("--batches", type=int, default=4, help="with --telemetry: batches of --runs rollouts per setting")
@@ -443,6 +445,7 @@ async def main(args: argparse.Namespace) -> None:
             names = sorted({n for g in shape["before"] + shape["after"] for n in g}
                            | {i[4:] for step in shape["steps"] for i in step if i.startswith("act:")})
             skeleton = await run_skeleton(env.client, shape, args.runs, names)
+            bare = await run_skeleton(env.client, shape, args.runs, names, sandboxed=False) if args.unsandboxed else None
     finally:
         await env.shutdown()
 
@@ -487,14 +490,16 @@ async def main(args: argparse.Namespace) -> None:
     if args.skeleton:
         sk_wall, sk_min, sk_path, sk_cpu = skeleton
         real_row, sk_row = _path_row(path, overhead, hop), _path_row(sk_path, sk_wall, hop)
+        bare_row = _path_row(bare[2], bare[0], hop) if bare else {}
         print(f"  skeleton (benchmarks/skeleton.py: this rollout's topology read from its histories, no-op bodies, tiny "
               f"payloads, a worker configured like Bifrost's): {len(shape['waves'])} waves "
               f"{[len(w) for w in shape['waves']]}, stage steps {shape['steps']}, before each wave {shape['before']}, "
               f"after the last {shape['after']}")
-        print(f"    {'':<42} {'rollout':>10} {'skeleton':>10}")
+        print(f"    {'':<42} {'rollout':>10} {'skeleton':>10}" + (f" {'unsandboxed':>12}" if bare else ""))
         for key in real_row:
-            print(f"    {key:<42} {real_row[key]:>10} {sk_row[key]:>10}")
-        print(f"    {'process CPU per rollout (median)':<42} {warm_cpu[len(warm_cpu) // 2]:>8.3f} s {sk_cpu[len(sk_cpu) // 2]:>8.3f} s")
+            print(f"    {key:<42} {real_row[key]:>10} {sk_row[key]:>10}" + (f" {bare_row[key]:>12}" if bare else ""))
+        print(f"    {'process CPU per rollout (median)':<42} {warm_cpu[len(warm_cpu) // 2]:>8.3f} s {sk_cpu[len(sk_cpu) // 2]:>8.3f} s"
+              + (f" {bare[3][len(bare[3]) // 2]:>10.3f} s" if bare else ""))
         sk_ratio = sk_wall / (sk_path.workflow_tasks * hop)
         print(f"  skeleton: overhead / (hops x hop) = {sk_wall:.2f} s / ({sk_path.workflow_tasks} x {hop * 1000:.1f} ms) = "
               f"{sk_ratio:.2f} (the SDK's floor for this shape on this machine; min wall {sk_min:.2f} s); "

@@ -208,9 +208,13 @@ def skeleton_activities(client: Client, names: Sequence[str]) -> tuple[list[Call
     return [*(noop(n) for n in sorted(set(names))), query, request_lock], noop("render_report")
 
 
-def skeleton_worker(client: Client, task_queue: str, names: Sequence[str]) -> tuple[Worker, Worker]:
+def skeleton_worker(client: Client, task_queue: str, names: Sequence[str],
+                    sandboxed: bool = True) -> tuple[Worker, Worker]:
     """The skeleton's worker and its report worker, configured as `worker.build.build_worker` configures Bifrost's:
-    the same sandboxed runner (with its compile-once loader extended to this module), interceptors and limits."""
+    the same sandboxed runner (with its compile-once loader extended to this module), interceptors and limits.
+    `sandboxed=False` swaps in the SDK's unsandboxed runner, only to show what the sandbox costs per task."""
+    from temporalio.worker import UnsandboxedWorkflowRunner
+
     from worker.limits import WorkerLimits
     from worker.sandbox import CompileOnce, workflow_runner
     from worker.telemetry import worker_interceptors
@@ -221,7 +225,7 @@ def skeleton_worker(client: Client, task_queue: str, names: Sequence[str]) -> tu
     limits = WorkerLimits()
     activities, render = skeleton_activities(client, names)
     main = Worker(client, task_queue=task_queue, workflows=[SkeletonRollout, SkeletonStage, SkeletonLock, SkeletonReport],
-                  activities=activities, workflow_runner=runner, interceptors=worker_interceptors(),
+                  activities=activities, workflow_runner=runner if sandboxed else UnsandboxedWorkflowRunner(), interceptors=worker_interceptors(),
                   max_concurrent_workflow_tasks=limits.workflow_tasks, max_concurrent_activities=limits.activities,
                   max_concurrent_local_activities=limits.local_activities, max_cached_workflows=limits.cached_workflows)
     drawing = Worker(client, task_queue=task_queue + "-reports", activities=[render], max_concurrent_activities=2,
