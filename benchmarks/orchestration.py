@@ -181,6 +181,8 @@ async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: 
             c1 = os.times()
             walls.append((time.perf_counter() - t0, wid))
             cpus.append(c1.user - c0.user + c1.system - c0.system)
+            # the lock confirms the release after the rollout ended (as Bifrost's does): let it end on this worker
+            await client.get_workflow_handle(f"skeleton-lock-{wid}").result()
     warm = sorted(walls[1:] or walls)
     wall, wid = warm[len(warm) // 2]
     path = critical_path(await fetch_tree(client, wid), wid)
