@@ -165,7 +165,7 @@ def _path_row(path: CriticalPath, wall: float, hop: float) -> dict[str, str]:
 
 
 async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: int, names: list[str],
-                       sandboxed: bool = True) -> tuple[float, float, CriticalPath, list[float]]:
+                       sandboxed: bool = True, confirm: bool = True) -> tuple[float, float, CriticalPath, list[float]]:
     """`runs` skeleton rollouts one after another: the median warm wall time, its critical path, and process CPU."""
     queue = f"skeleton-{uuid.uuid4().hex[:6]}"
     main, drawing = skeleton_worker(client, queue, names, sandboxed)
@@ -176,7 +176,7 @@ async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: 
             wid = f"skeleton-rollout-{uuid.uuid4().hex[:6]}-{i}"
             t0, c0 = time.perf_counter(), os.times()
             await client.execute_workflow(SkeletonRollout.run, args=[f"skeleton-lock-{wid}", shape["waves"], shape["steps"],
-                                                                       shape["before"], shape["after"]],
+                                                                       shape["before"], shape["after"], confirm],
                                           id=wid, task_queue=queue)
             c1 = os.times()
             walls.append((time.perf_counter() - t0, wid))
@@ -204,6 +204,8 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
                         "on a worker configured like Bifrost's; prints both side by side (the SDK's floor for this shape)")
     p.add_argument("--unsandboxed", action="store_true",
                    help="with --skeleton: run it once more with the SDK's unsandboxed runner (what the sandbox costs)")
+    p.add_argument("--unconfirmed", action="store_true",
+                   help="with --skeleton: run it once more without the confirming queries (signals believed)")
     p.add_argument("--telemetry", action="store_true",
                    help="measure the worker CPU that metrics (--metrics-port) and tracing (OTLP) add per stage")
     p.add_argument("--batches", type=int, default=4, help="with --telemetry: batches of --runs rollouts per setting")
@@ -448,6 +450,7 @@ async def main(args: argparse.Namespace) -> None:
                            | {i[4:] for step in shape["steps"] for i in step if i.startswith("act:")})
             skeleton = await run_skeleton(env.client, shape, args.runs, names)
             bare = await run_skeleton(env.client, shape, args.runs, names, sandboxed=False) if args.unsandboxed else None
+            loose = await run_skeleton(env.client, shape, args.runs, names, confirm=False) if args.unconfirmed else None
     finally:
         await env.shutdown()
 
@@ -492,16 +495,17 @@ async def main(args: argparse.Namespace) -> None:
     if args.skeleton:
         sk_wall, sk_min, sk_path, sk_cpu = skeleton
         real_row, sk_row = _path_row(path, overhead, hop), _path_row(sk_path, sk_wall, hop)
-        bare_row = _path_row(bare[2], bare[0], hop) if bare else {}
+        extra = [(label, run) for label, run in (("unsandboxed", bare), ("unconfirmed", loose)) if run]
+        rows = [_path_row(run[2], run[0], hop) for _, run in extra]
         print(f"  skeleton (benchmarks/skeleton.py: this rollout's topology read from its histories, no-op bodies, tiny "
               f"payloads, a worker configured like Bifrost's): {len(shape['waves'])} waves "
               f"{[len(w) for w in shape['waves']]}, stage steps {shape['steps']}, before each wave {shape['before']}, "
               f"after the last {shape['after']}")
-        print(f"    {'':<42} {'rollout':>10} {'skeleton':>10}" + (f" {'unsandboxed':>12}" if bare else ""))
+        print(f"    {'':<42} {'rollout':>10} {'skeleton':>10}" + "".join(f" {label:>12}" for label, _ in extra))
         for key in real_row:
-            print(f"    {key:<42} {real_row[key]:>10} {sk_row[key]:>10}" + (f" {bare_row[key]:>12}" if bare else ""))
+            print(f"    {key:<42} {real_row[key]:>10} {sk_row[key]:>10}" + "".join(f" {row[key]:>12}" for row in rows))
         print(f"    {'process CPU per rollout (median)':<42} {warm_cpu[len(warm_cpu) // 2]:>8.3f} s {sk_cpu[len(sk_cpu) // 2]:>8.3f} s"
-              + (f" {bare[3][len(bare[3]) // 2]:>10.3f} s" if bare else ""))
+              + "".join(f" {run[3][len(run[3]) // 2]:>10.3f} s" for _, run in extra))
         sk_ratio = sk_wall / (sk_path.workflow_tasks * hop)
         print(f"  skeleton: overhead / (hops x hop) = {sk_wall:.2f} s / ({sk_path.workflow_tasks} x {hop * 1000:.1f} ms) = "
               f"{sk_ratio:.2f} (the SDK's floor for this shape on this machine; min wall {sk_min:.2f} s); "

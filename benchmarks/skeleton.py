@@ -20,6 +20,10 @@ queue). What the skeleton keeps of the real rollout:
   moving on to the next wave in the task where an answer says the stage succeeded;
 - after the last wave: `conclude` to every stage, their ends, the release and the final `notify` activities.
 
+With `confirm=False` (`orchestration.py --skeleton --unconfirmed`) it leaves the queries out too and believes
+the signals, as Bifrost did before issue #17 made every internal signal a poke confirmed by a query: the same
+topology without the confirmations, to show what they add to the floor.
+
 What it leaves out is everything Bifrost's code does inside those tasks and activities: state models, details,
 search attributes, patches and markers, adapters, the judge, drawing the report. Payloads are a few bytes.
 """
@@ -61,7 +65,7 @@ class SkeletonStage:
         self.total = 0
 
     @workflow.run
-    async def run(self, parent: str, steps: list[list[str]]) -> int:
+    async def run(self, parent: str, steps: list[list[str]], confirm: bool = True) -> int:
         self.total = sum(item == "progress" for step in steps for item in step)
         for step in steps:
             pending: list[Any] = []
@@ -71,7 +75,7 @@ class SkeletonStage:
                     await workflow.wait_condition(lambda: self.concluded)
                 elif kind == "act":
                     pending.append(workflow.execute_activity(f"skeleton_{name}", 0, start_to_close_timeout=TIMEOUT))
-                elif kind == "query":
+                elif kind == "query" and confirm:
                     pending.append(workflow.execute_activity("skeleton_query", parent, start_to_close_timeout=TIMEOUT))
                 elif kind == "report":
                     pending.append(workflow.start_child_workflow(
@@ -79,8 +83,8 @@ class SkeletonStage:
                         parent_close_policy=workflow.ParentClosePolicy.ABANDON))
                 elif kind == "progress":
                     self.reported += 1
-                    pending.append(workflow.get_external_workflow_handle(parent).signal("skeleton_progress",
-                                                                                        workflow.info().workflow_id))
+                    pending.append(workflow.get_external_workflow_handle(parent).signal(
+                        "skeleton_progress", args=[workflow.info().workflow_id, self.reported >= self.total]))
             await asyncio.gather(*pending)
         return self.reported
 
@@ -102,12 +106,14 @@ class SkeletonLock:
         self.released = False
 
     @workflow.run
-    async def run(self) -> str:
+    async def run(self, confirm: bool) -> str:
         await workflow.wait_condition(lambda: bool(self.holder))
-        await workflow.execute_activity("skeleton_query", self.holder, start_to_close_timeout=TIMEOUT)
+        if confirm:
+            await workflow.execute_activity("skeleton_query", self.holder, start_to_close_timeout=TIMEOUT)
         await workflow.get_external_workflow_handle(self.holder).signal("skeleton_lock_granted")
         await workflow.wait_condition(lambda: self.released)
-        await workflow.execute_activity("skeleton_query", self.holder, start_to_close_timeout=TIMEOUT)
+        if confirm:
+            await workflow.execute_activity("skeleton_query", self.holder, start_to_close_timeout=TIMEOUT)
         return self.holder
 
     @workflow.signal(name="skeleton_acquire")
@@ -133,20 +139,25 @@ class SkeletonRollout:
         self.signals: dict[str, int] = {}
         self.succeeded: set[str] = set()
         self.confirming: dict[str, asyncio.Task[None]] = {}
+        self.confirm = True
 
     @workflow.run
     async def run(self, lock: str, waves: list[list[str]], steps: list[list[str]], before: list[list[str]],
-                  after: list[list[str]]) -> int:
+                  after: list[list[str]], confirm: bool = True) -> int:
         me = workflow.info().workflow_id
-        await workflow.execute_activity("skeleton_request_lock", [lock, me], start_to_close_timeout=TIMEOUT)
+        self.confirm = confirm
+        await workflow.execute_activity("skeleton_request_lock", [lock, me, "confirm" if confirm else ""],
+                                        start_to_close_timeout=TIMEOUT)
         await workflow.wait_condition(lambda: self.granted)
-        await workflow.execute_activity("skeleton_query", lock, start_to_close_timeout=TIMEOUT)
+        if confirm:
+            await workflow.execute_activity("skeleton_query", lock, start_to_close_timeout=TIMEOUT)
         children = []
         for n, wave in enumerate(waves):
             await asyncio.gather(*(workflow.execute_activity(f"skeleton_{name}", 0, start_to_close_timeout=TIMEOUT)
                                    for name in before[n]))
             ids = [f"{me}/{key}" for key in wave]
-            children += await asyncio.gather(*(workflow.start_child_workflow(SkeletonStage.run, args=[me, steps], id=i)
+            children += await asyncio.gather(*(workflow.start_child_workflow(SkeletonStage.run, args=[me, steps, confirm],
+                                                                             id=i)
                                                for i in ids))
             await workflow.wait_condition(lambda ids=ids: all(i in self.succeeded for i in ids))  # type: ignore[misc]
         everyone = [f"{me}/{key}" for wave in waves for key in wave]
@@ -168,7 +179,11 @@ class SkeletonRollout:
                 self.succeeded.add(stage)
 
     @workflow.signal(name="skeleton_progress")
-    def progress(self, stage: str) -> None:
+    def progress(self, stage: str, done: bool) -> None:
+        if not self.confirm:  # the signal is believed: no query (what Bifrost did before issue #17)
+            if done:
+                self.succeeded.add(stage)
+            return
         self.signals[stage] = self.signals.get(stage, 0) + 1
         task = self.confirming.get(stage)
         if task is None or task.done():
@@ -200,9 +215,9 @@ def skeleton_activities(client: Client, names: Sequence[str]) -> tuple[list[Call
         return str((await peers.query_workflow(PeerQuery(workflow_id=workflow_id, query="skeleton_state"))).answer)
 
     @activity.defn(name="skeleton_request_lock")
-    async def request_lock(lock_and_holder: list[str]) -> None:
-        lock, holder = lock_and_holder
-        await client.start_workflow(SkeletonLock.run, id=lock, task_queue=activity.info().task_queue,
+    async def request_lock(lock_holder_confirm: list[str]) -> None:
+        lock, holder, confirm = lock_holder_confirm
+        await client.start_workflow(SkeletonLock.run, bool(confirm), id=lock, task_queue=activity.info().task_queue,
                                     start_signal="skeleton_acquire", start_signal_args=[holder])
 
     return [*(noop(n) for n in sorted(set(names))), query, request_lock], noop("render_report")
