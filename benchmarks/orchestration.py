@@ -14,7 +14,13 @@ OTLP/HTTP to a local sink, both, and both with one rollout in ten traced, in rou
 prints the worker process's CPU per stage for each, its batches, and the ratio to none (goal: <= 1.05), then the
 same CPU by thread (event loop, workflow threads, Core, span exporter) and the garbage collector's share.
 
+With `--skeleton`, it then runs the median rollout's topology (read from its histories) with no-op bodies on a
+worker configured like Bifrost's (benchmarks/skeleton.py) and prints both side by side: the skeleton's ratio is the
+SDK's floor for this shape. `--unsandboxed` and `--unconfirmed` add the skeleton on the unsandboxed runner and the
+skeleton without its confirming queries.
+
     .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
+    .venv/bin/python benchmarks/orchestration.py --runs 8 --skeleton [--unsandboxed] [--unconfirmed] [--no-reports]
     .venv/bin/python benchmarks/orchestration.py --telemetry [--batches 4] [--runs 5] [--settings off,tracing]
 """
 
