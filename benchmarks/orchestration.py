@@ -516,6 +516,10 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  skeleton: overhead / (hops x hop) = {sk_wall:.2f} s / ({sk_path.workflow_tasks} x {hop * 1000:.1f} ms) = "
               f"{sk_ratio:.2f} (the SDK's floor for this shape on this machine; min wall {sk_min:.2f} s); "
               f"rollout / skeleton = {overhead / sk_wall:.2f} (wall), {ratio / sk_ratio:.2f} (ratio)")
+        hop_task = hop_path.seconds["workflow task runs on the worker (start to complete)"] / hop_path.workflow_tasks
+        hop_act = hop_path.seconds["activity runs (start to close)"] / max(hop_path.activities, 1)
+        print(f"  the hop's own path, for comparison: workflow task on the worker {hop_task * 1000:.1f} ms per task "
+              f"(unsandboxed, one command), activity run {hop_act * 1000:.1f} ms per activity")
         acts = ", ".join(f"{n} {name.removeprefix('skeleton_')} {sk_path.activity_seconds[name] * 1000:.0f} ms"
                          for name, n in sk_path.by_type.most_common())
         print(f"  skeleton's critical path, activities by type (count, run time): {acts}")
