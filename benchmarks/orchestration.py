@@ -14,7 +14,13 @@ OTLP/HTTP to a local sink, both, and both with one rollout in ten traced, in rou
 prints the worker process's CPU per stage for each, its batches, and the ratio to none (goal: <= 1.05), then the
 same CPU by thread (event loop, workflow threads, Core, span exporter) and the garbage collector's share.
 
+With `--skeleton`, it then runs the median rollout's topology (read from its histories) with no-op bodies on a
+worker configured like Bifrost's (benchmarks/skeleton.py) and prints both side by side: the skeleton's ratio is the
+SDK's floor for this shape. `--unsandboxed` and `--unconfirmed` add the skeleton on the unsandboxed runner and the
+skeleton without its confirming queries.
+
     .venv/bin/python benchmarks/orchestration.py [--runs 7] [--without-fix] [--dynamic-config KEY=VALUE ...]
+    .venv/bin/python benchmarks/orchestration.py --runs 8 --skeleton [--unsandboxed] [--unconfirmed] [--no-reports]
     .venv/bin/python benchmarks/orchestration.py --telemetry [--batches 4] [--runs 5] [--settings off,tracing]
 """
 
@@ -30,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from histories import critical_path, dev_server, fetch_tree, run_main  # noqa: E402
+from histories import CriticalPath, Tree, _woken_by, critical_path, dev_server, fetch_tree, run_main  # noqa: E402
+from skeleton import SkeletonRollout, skeleton_worker  # noqa: E402
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
@@ -96,6 +103,98 @@ async def verdict_to_rollback(client: Client, stage_id: str) -> tuple[int, float
     return tasks, rollback.event_time.ToDatetime().timestamp() - verdict.event_time.ToDatetime().timestamp()
 
 
+def shape_of(tree: Tree, root_id: str) -> dict[str, list[list[str]]]:
+    """The skeleton's arguments, read from a real rollout's histories (see benchmarks/skeleton.py): its waves (the
+    stages started in one workflow task), the commands of its first stage grouped by the workflow task that issued
+    them, the rollout's activities before each wave, and its groups of activities after its last child closed."""
+    root = tree.runs[root_id][-1]
+    by_task: dict[int, list[HistoryEvent]] = {}
+    for e in root.events:
+        attrs = getattr(e, e.WhichOneof("attributes"))
+        if e.event_type in (EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
+                            EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED):
+            by_task.setdefault(attrs.workflow_task_completed_event_id, []).append(e)
+    waves: list[list[str]] = []
+    before: list[list[str]] = [[]]
+    for _, events in sorted(by_task.items()):
+        stages = [e.start_child_workflow_execution_initiated_event_attributes.workflow_id.removeprefix(root_id + "/")
+                  for e in events if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+        names = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+        if stages:
+            waves.append(stages)
+            before.append([])
+        before[-1] += [n for n in names if n not in ("query_workflow", "request_service_lock")]
+    last_child = max(e.event_id for e in root.events if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED)
+    after = [[e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+              if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+              and e.activity_task_scheduled_event_attributes.activity_type.name != "query_workflow"]
+             for task, events in sorted(by_task.items()) if task > last_child]
+    stage = min((chain[0] for wid, chain in tree.runs.items() if chain[0].workflow_type == "StageWorkflow"),
+                key=lambda r: r.started.event_time.ToDatetime())
+    groups: dict[int, list[str]] = {}
+    for e in stage.events:
+        attrs = getattr(e, e.WhichOneof("attributes"))
+        item = ""
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = attrs.activity_type.name
+            item = "query" if name == "query_workflow" else f"act:{name}"
+        elif e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            item = "report"
+        elif e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
+            item = "progress"
+        if item:
+            groups.setdefault(attrs.workflow_task_completed_event_id, []).append(item)
+    steps = []
+    for task, items in sorted(groups.items()):
+        done = stage.event(task).workflow_task_completed_event_attributes
+        cause = _woken_by(stage, stage.event(done.scheduled_event_id))
+        steps.append((["wait"] if cause.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED else []) + items)
+    return {"waves": waves, "steps": steps, "before": before[:len(waves)], "after": [g for g in after if g]}
+
+
+def _path_row(path: CriticalPath, wall: float, hop: float) -> dict[str, str]:
+    tasks = path.seconds["workflow task runs on the worker (start to complete)"]
+    acts = path.seconds["activity runs (start to close)"]
+    return {
+        "wall time (median)": f"{wall:.3f} s",
+        "hops on the critical path": f"{path.workflow_tasks}",
+        "activities on it": f"{path.activities}",
+        "workflow task on the worker, per task": f"{tasks / max(path.workflow_tasks, 1) * 1000:.1f} ms",
+        "  all workflow tasks on the path": f"{tasks:.3f} s",
+        "activity run, per activity": f"{acts / max(path.activities, 1) * 1000:.1f} ms",
+        "  all activities on the path": f"{acts:.3f} s",
+        "workflow task waits for a worker": f"{path.seconds['workflow task waits for a worker (schedule to start)']:.3f} s",
+        "server's own time on the path": f"{sum(v for k, v in path.seconds.items() if k.startswith('server')):.3f} s",
+        "overhead / (hops x hop)": f"{wall / (path.workflow_tasks * hop):.2f}",
+    }
+
+
+async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: int, names: list[str],
+                       sandboxed: bool = True, confirm: bool = True) -> tuple[float, float, CriticalPath, list[float]]:
+    """`runs` skeleton rollouts one after another: the median warm wall time, its critical path, and process CPU."""
+    queue = f"skeleton-{uuid.uuid4().hex[:6]}"
+    main, drawing = skeleton_worker(client, queue, names, sandboxed)
+    walls: list[tuple[float, str]] = []
+    cpus: list[float] = []
+    async with main, drawing:
+        for i in range(runs):
+            wid = f"skeleton-rollout-{uuid.uuid4().hex[:6]}-{i}"
+            t0, c0 = time.perf_counter(), os.times()
+            await client.execute_workflow(SkeletonRollout.run, args=[f"skeleton-lock-{wid}", shape["waves"], shape["steps"],
+                                                                       shape["before"], shape["after"], confirm],
+                                          id=wid, task_queue=queue)
+            c1 = os.times()
+            walls.append((time.perf_counter() - t0, wid))
+            cpus.append(c1.user - c0.user + c1.system - c0.system)
+            # the lock confirms the release after the rollout ended (as Bifrost's does): let it end on this worker
+            await client.get_workflow_handle(f"skeleton-lock-{wid}").result()
+    warm = sorted(walls[1:] or walls)
+    wall, wid = warm[len(warm) // 2]
+    path = critical_path(await fetch_tree(client, wid), wid)
+    return wall, warm[0][0], path, sorted(cpus[1:] or cpus)
+
+
 def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=7, help="rollouts, one after another (the first is a cold start)")
@@ -106,6 +205,13 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hop-only", action="store_true", help="measure only the server's own hop (a few seconds)")
     p.add_argument("--dynamic-config", action="append", default=[], metavar="KEY=VALUE",
                    help="more dev-server dynamic config (repeatable)")
+    p.add_argument("--skeleton", action="store_true",
+                   help="also run the skeleton (benchmarks/skeleton.py): the median rollout's topology with no-op bodies, "
+                        "on a worker configured like Bifrost's; prints both side by side (the SDK's floor for this shape)")
+    p.add_argument("--unsandboxed", action="store_true",
+                   help="with --skeleton: run it once more with the SDK's unsandboxed runner (what the sandbox costs)")
+    p.add_argument("--unconfirmed", action="store_true",
+                   help="with --skeleton: run it once more without the confirming queries (signals believed)")
     p.add_argument("--telemetry", action="store_true",
                    help="measure the worker CPU that metrics (--metrics-port) and tracing (OTLP) add per stage")
     p.add_argument("--batches", type=int, default=4, help="with --telemetry: batches of --runs rollouts per setting")
@@ -344,6 +450,13 @@ async def main(args: argparse.Namespace) -> None:
         median_wall, median_id, stages = warm[len(warm) // 2]
         tree = await fetch_tree(env.client, median_id)
         path = critical_path(tree, median_id)
+        if args.skeleton:
+            shape = shape_of(tree, median_id)
+            names = sorted({n for g in shape["before"] + shape["after"] for n in g}
+                           | {i[4:] for step in shape["steps"] for i in step if i.startswith("act:")})
+            skeleton = await run_skeleton(env.client, shape, args.runs, names)
+            bare = await run_skeleton(env.client, shape, args.runs, names, sandboxed=False) if args.unsandboxed else None
+            loose = await run_skeleton(env.client, shape, args.runs, names, confirm=False) if args.unconfirmed else None
     finally:
         await env.shutdown()
 
@@ -385,6 +498,33 @@ async def main(args: argparse.Namespace) -> None:
     rest = path.span - sum(path.seconds.values())
     if abs(rest) >= 0.0005:
         print(f"    {'not attributed':<58} {rest:6.3f} s  {rest / path.span:5.1%}")
+    if args.skeleton:
+        sk_wall, sk_min, sk_path, sk_cpu = skeleton
+        real_row, sk_row = _path_row(path, overhead, hop), _path_row(sk_path, sk_wall, hop)
+        extra = [(label, run) for label, run in (("unsandboxed", bare), ("unconfirmed", loose)) if run]
+        rows = [_path_row(run[2], run[0], hop) for _, run in extra]
+        print(f"  skeleton (benchmarks/skeleton.py: this rollout's topology read from its histories, no-op bodies, tiny "
+              f"payloads, a worker configured like Bifrost's): {len(shape['waves'])} waves "
+              f"{[len(w) for w in shape['waves']]}, stage steps {shape['steps']}, before each wave {shape['before']}, "
+              f"after the last {shape['after']}")
+        print(f"    {'':<42} {'rollout':>10} {'skeleton':>10}" + "".join(f" {label:>12}" for label, _ in extra))
+        for key in real_row:
+            print(f"    {key:<42} {real_row[key]:>10} {sk_row[key]:>10}" + "".join(f" {row[key]:>12}" for row in rows))
+        print(f"    {'process CPU per rollout (median)':<42} {warm_cpu[len(warm_cpu) // 2]:>8.3f} s {sk_cpu[len(sk_cpu) // 2]:>8.3f} s"
+              + "".join(f" {run[3][len(run[3]) // 2]:>10.3f} s" for _, run in extra))
+        sk_ratio = sk_wall / (sk_path.workflow_tasks * hop)
+        print(f"  skeleton: overhead / (hops x hop) = {sk_wall:.2f} s / ({sk_path.workflow_tasks} x {hop * 1000:.1f} ms) = "
+              f"{sk_ratio:.2f} (the SDK's floor for this shape on this machine; min wall {sk_min:.2f} s); "
+              f"rollout / skeleton = {overhead / sk_wall:.2f} (wall), {ratio / sk_ratio:.2f} (ratio)")
+        hop_task = hop_path.seconds["workflow task runs on the worker (start to complete)"] / hop_path.workflow_tasks
+        hop_act = hop_path.seconds["activity runs (start to close)"] / max(hop_path.activities, 1)
+        print(f"  the hop's own path, for comparison: workflow task on the worker {hop_task * 1000:.1f} ms per task "
+              f"(unsandboxed, one command), activity run {hop_act * 1000:.1f} ms per activity")
+        acts = ", ".join(f"{n} {name.removeprefix('skeleton_')} {sk_path.activity_seconds[name] * 1000:.0f} ms"
+                         for name, n in sk_path.by_type.most_common())
+        print(f"  skeleton's critical path, activities by type (count, run time): {acts}")
+        acts = ", ".join(f"{n} {name} {path.activity_seconds[name] * 1000:.0f} ms" for name, n in path.by_type.most_common())
+        print(f"  the rollout's, the same way: {acts}")
     tasks, secs = to_rollback
     print(f"  a failing judgement ({BAD} in {first}): the rollback was scheduled {tasks} workflow task(s) and "
           f"{secs * 1000:.0f} ms after the verdict")
