@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from opentelemetry import context, trace
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-from opentelemetry.trace import Status, StatusCode
 from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Interceptor as ClientInterceptor
 from temporalio.client import OutboundInterceptor, QueryWorkflowInput
 from temporalio.contrib.opentelemetry import TracingInterceptor, TracingWorkflowInboundInterceptor
-from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+from temporalio.exceptions import ApplicationError
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import (
     ActivityInboundInterceptor,
@@ -44,11 +42,6 @@ from common.failures import ADAPTER_ERROR_KINDS
 
 OTLP_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"  # the standard variable: `bifrost worker --otlp-endpoint` defaults to it
 SERVICE_NAME = "bifrost"
-# Activities that only read Bifrost's own workflows to confirm an internal signal (activities/peers.py): traced only
-# when an attempt fails, answers with an error or takes at least SLOW_PEER_READ (docs/operating.md, tracing)
-PEER_READS = frozenset({"query_workflow"})
-SLOW_PEER_READ = 0.1  # seconds
-MAX_CACHED_PARENTS = 1024  # decoded activity headers kept (one per traced workflow run in flight, about)
 
 
 class TelemetryOptionError(ValueError):
@@ -104,13 +97,12 @@ def metrics_runtime(host: str, port: int) -> tuple[Runtime, str]:
     return runtime, address
 
 
-def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None, sample_ratio: float | None = None,
-                        slow_peer_read: float = SLOW_PEER_READ) -> ClientInterceptor:
+def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None,
+                        sample_ratio: float | None = None) -> ClientInterceptor:
     """The SDK's TracingInterceptor, with spans sent over OTLP/HTTP to `otlp_endpoint` (or to `exporter`, in tests).
 
     With `sample_ratio`, that share of rollouts is traced, each whole or not at all (the root's decision travels
-    with the trace); without, OTEL_TRACES_SAMPLER/OTEL_TRACES_SAMPLER_ARG decide, else every rollout is traced. A peer
-    read (`PEER_READS`) gets its span only when an attempt fails or takes `slow_peer_read` seconds or more."""
+    with the trace); without, OTEL_TRACES_SAMPLER/OTEL_TRACES_SAMPLER_ARG decide, else every rollout is traced."""
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -127,7 +119,7 @@ def tracing_interceptor(otlp_endpoint: str | None, *, exporter: Any = None, samp
         endpoint = otlp_endpoint.rstrip("/")
         endpoint = endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))  # flushed at exit
-    return SampledTracing(provider.get_tracer("bifrost"), slow_peer_read=slow_peer_read)
+    return SampledTracing(provider.get_tracer("bifrost"))
 
 
 def telemetry(*, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
@@ -212,61 +204,26 @@ class _TracedWorkflowOutbound(WorkflowOutboundInterceptor):
         return await super().start_child_workflow(input)
 
 
-_UNSAMPLED = trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
-    _IDS.generate_trace_id(), _IDS.generate_span_id(), is_remote=True, trace_flags=trace.TraceFlags(0))))
-
-
 class _TracedActivity(ActivityInboundInterceptor):
     """Traces an activity only when its caller sent a trace header; otherwise runs it under an unsampled parent, so
-    the activity's own client calls (the lock's signal, peer queries) start no trace of their own either.
+    the activity's own client calls (the lock's signal, peer queries) start no trace of their own either."""
 
-    A peer read (`PEER_READS`) is traced only if it needs looking at: an attempt that fails, answers with an error
-    or takes `slow_peer_read` seconds or more gets its `RunActivity:` span afterwards, back-dated to the attempt's
-    start, under the caller's span; a fast one costs no span and no header decoding (docs/benchmarks.md)."""
-
-    def __init__(self, next: ActivityInboundInterceptor, traced: ActivityInboundInterceptor,
-                 root: SampledTracing) -> None:
+    def __init__(self, next: ActivityInboundInterceptor, traced: ActivityInboundInterceptor, header_key: str) -> None:
         super().__init__(next)
         self.traced = traced
-        self.root = root
+        self.header_key = header_key
 
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-        if self.root.header_key not in input.headers:
-            return await self._untraced(input)
-        if activity.info().activity_type not in PEER_READS:
+        if self.header_key in input.headers:
             return await self.traced.execute_activity(input)
-        start = time.time_ns()
-        try:
-            result = await self._untraced(input)
-        except BaseException as err:
-            self._late_span(input, start, err, None)
-            raise
-        error = getattr(result, "error", None)
-        if error or time.time_ns() - start >= self.root.slow_peer_read_ns:
-            self._late_span(input, start, None, error)
-        return result
-
-    async def _untraced(self, input: ExecuteActivityInput) -> Any:
-        token = context.attach(_UNSAMPLED)
+        ids = _IDS
+        unsampled = trace.NonRecordingSpan(trace.SpanContext(ids.generate_trace_id(), ids.generate_span_id(),
+                                                             is_remote=True, trace_flags=trace.TraceFlags(0)))
+        token = context.attach(trace.set_span_in_context(unsampled))
         try:
             return await self.next.execute_activity(input)
         finally:
             context.detach(token)
-
-    def _late_span(self, input: ExecuteActivityInput, start: int, err: BaseException | None,
-                   error: str | None) -> None:
-        info = activity.info()
-        attributes = {"temporalActivityID": info.activity_id, "temporalWorkflowID": info.workflow_id or "",
-                      "temporalRunID": info.workflow_run_id or ""}
-        span = self.root.tracer.start_span(f"RunActivity:{info.activity_type}",
-                                           context=self.root._context_from_headers(input.headers),
-                                           kind=trace.SpanKind.SERVER, attributes=attributes, start_time=start)
-        if err is not None and not (isinstance(err, ApplicationError)
-                                    and err.category == ApplicationErrorCategory.BENIGN):
-            span.set_status(Status(StatusCode.ERROR, f"{type(err).__name__}: {err}"))
-        elif error:
-            span.set_status(Status(StatusCode.ERROR, f"the query failed: {error}"))
-        span.end()
 
 
 class _UntracedQueries(OutboundInterceptor):
@@ -289,30 +246,8 @@ class SampledTracing(TracingInterceptor):
     no spans and sends none; an activity without one runs untraced. A sampled rollout is traced as before, except
     that queries are not: a query changes nothing, and the peer queries that confirm internal signals (about ten per
     rollout, each a client span, a header and a span in the queried workflow) are already inside the trace as their
-    `RunActivity:query_workflow` spans, that those peer reads make their span only when failing or slow
-    (`_TracedActivity`, `slow_peer_read` seconds), and that workflows make no span for scheduling an activity or for
-    signals (`_TracedWorkflow`; docs/benchmarks.md, telemetry cost)."""
-
-    def __init__(self, tracer: trace.Tracer, *, slow_peer_read: float = SLOW_PEER_READ) -> None:
-        super().__init__(tracer)
-        self.slow_peer_read_ns = int(slow_peer_read * 1e9)
-        self._parents: dict[bytes, context.Context | None] = {}  # header bytes -> the context they carry
-
-    def _context_from_headers(self, headers: Mapping[str, Payload]) -> context.Context | None:
-        """The parent context an activity's header carries, decoded once per distinct header: every activity a workflow
-        schedules carries the same one (its workflow's span), and a context is immutable, so activities can share it."""
-        header = headers.get(self.header_key)
-        if not header:
-            return None
-        key = header.data  # JSON from the interceptor's own payload converter
-        try:
-            return self._parents[key]
-        except KeyError:
-            pass
-        if len(self._parents) >= MAX_CACHED_PARENTS:
-            self._parents.clear()
-        parent = self._parents[key] = super()._context_from_headers(headers)  # a sync activity's thread racing: decoded twice
-        return parent
+    `RunActivity:query_workflow` spans, and that workflows make no span for scheduling an activity or for signals
+    (`_TracedWorkflow`; docs/benchmarks.md, telemetry cost)."""
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _UntracedQueries(super().intercept_client(next), next)
@@ -321,7 +256,7 @@ class SampledTracing(TracingInterceptor):
         return super()._context_to_headers(headers) if _sampled() else headers
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        return _TracedActivity(next, super().intercept_activity(next), self)
+        return _TracedActivity(next, super().intercept_activity(next), self.header_key)
 
     def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[TracingWorkflowInboundInterceptor]:
         super().workflow_interceptor_class(input)
