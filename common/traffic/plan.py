@@ -332,10 +332,10 @@ def capacity_plan(inp: PlanInput, shift: Shift, weights: dict[str, int], members
                         f"max_replicas is {m.max_replicas}; raise traffic.max_replicas in the targets file, "
                         "add receivers (--to) or stop at a higher last level (--steps)")
         end_share = _shares(final).get(sid, Fraction(0))
-        gave_back = role == "receiver" and end_share < start_shares[sid]
-        if inp.direction == "restore" and (gave_back or role == "restored") and have is not None and recorded is not None:
-            # back to the replicas recorded before the evacuation, but never below what its share at the end needs;
-            # the restored region too, so that no pre-warm (this restore's or an earlier one's) outlives the restore
+        if inp.direction == "restore" and have is not None and recorded is not None:
+            # back to the replicas recorded before the evacuation, but never below what its share at the end needs:
+            # every member, so that no pre-warm (this restore's or an earlier one's) outlives the restore, including a
+            # receiver whose weight this restore leaves alone (a probe's restore already gave its traffic back)
             keep = max(recorded, prewarm_replicas(recorded, home_share, end_share, inp.headroom)) if home_share > 0 else recorded
             if max(have, plan.prewarm_to or 0) > keep:
                 plan.scale_down_to = keep

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from common.traffic.models import PlanInput, RestoreTarget
@@ -247,6 +247,7 @@ def test_three_guard_cycles_leave_every_region_at_its_replicas_and_none_is_refus
 @settings(max_examples=60, deadline=None)
 @given(steps=st.lists(st.integers(0, 99), min_size=1, max_size=4, unique=True).map(lambda s: sorted(s, reverse=True)),
        probe=st.integers(0, 99), headroom=st.sampled_from([1.0, 1.2, 1.5]), start=st.integers(2, 6))
+@example(steps=[0], probe=99, headroom=1.0, start=2)  # found by CI: us-east-1 kept its pre-warm, 2 -> 3 -> 5 -> 8
 def test_repeated_evacuate_restore_cycles_converge(steps, probe, headroom, start):
     """Any levels, probe and headroom: three cycles in a row never pass max_replicas 20 and end where they started."""
     weights, replicas = dict(EVEN), dict.fromkeys(REPLICAS, start)
