@@ -60,10 +60,10 @@ async def _unless_worker_stops(shared: asyncio.Future[PeerAnswer], q: PeerQuery)
         stopping.cancel()
         if not shared.done():
             shared.cancel()  # only this asker's shield: the query itself goes on for any other asker
-    if shared.cancelled() and not activity.is_worker_shutdown():
-        raise asyncio.CancelledError()
     if not shared.cancelled():
-        return shared.result()
+        return shared.result()  # answered first (or failed on its own): as before
+    if not activity.is_worker_shutdown():
+        raise asyncio.CancelledError()  # the shared query itself was cancelled
     raise ApplicationError(f"this worker is shutting down: the {q.query} query of {q.workflow_id} may have no worker "
                            "left to answer it; the next attempt asks again", type=WORKER_SHUTDOWN_ERROR)
 
