@@ -15,9 +15,11 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 QUERY_RPC_TIMEOUT = timedelta(seconds=30)  # under the activity's start-to-close (options.CONFIRM); a busy server is slow, not gone
+WORKER_SHUTDOWN_ERROR = "WorkerShuttingDown"  # a query given up because its worker is stopping: retried by the next attempt
 
 
 class PeerQuery(BaseModel):
@@ -38,6 +40,32 @@ class PeerAnswer(BaseModel):
 def _retrieved(task: asyncio.Task[PeerAnswer]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+async def _unless_worker_stops(shared: asyncio.Future[PeerAnswer], q: PeerQuery) -> PeerAnswer:
+    """The answer, or a retryable failure as soon as this worker begins to shut down.
+
+    A stopping worker polls no more workflow tasks, and a query is answered by a worker polling the queried
+    workflow's task queue: with this worker the only one (a single `bifrost worker` restarting, a benchmark
+    leaving its worker while the lock still confirms the last rollout's release), the query goes unanswered until
+    its RPC timeout, 30 s that the worker's graceful shutdown spends waiting for this activity. Failing the attempt
+    at once lets the activity's retry ask again through whichever worker polls next (docs/benchmarks.md)."""
+    if not activity.in_activity():
+        return await shared
+    stopping = asyncio.ensure_future(activity.wait_for_worker_shutdown())
+    either: list[asyncio.Future[Any]] = [shared, stopping]
+    try:
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not shared.done():
+            shared.cancel()  # only this asker's shield: the query itself goes on for any other asker
+    if not shared.cancelled():
+        return shared.result()  # answered first (or failed on its own): as before
+    if not activity.is_worker_shutdown():
+        raise asyncio.CancelledError()  # the shared query itself was cancelled
+    raise ApplicationError(f"this worker is shutting down: the {q.query} query of {q.workflow_id} may have no worker "
+                           "left to answer it; the next attempt asks again", type=WORKER_SHUTDOWN_ERROR)
 
 
 class CancelRequestQuery(BaseModel):
@@ -93,7 +121,7 @@ class PeerActivities:
         if task is None:
             task = self._next[key] = asyncio.get_running_loop().create_task(self._after(key, q, self._flying.get(key)))
             task.add_done_callback(_retrieved)  # every asker may have been cancelled: its error is theirs, not a log line
-        return await asyncio.shield(task)  # an asker cancelled leaves the query to the others
+        return await _unless_worker_stops(asyncio.shield(task), q)  # an asker cancelled leaves the query to the others
 
     async def _after(self, key: tuple[str, str], q: PeerQuery, before: asyncio.Task[PeerAnswer] | None) -> PeerAnswer:
         if before is not None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.testing import ActivityEnvironment
 
-from activities.peers import PeerActivities, PeerQuery
+from activities.peers import WORKER_SHUTDOWN_ERROR, PeerActivities, PeerQuery
 
 
 class _Workflow:
@@ -77,4 +80,26 @@ async def test_a_missing_workflow_is_not_found_and_leaves_nothing_behind() -> No
     peers = PeerActivities(_Client(_Workflow()))  # type: ignore[arg-type]
     answer = await peers.query_workflow(PeerQuery(workflow_id="rollout/gone", query="orders"))
     assert answer.found is False
+    assert not peers._flying and not peers._next
+
+
+async def test_a_query_in_flight_when_its_worker_stops_fails_that_attempt_at_once_and_the_others_still_get_the_answer() -> None:
+    """A stopping worker polls no workflow task, so with no other worker a query it sent is never answered: the
+    attempt used to wait for the 30 s RPC timeout and hold the worker's graceful shutdown as long (the lock
+    confirming the release of a rollout that had just ended, when the benchmark left its worker)."""
+    wf = _Workflow()  # answers nothing until released: a query no worker picks up
+    peers = PeerActivities(_Client(wf))  # type: ignore[arg-type]
+    ask = PeerQuery(workflow_id="rollout/x", query="__bifrost_lock_claim")
+    stopping, staying = ActivityEnvironment(), ActivityEnvironment()  # this worker, and another one asking the same
+    attempt = asyncio.ensure_future(stopping.run(peers.query_workflow, ask))
+    other = asyncio.ensure_future(staying.run(peers.query_workflow, ask))
+    await _until(lambda: len(wf.started) == 1)
+    stopping.worker_shutdown()
+    async with asyncio.timeout(10):  # only turns a hang into a failure: the attempt ends without the query answering
+        with pytest.raises(ApplicationError) as err:
+            await attempt
+    assert err.value.type == WORKER_SHUTDOWN_ERROR and not err.value.non_retryable  # the next attempt asks again
+    assert wf.started == ["old"] and not other.done()  # the shared query goes on for the asker still running
+    wf.release.put_nowait(None)
+    assert (await other).answer == "old"
     assert not peers._flying and not peers._next
