@@ -18,8 +18,9 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from common.failures import WORKER_SHUTTING_DOWN
+
 QUERY_RPC_TIMEOUT = timedelta(seconds=30)  # under the activity's start-to-close (options.CONFIRM); a busy server is slow, not gone
-WORKER_SHUTDOWN_ERROR = "WorkerShuttingDown"  # a query given up because its worker is stopping: retried by the next attempt
 
 
 class PeerQuery(BaseModel):
@@ -65,7 +66,7 @@ async def _unless_worker_stops(shared: asyncio.Future[PeerAnswer], q: PeerQuery)
     if not activity.is_worker_shutdown():
         raise asyncio.CancelledError()  # the shared query itself was cancelled
     raise ApplicationError(f"this worker is shutting down: the {q.query} query of {q.workflow_id} may have no worker "
-                           "left to answer it; the next attempt asks again", type=WORKER_SHUTDOWN_ERROR)
+                           "left to answer it; the next attempt asks again", type=WORKER_SHUTTING_DOWN)
 
 
 class CancelRequestQuery(BaseModel):

@@ -42,12 +42,14 @@ INVALID_PAYLOAD = "InvalidPayload"  # a payload (workflow input, update argument
 INVALID_REQUEST = "InvalidRequest"  # a request that cannot be planned (or a traffic change that cannot be done as asked)
 EVACUATION_FAILED = "EvacuationFailed"  # an evacuation or restore that stopped part-way (its state says where)
 TRAFFIC_CONFLICT = "TrafficConflict"  # someone else moved the weights: stop, do not fight
+WORKER_SHUTTING_DOWN = "WorkerShuttingDown"  # a peer query given up as its worker stops: the next attempt asks again
 
 FAILURE_TYPES: dict[str, FailureType] = {
     # the adapters' errors: the message is the adapter's one line; whether to retry is each error's own call
     **{kind: FailureType(own_line=True, adapter=True) for kind in get_args(AdapterErrorKind)},
     INVALID_REQUEST: FailureType(own_line=True, never_retry=True, ends_workflow=True),
     TRAFFIC_CONFLICT: FailureType(never_retry=True),
+    WORKER_SHUTTING_DOWN: FailureType(),  # retried by the activity: no flag applies
     **{outcome: FailureType(ends_workflow=True) for outcome in OUTCOME_FAILURE_TYPES.values()},
     REFUSED: FailureType(ends_workflow=True),
     INVALID_PAYLOAD: FailureType(ends_workflow=True),

@@ -10,7 +10,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
-from activities.peers import WORKER_SHUTDOWN_ERROR, PeerActivities, PeerQuery
+from activities.peers import PeerActivities, PeerQuery
+from common.failures import WORKER_SHUTTING_DOWN
 
 
 class _Workflow:
@@ -98,7 +99,7 @@ async def test_a_query_in_flight_when_its_worker_stops_fails_that_attempt_at_onc
     async with asyncio.timeout(10):  # only turns a hang into a failure: the attempt ends without the query answering
         with pytest.raises(ApplicationError) as err:
             await attempt
-    assert err.value.type == WORKER_SHUTDOWN_ERROR and not err.value.non_retryable  # the next attempt asks again
+    assert err.value.type == WORKER_SHUTTING_DOWN and not err.value.non_retryable  # the next attempt asks again
     assert wf.started == ["old"] and not other.done()  # the shared query goes on for the asker still running
     wf.release.put_nowait(None)
     assert (await other).answer == "old"
