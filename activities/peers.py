@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowQueryFailedError
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
 from common.failures import WORKER_SHUTTING_DOWN
@@ -66,7 +66,8 @@ async def _unless_worker_stops(shared: asyncio.Future[PeerAnswer], q: PeerQuery)
     if not activity.is_worker_shutdown():
         raise asyncio.CancelledError()  # the shared query itself was cancelled
     raise ApplicationError(f"this worker is shutting down: the {q.query} query of {q.workflow_id} may have no worker "
-                           "left to answer it; the next attempt asks again", type=WORKER_SHUTTING_DOWN)
+                           "left to answer it; the next attempt asks again", type=WORKER_SHUTTING_DOWN,
+                           category=ApplicationErrorCategory.BENIGN)  # expected at every stop: a DEBUG line, no traceback
 
 
 class CancelRequestQuery(BaseModel):
