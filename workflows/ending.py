@@ -6,11 +6,14 @@ update or a supersession is not, so the workflow asks for its own cancellation t
 refuses a workflow's command to cancel itself) and waits for the request to arrive. A Canceled run carries no
 result and no failure details, so the final state is written to the run's memo (OUTCOME_MEMO) first; readers take
 it only from this upsert in the run's history, never from a memo given at start (common/own_memo.py).
+
+A run stopped by a cancellation request names who sent it (`name_canceller`), the same way in every workflow.
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -18,7 +21,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
-    from activities.peers import CancelRun, PeerActivities
+    from activities.peers import CancelRequest, CancelRequestQuery, CancelRun, PeerActivities
     from common.failures import OUTCOME_MEMO
     from workflows import options
 
@@ -26,6 +29,10 @@ with workflow.unsafe.imports_passed_through():
 ABORTED_CANCELED_PATCH = "aborted-ends-canceled"
 # An aborted revert (abort, Request Cancellation, superseded by a rollout) ends Canceled the same way.
 ABORTED_REVERT_CANCELED_PATCH = "aborted-revert-ends-canceled"
+CANCEL_REASON = "workflow cancellation requested"  # a run's stop reason until `name_canceller` names who sent it
+# A revert or an evacuation stopped by a cancellation request names who sent it, as a rollout does (its patch is
+# `cancel-names-requester`, in workflows/rollout.py).
+CANCEL_NAMES_REQUESTER_PATCH = "cancel-names-requester-everywhere"
 SELF_CANCEL_REASON = "Bifrost: aborted; the run ends Canceled (its final state is the bifrost_outcome memo)"
 
 
@@ -49,3 +56,31 @@ async def end_canceled(state: BaseModel, noun: str) -> None:
                 workflow.logger.warning("could not end the aborted %s Canceled: %s", noun, error_text(err))
                 return
     raise asyncio.CancelledError(f"the {noun} was aborted")
+
+
+@dataclass(frozen=True)
+class Canceller:
+    """Who sent the cancellation request that stopped this run: `who` for the audit trail ("" when the request
+    carried no identity), `reason` to end with, `detail` what they gave as their reason."""
+
+    who: str
+    reason: str
+    detail: str
+
+
+async def name_canceller() -> Canceller:
+    """Read who requested this run's cancellation from its history, through an activity: workflow code sees only
+    the request's reason. The identity is what the client sent (self-reported): it attributes, it decides nothing."""
+    info = workflow.info()
+    try:
+        req = await workflow.execute_activity_method(
+            PeerActivities.cancel_request, CancelRequestQuery(workflow_id=info.workflow_id, run_id=info.run_id),
+            summary="who requested the cancellation", **options.CONFIRM)
+    except ActivityError as err:
+        req = CancelRequest(found=False, reason=f"could not read who asked: {error_text(err)}")
+    who = req.identity or (f"workflow {req.by_workflow}" if req.by_workflow else "")
+    named = (f"cancellation requested by {who}" if who else "cancellation requested by someone unnamed (the request "
+             "carried no identity: the Web UI sends one only when it signs its users in)")
+    if req.reason:
+        named += f": {req.reason}"
+    return Canceller(who=who, reason=named, detail=req.reason or "Request Cancellation (Web UI) or workflow cancel")

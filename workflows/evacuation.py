@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
     from workflows.controls import Ack, Controls, Stopped, pause_updates, refused, stop_update
-    from workflows.ending import ABORTED_CANCELED_PATCH, end_canceled
+    from workflows.ending import ABORTED_CANCELED_PATCH, CANCEL_NAMES_REQUESTER_PATCH, end_canceled, name_canceller
     from workflows.report import start_report
     from workflows.traffic_details import evacuation_details
     from workflows.traffic_models import (
@@ -173,7 +173,7 @@ class EvacuationWorkflow:
             why = _text(err) if refused else f"could not plan (nothing was changed): {_text(err)}"
             return await self._end(status, why)
         except asyncio.CancelledError:
-            return await self._end("aborted", "cancelled before anything changed")
+            return await self._cancelled("cancelled before anything changed")
         plan = self.plan
         self.state.take_plan(plan)
         self._hpa = bool(self.state.autoscalers) and workflow.patched(HPA_FLOOR_PATCH)
@@ -192,7 +192,7 @@ class EvacuationWorkflow:
         except Stopped:
             return await self._aborted()
         except asyncio.CancelledError:
-            return await self._end("aborted", f"cancelled at step {self.state.step}: traffic left where it is (no revert)")
+            return await self._cancelled(f"cancelled at step {self.state.step}: traffic left where it is (no revert)")
         except (ActivityError, ApplicationError) as err:
             return await self._failed(f"{_text(err)}; stopped at step {self.state.step}")
         done: EvacuationPhase = "evacuated" if inp.direction == "evacuate" else "restored"
@@ -428,6 +428,14 @@ class EvacuationWorkflow:
             return await self._end("failed", f"{what}, no traffic moved; putting the HPA floors back failed: {_text(err)}; "
                                    "set their minReplicas by hand")
         return await self._end("failed", f"{what}, no traffic moved; the HPA floors are back as they were")
+
+    async def _cancelled(self, reason: str) -> EvacuationState:
+        """End aborted by a cancellation request, naming who sent it (in the reason and the audit trail)."""
+        if workflow.patched(CANCEL_NAMES_REQUESTER_PATCH):
+            named = await name_canceller()
+            self._audit(named.who or "unknown", "cancel", named.detail)
+            reason = f"{reason}; {named.reason}"
+        return await self._end("aborted", reason)
 
     async def _end(self, status: EvacuationPhase, reason: str) -> EvacuationState:
         """Read back the weights and replicas, set the final status, and return (or fail, for refused/failed)."""

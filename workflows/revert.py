@@ -45,7 +45,13 @@ with workflow.unsafe.imports_passed_through():
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
     from workflows.controls import Controls, Stopped, pause_updates, stop_update
-    from workflows.ending import ABORTED_REVERT_CANCELED_PATCH, end_canceled
+    from workflows.ending import (
+        ABORTED_REVERT_CANCELED_PATCH,
+        CANCEL_NAMES_REQUESTER_PATCH,
+        CANCEL_REASON,
+        end_canceled,
+        name_canceller,
+    )
     from workflows.evacuation import run_traffic_change
     from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.models import RolloutState
@@ -94,7 +100,7 @@ class RevertWorkflow:
         self._watchers: list[asyncio.Future[Any]] = []  # notices that wait for a hold to last (queued)
 
     def _cancel_requested(self) -> None:
-        self.controls.halt(RevertStop("aborted", "workflow cancellation requested"))
+        self.controls.halt(RevertStop("aborted", CANCEL_REASON))
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -110,7 +116,7 @@ class RevertWorkflow:
         except _Invalid as bad:
             self.controls.halt(RevertStop("invalid", f"refused, nothing was deployed: {bad}"))
         except asyncio.CancelledError:
-            self.controls.halt(RevertStop("aborted", "workflow cancellation requested"))
+            self.controls.halt(RevertStop("aborted", CANCEL_REASON))
         except workflow.NondeterminismError:
             raise  # a worker with the right code can still resume this run
         except Exception as err:  # a bug must not wedge the revert or hold the service's lock
@@ -340,6 +346,10 @@ class RevertWorkflow:
     # -- the end -----------------------------------------------------------------------------------
     async def _end(self) -> RevertState:
         stop = self.controls.stop
+        if stop is not None and stop.reason == CANCEL_REASON and workflow.patched(CANCEL_NAMES_REQUESTER_PATCH):
+            named = await name_canceller()  # who sent the request, in the reason and the audit trail
+            stop = self.controls.stop = RevertStop("aborted", named.reason)
+            self.controls.audit(named.who or "unknown", "cancel", None, named.detail)
         status, reason = (stop.status, stop.reason) if stop is not None else (
             "reverted", f"{self.inp.service} is back on {self.inp.to_version} in every stage of {self.state.release}")
         self.state.reason, self.state.ended_at, self.state.current = reason, workflow.now(), []

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
-    from activities.peers import CancelRequest, CancelRequestQuery, PeerActivities, PeerQuery
+    from activities.peers import PeerActivities, PeerQuery
     from canary.config import StagePlace
     from common import metrics, notices
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
@@ -50,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
         rollout_summary,
         waiting_window,
     )
-    from workflows.ending import ABORTED_CANCELED_PATCH, end_canceled
+    from workflows.ending import ABORTED_CANCELED_PATCH, CANCEL_REASON, end_canceled, name_canceller
     from workflows.lock import (
         GRANTED_SIGNAL,
         LOCK_SIGNALS_PATCH,
@@ -115,7 +115,6 @@ DONE_WAVES_PATCH = "gates-skip-waves-already-done"
 # A cancellation request (the Web UI's Request Cancellation, `temporal workflow cancel`) is attributed in the
 # reason and the audit to the identity the request carried, read from the run's history by an activity.
 CANCEL_IDENTITY_PATCH = "cancel-names-requester"
-CANCEL_REASON = "workflow cancellation requested"
 PREVIOUS_STAGE_TRIES = 60
 
 
@@ -786,26 +785,13 @@ class RolloutWorkflow:
         self._enter(status, reason=reason)
 
     async def _name_canceller(self) -> None:
-        """If a cancellation request stops the rollout, name who sent it: in the reason and the audit trail.
-
-        Workflow code sees only the request's reason, so an activity reads the identity from the run's history. The
-        identity is what the client sent (self-reported): it attributes, it decides nothing."""
+        """If a cancellation request stops the rollout, name who sent it: in the reason and the audit trail."""
         stop = self.stop
         if stop is None or stop.reason != CANCEL_REASON or not workflow.patched(CANCEL_IDENTITY_PATCH):
             return
-        info = workflow.info()
-        try:
-            req = await workflow.execute_activity_method(
-                PeerActivities.cancel_request, CancelRequestQuery(workflow_id=info.workflow_id, run_id=info.run_id),
-                summary="who requested the cancellation", **options.CONFIRM)
-        except ActivityError as err:
-            req = CancelRequest(found=False, reason=f"could not read who asked: {error_text(err)}")
-        who = req.identity or (f"workflow {req.by_workflow}" if req.by_workflow else "")
-        named = f"cancellation requested by {who}" if who else "cancellation requested by someone unnamed (the request carried no identity: the Web UI sends one only when it signs its users in)"
-        if req.reason:
-            named += f": {req.reason}"
-        self.controls.stop = Stop("aborted", named)
-        self._audit(who or "unknown", "cancel", None, req.reason or "Request Cancellation (Web UI) or workflow cancel")
+        named = await name_canceller()
+        self.controls.stop = Stop("aborted", named.reason)
+        self._audit(named.who or "unknown", "cancel", None, named.detail)
         self._publish()
 
     async def _keep(self, keys: list[str], reason: str) -> None:

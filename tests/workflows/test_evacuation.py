@@ -25,6 +25,7 @@ from tests.workflows.evacuation_helpers import (
     start,
     wait_for,
 )
+from tests.workflows.record_console_histories import cancel_as_release_manager
 from workflows.evacuation import EvacuationWorkflow
 from workflows.traffic_details import evacuation_details
 from workflows.traffic_models import AbortShift, ApproveShift, EvacuationState
@@ -186,6 +187,24 @@ async def test_abort_can_leave_traffic_where_it_is(env, task_queue, tmp_path):
         await h.execute_update(EvacuationWorkflow.abort, AbortShift(by="dave", reason="hold here", revert=False))
         result, _ = await aborted(h)
     assert result.status == "aborted" and result.weights_after == STEP_1 and result.replicas_after["us-east-1"] == 8
+
+
+async def test_request_cancellation_names_who_asked_and_leaves_traffic_where_it_is(env, task_queue, tmp_path):
+    """The Web UI's Request Cancellation mid-way: aborted where it stands, and the reason and the audit name the
+    identity the request carried, as a rollout's do (patch cancel-names-requester-everywhere)."""
+    registry, _ = simulated_registry(ttl=2)
+    svc = service()
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        h = await start(env.client, evacuation(svc), task_queue)
+        await wait_for(h, lambda s: s.step == 1)
+        await cancel_as_release_manager(env.client, h.id)
+        result, message = await aborted(h)
+        now = await weights_of(registry, svc)
+    assert result.status == "aborted" and result.step >= 1
+    assert result.reason.startswith(f"cancelled at step {result.step}: traffic left where it is (no revert); "
+                                    "cancellation requested by rm@example.com"), result.reason
+    assert ("rm@example.com", "cancel") in [(a.who, a.action) for a in result.audit]
+    assert result.weights_after == now != EVEN and message == f"evacuate of eu-west-1 aborted: {result.reason}"
 
 
 async def test_approval_gate_holds_before_anything_changes(env, task_queue, tmp_path):

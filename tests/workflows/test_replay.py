@@ -52,6 +52,12 @@ def test_histories_are_recorded():
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', aborted)}
     assert any("aborted-revert-ends-canceled" in m for m in marked)
     assert '"cancel_run"' in aborted and '"EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"' in aborted
+    # an evacuation and a revert stopped by Request Cancellation, naming who sent it (record_cancel_named_histories.py)
+    assert {"cancel-named-evacuation", "cancel-named-revert"} <= names
+    named = "".join(p.read_text() for p in HISTORIES if p.name.startswith("cancel-named-"))
+    marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', named)}
+    assert any("cancel-names-requester-everywhere" in m for m in marked)
+    assert named.count('"cancel_request"') >= 2 and named.count('"EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"') == 2
     # pre-warm raising HPA floors and putting them back (record_evacuation_histories.py hpa): the patch is in them
     hpa = "".join(p.read_text() for p in HISTORIES if p.name.startswith("evacuation-hpa-"))
     marked = {base64.b64decode(m).decode(errors="replace") for m in re.findall(r'"data": "([A-Za-z0-9+/=]+)"', hpa)}

@@ -253,8 +253,10 @@ async def test_request_cancellation_of_a_queued_revert_ends_it_canceled_without_
         state, failure = await revert_outcome(h)
         desc = await h.describe()
     assert desc.status == WorkflowExecutionStatus.CANCELED
-    assert state.status == "aborted" and state.reason == "workflow cancellation requested", state.reason
-    assert failure == "revert aborted: workflow cancellation requested"
+    # the request names who sent it, as a rollout's does (patch cancel-names-requester-everywhere)
+    assert state.status == "aborted" and state.reason.startswith("cancellation requested by rm@example.com"), state.reason
+    assert failure == f"revert aborted: {state.reason}"
+    assert ("rm@example.com", "cancel") in [(a.who, a.action) for a in state.audit]
     assert [r.status for r in state.regions] == ["pending"] * 6  # queued: nothing was deployed
     assert "cancel_run" not in await scheduled_activities(h)  # the request had arrived: nothing more to ask
 
