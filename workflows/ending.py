@@ -13,7 +13,7 @@ A run stopped by a cancellation request names who sent it (`name_canceller`), th
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.peers import CancelRequest, CancelRequestQuery, CancelRun, PeerActivities
     from common.failures import OUTCOME_MEMO
     from workflows import options
+    from workflows.controls import Controls
 
 # An aborted rollout (or evacuation) ends Canceled, its final state in the memo, instead of Failed `Aborted`.
 ABORTED_CANCELED_PATCH = "aborted-ends-canceled"
@@ -58,19 +59,10 @@ async def end_canceled(state: BaseModel, noun: str) -> None:
     raise asyncio.CancelledError(f"the {noun} was aborted")
 
 
-@dataclass(frozen=True)
-class Canceller:
-    """Who sent the cancellation request that stopped this run: `who` for the audit trail ("" when the request
-    carried no identity), `reason` to end with, `detail` what they gave as their reason."""
-
-    who: str
-    reason: str
-    detail: str
-
-
-async def name_canceller() -> Canceller:
-    """Read who requested this run's cancellation from its history, through an activity: workflow code sees only
-    the request's reason. The identity is what the client sent (self-reported): it attributes, it decides nothing."""
+async def name_canceller(controls: Controls[Any]) -> str:
+    """Read who requested this run's cancellation from its history, through an activity (workflow code sees only the
+    request's reason), write it in the audit trail, and return the reason the run ends with. The identity is what
+    the client sent (self-reported): it attributes, it decides nothing."""
     info = workflow.info()
     try:
         req = await workflow.execute_activity_method(
@@ -79,8 +71,7 @@ async def name_canceller() -> Canceller:
     except ActivityError as err:
         req = CancelRequest(found=False, reason=f"could not read who asked: {error_text(err)}")
     who = req.identity or (f"workflow {req.by_workflow}" if req.by_workflow else "")
+    controls.audit(who or "unknown", "cancel", None, req.reason or "Request Cancellation (Web UI) or workflow cancel")
     named = (f"cancellation requested by {who}" if who else "cancellation requested by someone unnamed (the request "
              "carried no identity: the Web UI sends one only when it signs its users in)")
-    if req.reason:
-        named += f": {req.reason}"
-    return Canceller(who=who, reason=named, detail=req.reason or "Request Cancellation (Web UI) or workflow cancel")
+    return f"{named}: {req.reason}" if req.reason else named

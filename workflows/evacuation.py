@@ -432,9 +432,7 @@ class EvacuationWorkflow:
     async def _cancelled(self, reason: str) -> EvacuationState:
         """End aborted by a cancellation request, naming who sent it (in the reason and the audit trail)."""
         if workflow.patched(CANCEL_NAMES_REQUESTER_PATCH):
-            named = await name_canceller()
-            self._audit(named.who or "unknown", "cancel", named.detail)
-            reason = f"{reason}; {named.reason}"
+            reason = f"{reason}; {await name_canceller(self.controls)}"
         return await self._end("aborted", reason)
 
     async def _end(self, status: EvacuationPhase, reason: str) -> EvacuationState:

@@ -347,9 +347,8 @@ class RevertWorkflow:
     async def _end(self) -> RevertState:
         stop = self.controls.stop
         if stop is not None and stop.reason == CANCEL_REASON and workflow.patched(CANCEL_NAMES_REQUESTER_PATCH):
-            named = await name_canceller()  # who sent the request, in the reason and the audit trail
-            stop = self.controls.stop = RevertStop("aborted", named.reason)
-            self.controls.audit(named.who or "unknown", "cancel", None, named.detail)
+            # who sent the request, in the reason and the audit trail
+            stop = self.controls.stop = RevertStop("aborted", await name_canceller(self.controls))
         status, reason = (stop.status, stop.reason) if stop is not None else (
             "reverted", f"{self.inp.service} is back on {self.inp.to_version} in every stage of {self.state.release}")
         self.state.reason, self.state.ended_at, self.state.current = reason, workflow.now(), []

@@ -789,9 +789,7 @@ class RolloutWorkflow:
         stop = self.stop
         if stop is None or stop.reason != CANCEL_REASON or not workflow.patched(CANCEL_IDENTITY_PATCH):
             return
-        named = await name_canceller()
-        self.controls.stop = Stop("aborted", named.reason)
-        self._audit(named.who or "unknown", "cancel", None, named.detail)
+        self.controls.stop = Stop("aborted", await name_canceller(self.controls))
         self._publish()
 
     async def _keep(self, keys: list[str], reason: str) -> None:
