@@ -268,6 +268,17 @@ class _Sink:
         return int(out.strip() or 0)
 
 
+def _stat_cpu(path: str) -> tuple[str, float] | None:
+    """The command name and CPU seconds (user + system) in a /proc .../stat file; None if it is gone (or no /proc)."""
+    try:
+        with open(path) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return stat[stat.index("(") + 1:stat.rindex(")")], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _thread_cpu() -> dict[str, float]:
     """CPU seconds (user + system) of this process's threads so far, by kind: the event loop, Core's Rust
     threads, the span exporter, other Python threads (Linux /proc; empty elsewhere)."""
@@ -275,36 +286,23 @@ def _thread_cpu() -> dict[str, float]:
 
     names = {t.native_id: t.name for t in threading.enumerate()}
     main = threading.main_thread().native_id
-    tick = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
     for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []:
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                stat = f.read()
-        except OSError:  # the thread ended meanwhile
+        read = _stat_cpu(f"/proc/self/task/{tid}/stat")
+        if read is None:  # the thread ended meanwhile
             continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
+        comm, seconds = read
         name = names.get(int(tid))
         kind = ("event loop" if int(tid) == main else "span export" if name and "Otel" in name
                 else f"python: {name.split('-')[0]}" if name else f"native: {comm.rstrip('0123456789-')}")
-        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        out[kind] = out.get(kind, 0.0) + seconds
     return out
 
 
 def _render_cpu(pool: Any) -> float:
     """CPU seconds (user + system) the render pool's live processes have used so far (Linux /proc; 0 elsewhere)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for pid in list(getattr(getattr(pool, "_pool", None), "_processes", None) or {}):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:  # ended meanwhile, or no /proc
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    reads = [_stat_cpu(f"/proc/{pid}/stat") for pid in list(getattr(getattr(pool, "_pool", None), "_processes", None) or {})]
+    return sum(read[1] for read in reads if read is not None)  # a process that ended meanwhile is gone
 
 
 class _GcClock:
@@ -388,7 +386,8 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
                                     reports_dir="/tmp/bifrost-bench-reports",
                                     reports=None if pool is not None else NoReports(), render_pool=pool):
                 t0, th0, gc0 = os.times(), _thread_cpu(), gc_clock.snapshot()
-                th0["render process"] = _render_cpu(pool)
+                if pool is not None:
+                    th0["render process"] = _render_cpu(pool)
                 batch_stages = 0
                 for _ in range(args.runs):
                     result = await outcome(await start_rollout(client, request(n), queue))
@@ -396,14 +395,15 @@ async def telemetry_cost(args: argparse.Namespace) -> None:
                     n += 1
                     batch_stages += len(result.stages)
                 t1, th1, gc1 = os.times(), _thread_cpu(), gc_clock.snapshot()
-                th1["render process"] = _render_cpu(pool)
+                if pool is not None:
+                    th1["render process"] = _render_cpu(pool)
             if batch:
                 for kind, seconds in th1.items():
                     threads[setting][kind] = threads[setting].get(kind, 0.0) + seconds - th0.get(kind, 0.0)
                 for g in range(3):
                     gc_seconds[setting][g] += gc1[0][g] - gc0[0][g]
                     gc_count[setting][g] += gc1[1][g] - gc0[1][g]
-                used = (t1.user - t0.user) + (t1.system - t0.system) + th1["render process"] - th0["render process"]
+                used = (t1.user - t0.user) + (t1.system - t0.system) + th1.get("render process", 0.0) - th0.get("render process", 0.0)
                 cpu[setting] += used
                 stages[setting] += batch_stages
                 batches[setting].append(used / batch_stages)
