@@ -39,8 +39,9 @@ with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import TrafficActivities
     from canary.config import JudgeConfig
     from common import notices
-    from common.failures import INVALID_REQUEST, OUTCOME_FAILURE_TYPES
+    from common.failures import INVALID_PAYLOAD, INVALID_REQUEST, OUTCOME_FAILURE_TYPES
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
+    from common.problems import show
     from common.text import markdown as md
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
@@ -105,6 +106,7 @@ class RevertWorkflow:
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: RevertInput) -> RevertState:
+        refuse_foreign_id(inp, workflow.info().workflow_id)
         self.state.started_at = workflow.now()
         self.controls.audit(inp.requested_by, "revert", None, f"{inp.service} to {inp.to_version}: {inp.reason}")
         self.controls.enter("planning", doing="finding the release to undo")
@@ -161,7 +163,8 @@ class RevertWorkflow:
         try:
             found = await workflow.execute_activity_method(
                 ReleaseActivities.find_release,
-                ReleaseQuery(service=self.inp.service, rollout_id=self.inp.release, settled=settled),
+                ReleaseQuery(service=self.inp.service, rollout_id=self.inp.release, settled=settled,
+                             to_version=self.inp.to_version),
                 summary=f"find the release of {self.inp.service} to undo", **options.RELEASE)
         except ActivityError as err:
             self.controls.halt(RevertStop("failed", f"nothing was deployed: could not read the release to undo "
@@ -189,7 +192,7 @@ class RevertWorkflow:
                 state = None
         if state is not None and state.stages:
             stages = [(st.region, st.environment, st.wave, st.version_before) for st in state.stages]
-        else:  # ended without a state (terminated): its plan says which stages it had
+        else:  # a final state without stages (the reader returns no run without a state of its own): its plan says
             try:
                 plan = build_plan(req, now=workflow.now())
             except PlanError as err:
@@ -483,6 +486,17 @@ class RevertWorkflow:
 
     abort = stop_update(Abort, _abort, description='Stop before the next region; regions already reverted stay '
                         'reverted. JSON: {"by": "alice", "reason": "why"}.')
+
+
+def refuse_foreign_id(inp: RevertInput, workflow_id: str) -> None:
+    """Fail the run at once unless it runs under the one id its input gives it (`revert/<service>/<version>`).
+
+    The id is what keeps one revert of a service to a version at a time, and what the CLI, the lock and the notices
+    name: a revert started by hand under another id would be a second one nobody can find by its name."""
+    if workflow_id != inp.workflow_id:
+        raise ApplicationError(f"workflow id: a revert of {inp.service} to {inp.to_version} must run as "
+                               f"{show(inp.workflow_id, 200)}, not {show(workflow_id, 200)}; nothing was done",
+                               type=INVALID_PAYLOAD, non_retryable=True)
 
 
 def revert_details(st: RevertState) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -78,8 +79,10 @@ async def test_an_aborted_rollout_ends_canceled_with_its_final_state_in_the_memo
         memo = await desc.memo_value(OUTCOME_MEMO)
         lock = await lock_of(env.client, req.service)
         # what `bifrost revert` reads of the release (the run's history): the state is the memo the run upserted
-        release = await ActivityEnvironment().run(ReleaseActivities(env.client).find_release,
-                                                  ReleaseQuery(service=req.service, rollout_id=h.id))
+        reader = ActivityEnvironment()
+        reader.info = dataclasses.replace(reader.info, task_queue=task_queue)  # as the revert's worker would run it
+        release = await reader.run(ReleaseActivities(env.client).find_release,
+                                   ReleaseQuery(service=req.service, rollout_id=h.id))
     assert isinstance(raw.value.cause, CancelledError), raw.value.cause  # no Failed `Aborted`
     assert (release.found, release.closed_as) == (True, "canceled"), release
     assert RolloutState.model_validate(release.state) == RolloutState.model_validate(memo)
