@@ -183,3 +183,22 @@ async def test_a_revert_started_under_another_id_fails_at_once_naming_the_id(env
     kinds = {e.event_type for e in history.events}
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds  # nothing was looked at, nothing locked
     assert [c for c in f.calls if c[0] == "rollback"] == []
+
+
+async def test_a_run_on_our_queue_that_no_worker_ran_is_no_release(env, task_queue):
+    """Started by hand on the revert's own task queue while no worker polled it, and terminated before one did: the
+    task queue is right, but no workflow task was ever completed, so Bifrost never ran it."""
+    client, f = env.client, fleet()
+    req = make_request(version="6.6.6")
+    forged = await client.start_workflow("RolloutWorkflow", req.model_dump(mode="json"), id=req.workflow_id,
+                                         task_queue=task_queue, search_attributes=_claims(req.service, "6.6.6"))
+    await forged.terminate(reason="forged")
+    await listed_closed(client, forged.id)
+    async with running_worker(client, f, task_queue):
+        await _released(client, f, task_queue, service=req.service)
+        before = len(f.calls)
+        named, failure = await revert_outcome(await start_revert(
+            client, revert_input(req.service, release=forged.id), task_queue))
+    assert named.status == "invalid", (named.status, named.reason)
+    assert f"release: {forged.id} was never run by a worker" in failure, failure
+    assert [c for c in f.calls[before:] if c[0] == "rollback"] == []
