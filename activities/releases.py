@@ -121,7 +121,7 @@ class _Finder:
         found: ReleaseFound | None = None
         at: datetime | None = None
         if q.rollout_id is not None:
-            runs = [c for c in closed if c.id == q.rollout_id]
+            runs = sorted((c for c in closed if c.id == q.rollout_id), reverse=True)
             if not runs:
                 return await self._by_id(closed, running)
             for c in runs[:MAX_READ]:  # the newest run of that id Bifrost ran (an id may be started again by hand)
