@@ -39,9 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import TrafficActivities
     from canary.config import JudgeConfig
     from common import notices
-    from common.failures import INVALID_PAYLOAD, INVALID_REQUEST, OUTCOME_FAILURE_TYPES
+    from common.failures import INVALID_REQUEST, OUTCOME_FAILURE_TYPES
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
-    from common.problems import show
     from common.text import markdown as md
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
@@ -57,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.models import RolloutState
     from workflows.plan import PlanError, build_plan
+    from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest
     from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertPhase, RevertRegion, RevertState
     from workflows.traffic_models import EvacuationInput, EvacuationState
@@ -106,7 +106,7 @@ class RevertWorkflow:
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: RevertInput) -> RevertState:
-        refuse_foreign_id(inp, workflow.info().workflow_id)
+        require_own_id(workflow.info().workflow_id, inp.workflow_id, what=f"a revert of {inp.service} to {inp.to_version}")
         self.state.started_at = workflow.now()
         self.controls.audit(inp.requested_by, "revert", None, f"{inp.service} to {inp.to_version}: {inp.reason}")
         self.controls.enter("planning", doing="finding the release to undo")
@@ -486,17 +486,6 @@ class RevertWorkflow:
 
     abort = stop_update(Abort, _abort, description='Stop before the next region; regions already reverted stay '
                         'reverted. JSON: {"by": "alice", "reason": "why"}.')
-
-
-def refuse_foreign_id(inp: RevertInput, workflow_id: str) -> None:
-    """Fail the run at once unless it runs under the one id its input gives it (`revert/<service>/<version>`).
-
-    The id is what keeps one revert of a service to a version at a time, and what the CLI, the lock and the notices
-    name: a revert started by hand under another id would be a second one nobody can find by its name."""
-    if workflow_id != inp.workflow_id:
-        raise ApplicationError(f"workflow id: a revert of {inp.service} to {inp.to_version} must run as "
-                               f"{show(inp.workflow_id, 200)}, not {show(workflow_id, 200)}; nothing was done",
-                               type=INVALID_PAYLOAD, non_retryable=True)
 
 
 def revert_details(st: RevertState) -> str:

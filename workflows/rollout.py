@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         StageState,
     )
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
+    from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest
     from workflows.rollback import stages_to_roll_back
     from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, STAGE_SIGNALS_PATCH, StageWorkflow
@@ -158,6 +159,8 @@ class RolloutWorkflow:
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, request: RolloutRequest) -> RolloutState:
+        require_own_id(workflow.info().workflow_id, request.workflow_id, what=f"a rollout of {request.service} {request.version}",
+                       suffixed=True)
         self.state.started_at = workflow.now()
         try:
             self.plan = build_plan(request, now=workflow.now())
