@@ -388,6 +388,23 @@ class TargetsFile(_Model):
     def target(self, key: str) -> Target | None:
         return next((t for t in self.targets if t.key == key), None)
 
+    def urls(self) -> set[str]:
+        """Every URL written in the file (any string with `://`, at any depth), e.g. to remember their userinfo."""
+        found: set[str] = set()
+
+        def walk(node: object) -> None:
+            if isinstance(node, str) and "://" in node:
+                found.add(node)
+            elif isinstance(node, dict):
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(self.model_dump())
+        return found
+
     def secret_env_names(self) -> set[str]:
         """Every environment variable the file names as holding a secret (every `*_env` field, at any depth)."""
         names: set[str] = set()
