@@ -18,7 +18,7 @@ from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK
 from bifrost_cli.listed import REVERT_WORKFLOW
 from bifrost_cli.render import echo
-from common.problems import payload_problems
+from common.problems import listing, payload_problems
 from common.text import markdown as md
 from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertState
 
@@ -43,8 +43,8 @@ def revert_input(data: dict[str, Any]) -> RevertInput:
         lines = []
         for p in payload_problems(err, RevertInput):
             field, sep, rest = p.partition(":")
-            lines.append(f"  - {_OPTION.get(field.split('.')[0], field)}{sep}{rest}")
-        echo("revert refused, nothing was deployed:\n" + "\n".join(lines), err=True)
+            lines.append(f"{_OPTION.get(field.split('.')[0], field)}{sep}{rest}")
+        echo("revert refused, nothing was deployed:\n" + listing(lines), err=True)
         sys.exit(EXIT_INVALID)
 
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from canary.config import MetricSpec
 from common.loading import load_document
-from common.problems import FileProblems, validation_problems
+from common.problems import FileProblems, joined, validation_problems
 from common.text import visible, web_url
 from common.types import EnvKind, stage_key
 
@@ -357,7 +357,7 @@ class TargetsFile(_Model):
             raise ValueError("notifications.webhooks: names must be unique")
         problems = self._traffic_problems()
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError(joined(problems))
         return self
 
     def _traffic_problems(self) -> list[str]:
