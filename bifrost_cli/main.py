@@ -358,9 +358,8 @@ def status(rollout_id: str, as_json: bool) -> None:
     if rollout_id.startswith("revert/") and _text_problem(rollout_id) is None and rollout_id.isprintable():
         from bifrost_cli.revert import show_revert
 
-        _run(show_revert(rollout_id, as_json=as_json))
-        return
-    _run(ops.show_status(_rid(rollout_id), as_json=as_json, console=console))
+        sys.exit(_run(show_revert(rollout_id, as_json=as_json)))
+    sys.exit(_run(ops.show_status(_rid(rollout_id), as_json=as_json, console=console)))
 
 
 @cli.command("report-link")
