@@ -9,6 +9,7 @@ import click
 
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_OK
 from bifrost_cli.render import echo
+from bifrost_cli.run_state import NoState, read_state
 from bifrost_cli.traffic import _csv_ints, _fail, _identity, _run, send, validated
 from common.text import markdown as md
 from workflows.guard_models import GuardInput, GuardState, guard_id
@@ -129,7 +130,11 @@ async def show_guard(service: str, as_json: bool) -> int:
     from workflows.guard import RegionGuardWorkflow
 
     client = await connect()
-    state = await client.get_workflow_handle(guard_id(service)).query(RegionGuardWorkflow.status)
+    handle = client.get_workflow_handle(guard_id(service))
+    state = await read_state(handle, lambda: handle.query(RegionGuardWorkflow.status))
+    if isinstance(state, NoState):  # e.g. the last run failed on invalid input: one line, no traceback
+        click.echo(state.line, err=True)
+        return state.code
     if as_json:
         click.echo(state.model_dump_json(indent=2))
     else:

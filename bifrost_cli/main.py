@@ -358,9 +358,8 @@ def status(rollout_id: str, as_json: bool) -> None:
     if rollout_id.startswith("revert/") and _text_problem(rollout_id) is None and rollout_id.isprintable():
         from bifrost_cli.revert import show_revert
 
-        _run(show_revert(rollout_id, as_json=as_json))
-        return
-    _run(ops.show_status(_rid(rollout_id), as_json=as_json, console=console))
+        sys.exit(_run(show_revert(rollout_id, as_json=as_json)))
+    sys.exit(_run(ops.show_status(_rid(rollout_id), as_json=as_json, console=console)))
 
 
 @cli.command("report-link")
@@ -472,7 +471,7 @@ def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, An
     """Build the update's payload from the options (refusing bad values here, naming the field), then send it
     through the workflow's own update method."""
     from bifrost_cli import ops
-    from common.problems import payload_problems
+    from common.problems import joined, payload_problems
 
     name = getattr(update, "__name__", "update")
     rid = _rid(rollout_id)
@@ -484,7 +483,7 @@ def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, An
         named = {q.split(":")[0] for q in problems}
         problems += [p for p in map(_as_option, payload_problems(err, model)) if p.split(":")[0] not in named]
     if problems or payload is None:
-        _fail(f"{name} not sent: {'; '.join(problems)}",
+        _fail(f"{name} not sent: {joined(problems)}",
               f"Nothing was changed. See `bifrost {command or name.replace('_', '-')} --help`.")
     ok = _run(ops.send_update(rid, update, payload, console=console, err_console=err_console))
     sys.exit(0 if ok else EXIT_ROLLED_BACK)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import click
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.live import Live
@@ -21,9 +22,10 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
 from bifrost_cli.canceled import canceled_outcome
-from bifrost_cli.exits import EXIT_ROLLED_BACK, exit_code_for
+from bifrost_cli.exits import EXIT_OK, EXIT_ROLLED_BACK, exit_code_for
 from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
 from bifrost_cli.render import print_status, shown, state_table
+from bifrost_cli.run_state import NoState, read_state
 from common.problems import shorten
 from common.text import markdown as md
 from worker.connect import connect
@@ -144,14 +146,24 @@ async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: s
     return exit_code_for(result.status)
 
 
-async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> None:
+async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> int:
+    """`bifrost status`: the rollout's state, or one line (and its exit code) when the run has none to show."""
     client = await connect()
     handle = client.get_workflow_handle(rollout_id)
-    state = await canceled_state(handle) or await query_status(handle)  # an aborted rollout's memo needs no worker
+    # an aborted rollout's memo needs no worker
+    state = await read_state(handle, lambda: _state_of(handle))
+    if isinstance(state, NoState):  # e.g. the last run failed on invalid input: one line, no traceback
+        click.echo(state.line, err=True)
+        return state.code
     if as_json:
         console.print_json(state.model_dump_json())
-        return
+        return EXIT_OK
     print_status(state, rollout_id, console)
+    return EXIT_OK
+
+
+async def _state_of(handle: WorkflowHandle[Any, Any]) -> RolloutState:
+    return await canceled_state(handle) or await query_status(handle)
 
 
 async def list_rollouts(*, service: str | None, status: str | None, limit: int, console: Console) -> None:

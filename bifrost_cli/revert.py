@@ -18,7 +18,8 @@ from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK
 from bifrost_cli.listed import REVERT_WORKFLOW
 from bifrost_cli.render import echo
-from common.problems import payload_problems
+from bifrost_cli.run_state import NoState, read_state
+from common.problems import listing, payload_problems
 from common.text import markdown as md
 from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertState
 
@@ -43,8 +44,8 @@ def revert_input(data: dict[str, Any]) -> RevertInput:
         lines = []
         for p in payload_problems(err, RevertInput):
             field, sep, rest = p.partition(":")
-            lines.append(f"  - {_OPTION.get(field.split('.')[0], field)}{sep}{rest}")
-        echo("revert refused, nothing was deployed:\n" + "\n".join(lines), err=True)
+            lines.append(f"{_OPTION.get(field.split('.')[0], field)}{sep}{rest}")
+        echo("revert refused, nothing was deployed:\n" + listing(lines), err=True)
         sys.exit(EXIT_INVALID)
 
 
@@ -159,17 +160,25 @@ async def _state(handle: Any) -> RevertState | None:
         return None
 
 
-async def show_revert(revert_id: str, *, as_json: bool) -> None:
+async def show_revert(revert_id: str, *, as_json: bool) -> int:
     """`bifrost status revert/...`: the revert's regions, versions, health and audit trail."""
     from worker.connect import connect
 
     client = await connect()
     handle = client.get_workflow_handle(revert_id)
-    # an aborted revert ended Canceled: its memo holds its final state, no worker needed
-    state = await canceled_outcome(handle, RevertState) or RevertState.model_validate(await handle.query(STATUS_QUERY))
+
+    async def read() -> RevertState:
+        # an aborted revert ended Canceled: its memo holds its final state, no worker needed
+        return await canceled_outcome(handle, RevertState) or RevertState.model_validate(await handle.query(STATUS_QUERY))
+
+    state = await read_state(handle, read)
+    if isinstance(state, NoState):  # e.g. the last run failed on invalid input: one line, no traceback
+        click.echo(state.line, err=True)
+        return state.code
     if as_json:
         click.echo(state.model_dump_json(indent=2))
-        return
+        return EXIT_OK
     print_state(state)
     echo("audit trail:")
     print_audit(state)
+    return EXIT_OK

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
 from bifrost_cli.render import echo
+from bifrost_cli.run_state import NoState, read_state
 from common.text import markdown as md
 from workflows.traffic_models import EvacuationInput, EvacuationState, aborted_message, evacuation_id
 
@@ -311,10 +312,18 @@ async def show_status(service: str, as_json: bool) -> int:
 
     client = await connect()
     handle = client.get_workflow_handle(evacuation_id(service))
-    # an aborted evacuation started by hand ended Canceled: its memo holds its final state, no worker needed
-    state = await canceled_outcome(handle, EvacuationState)
-    if state is None:
-        state = await handle.query(EvacuationWorkflow.status)
+
+    async def read() -> EvacuationState:
+        # an aborted evacuation started by hand ended Canceled: its memo holds its final state, no worker needed
+        state = await canceled_outcome(handle, EvacuationState)
+        if state is None:
+            state = await handle.query(EvacuationWorkflow.status)
+        return state
+
+    state = await read_state(handle, read)
+    if isinstance(state, NoState):  # e.g. the last run failed on invalid input: one line, no traceback
+        click.echo(state.line, err=True)
+        return state.code
     if as_json:
         click.echo(state.model_dump_json(indent=2))
         return EXIT_OK

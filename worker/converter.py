@@ -29,7 +29,7 @@ from temporalio.converter import (
 from temporalio.exceptions import ApplicationError
 
 from common.failures import FAILURE_TYPES
-from common.problems import payload_problems
+from common.problems import joined, payload_problems
 from common.types import INVALID_PAYLOAD
 
 
@@ -43,7 +43,7 @@ class _ModelJSONConverter(PydanticJSONPlainPayloadConverter):
             model = type_hint if isinstance(type_hint, type) and issubclass(type_hint, BaseModel) else None
             what = model.__name__ if model is not None else "payload"
             problems = payload_problems(err, model)
-            raise ApplicationError(f"invalid {what}: {'; '.join(problems)}", type=INVALID_PAYLOAD,
+            raise ApplicationError(f"invalid {what}: {joined(problems)}", type=INVALID_PAYLOAD,
                                    non_retryable=True) from None
 
 

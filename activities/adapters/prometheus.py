@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from activities.adapters.base import MetricsError, http_status, one_line
-from activities.adapters.secrets import SecretError, resolve_secret
+from activities.adapters.secrets import SecretError, remember_url_credentials, resolve_secret
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
 
@@ -74,6 +74,7 @@ class PrometheusSource:
     def __init__(self, settings: PrometheusSettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.settings = settings
         self._transport = transport
+        remember_url_credentials(settings.url)  # httpx sends its userinfo as basic auth, which a server may echo
 
     def _headers(self) -> dict[str, str]:
         headers = {"Accept": "application/json", **self.settings.headers}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from activities.adapters.base import Deployer, DeployError, MetricsError, MetricSource, TrafficRouter
 from activities.adapters.reports import LocalReportStore, ReportStore, S3ReportStore
-from activities.adapters.secrets import remember_secrets_from_env
+from activities.adapters.secrets import remember_secrets_from_env, remember_url_credentials
 from activities.adapters.simulated import SimulatedFleet
 from activities.adapters.simulated_traffic import ObservedDeployer, ObservedRouter, SimulatedRecordSets
 from activities.adapters.targets import (
@@ -279,9 +279,11 @@ class _TrafficBuilder:
 def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
     """The AdapterRegistry for a targets file: per region/env adapters, defaults for the rest, webhooks.
 
-    The values of the secrets the file names are remembered for redaction from here on (see `secrets.redact`),
+    The values of the secrets the file names, and the userinfo of its URLs, are remembered for redaction from here on (see `secrets.redact`),
     so they are masked in this process's logs even before an activity reads them."""
     remember_secrets_from_env(targets.secret_env_names())
+    for url in targets.urls():
+        remember_url_credentials(url)  # e.g. Prometheus' http://user:password@host: echoed as base64 by a server
     fleet = fleet or SimulatedFleet()
     b = _Builder(targets, fleet)
     unconfigured = Unconfigured()

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from canary.config import MetricSpec
 from common.loading import load_document
-from common.problems import FileProblems, validation_problems
+from common.problems import FileProblems, joined, validation_problems
 from common.text import visible, web_url
 from common.types import EnvKind, stage_key
 
@@ -357,7 +357,7 @@ class TargetsFile(_Model):
             raise ValueError("notifications.webhooks: names must be unique")
         problems = self._traffic_problems()
         if problems:
-            raise ValueError("; ".join(problems))
+            raise ValueError(joined(problems))
         return self
 
     def _traffic_problems(self) -> list[str]:
@@ -387,6 +387,23 @@ class TargetsFile(_Model):
 
     def target(self, key: str) -> Target | None:
         return next((t for t in self.targets if t.key == key), None)
+
+    def urls(self) -> set[str]:
+        """Every URL written in the file (any string with `://`, at any depth), e.g. to remember their userinfo."""
+        found: set[str] = set()
+
+        def walk(node: object) -> None:
+            if isinstance(node, str) and "://" in node:
+                found.add(node)
+            elif isinstance(node, dict):
+                for v in node.values():
+                    walk(v)
+            elif isinstance(node, list):
+                for v in node:
+                    walk(v)
+
+        walk(self.model_dump())
+        return found
 
     def secret_env_names(self) -> set[str]:
         """Every environment variable the file names as holding a secret (every `*_env` field, at any depth)."""

@@ -71,8 +71,10 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
 class Front:
     """A real HTTP front for Prometheus that fails the first `failures` requests and records headers."""
 
-    def __init__(self, target: str, failures: int = 0, status: int = 503, hang: bool = False) -> None:
+    def __init__(self, target: str, failures: int = 0, status: int = 503, hang: bool = False,
+                 echo_credential: bool = False) -> None:
         self.target, self.failures, self.status, self.hang = target, failures, status, hang
+        self.echo_credential = echo_credential  # a failure's body quotes the Authorization value, "Basic " cut off
         self.seen: list[dict[str, str]] = []
         self.release = threading.Event()
         front = self
@@ -90,6 +92,10 @@ class Front:
                 if front.failures > 0:
                     front.failures -= 1
                     code, data = front.status, b'{"status":"error","errorType":"unavailable","error":"overloaded"}'
+                    if front.echo_credential:
+                        sent = (self.headers.get("Authorization") or "").split(" ")[-1]
+                        data = json.dumps({"status": "error", "errorType": "unauthorized",
+                                           "error": f"credential {sent} is not allowed"}).encode()
                 else:
                     resp = httpx.post(front.target + self.path, content=body,
                                       headers={"Content-Type": self.headers["Content-Type"]})

@@ -13,6 +13,7 @@ import base64
 import io
 import json
 import logging
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -203,3 +204,49 @@ def test_the_fake_api_really_echoes_the_token(kube: FakeKubeApi) -> None:
     got = httpx.get(f"{kube.url}/apis/apps/v1/namespaces/x/deployments/y", headers={"Authorization": "Bearer wrong-token"})
     assert got.status_code == 401 and "Bearer wrong-token" in got.text
     assert GOOD != BASELINE
+
+
+async def test_a_basic_credential_echoed_as_bare_base64_reaches_nothing(
+        ts_env, tmp_path: Path, prometheus: PrometheusServer, webhook_receiver: Receiver,
+        monkeypatch: pytest.MonkeyPatch, worker_logging: pytest.LogCaptureFixture):
+    """Issue #29 (a): Prometheus refuses the basic credential from its URL and quotes it back as bare base64 (no
+    "Basic" in front, so no credential shape): the password reached the reason, histories, status, log and chat."""
+    service, password = "ledger", planted("prom-pass-")
+    echo = base64.b64encode(f"promuser:{password}".encode()).decode()
+    monkeypatch.setenv("SEC_KUBE_TOKEN", planted("kube-token-"))
+    monkeypatch.setenv("SEC_WEBHOOK_URL", f"{webhook_receiver.url}/services/T1/{planted('B1')}")
+    front = Front(prometheus.url, failures=10**6, status=401, echo_credential=True)
+    task_queue = f"{TASK_QUEUE}-echo"
+    try:
+        with FakeKubeApi(tick_seconds=0.02, token=os.environ["SEC_KUBE_TOKEN"]) as kube:
+            for ns in NAMESPACES.values():
+                kube.seed_primary(ns, service, IMAGE.format(BASELINE), replicas=2)
+            prom = {"kind": "prometheus", "url": front.url.replace("http://", f"http://promuser:{password}@"),
+                    "queries": QUERIES}
+            doc = {"targets": [{"region": "us-east-1", "environment": env, "metrics": prom,
+                                "deployer": {"kind": "kubernetes", "api_url": kube.url, "token_env": "SEC_KUBE_TOKEN",
+                                             "poll_seconds": 0.05, "progress_deadline_seconds": 20, "namespace": ns}}
+                               for env, ns in NAMESPACES.items()],
+                   "notifications": {"webhooks": [{"name": "releases", "url_env": "SEC_WEBHOOK_URL"}]}}
+            (tmp_path / "targets.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+            registry = registry_from_targets(load_targets(tmp_path / "targets.yaml"))
+            async with build_worker(ts_env.client, registry, task_queue=task_queue):
+                req = request(GOOD).model_copy(update={"service": service})
+                handle = await ts_env.client.start_workflow(
+                    RolloutWorkflow.run, req, id=f"{req.workflow_id}/{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+                result = await ops.outcome(handle)
+                history, _ = await histories_bytes(ts_env.client, handle, task_queue)
+                cli = await cli_status(ts_env.client, handle.id, monkeypatch)
+    finally:
+        front.close()
+
+    posts = json.dumps([body for _, body in webhook_receiver.posts])
+    log_text = rendered_logs(worker_logging)
+    surfaces = {"reason": result.reason or "", "history": history.decode("utf-8", "replace"), "log": log_text,
+                "webhook payload": posts, "CLI output": cli}
+    for name, text in surfaces.items():
+        assert "401 Unauthorized" in text, f"the refusal never reached the {name}"  # so the check below means something
+        for secret in (password, echo, echo.rstrip("=")):
+            assert secret not in text, f"the echoed credential ({secret[:12]}…) reached the {name}"
+    assert front.seen and all(h.get("Authorization") == f"Basic {echo}" for h in front.seen)
+    assert result.status in ("failed", "rolled_back") and "credential *** is not allowed" in (result.reason or "")
