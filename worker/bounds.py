@@ -13,9 +13,12 @@ itself ("not processed by the worker"), writing nothing to history.
   signal over the server's own blob limit is refused by the server when sent).
 - **A start input** over the bound (a UI start, a script) is replaced by a marker the data converter refuses
   (worker/converter.py): the run fails at once with one `InvalidPayload` line naming the size, no stack trace.
+  Not bounded: a child's input and a workflow's own continue-as-new (server-set facts: the run's parent, its
+  continue-as-new initiator), which Bifrost's code built from state it had already checked; a lock or guard that
+  has run for weeks may carry more than the bound into its next run.
 
 Deterministic: the same history gives the same activations, so a replay drops and marks exactly what the first
-run did. Bifrost's own signals, child inputs and continue-as-new inputs are far below the bound (tests measure them).
+run did. Bifrost's own signals and updates are far below the bound (under 1 KB; tests/hostile/test_payload_bounds.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import logging
 from collections.abc import Iterable
 
 from temporalio.api.common.v1 import Payload
-from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.api.enums.v1 import ContinueAsNewInitiator
+from temporalio.bridge.proto.workflow_activation import InitializeWorkflow, WorkflowActivation
 
 from common.types import MAX_SENT_PAYLOAD_BYTES
 
@@ -44,6 +48,14 @@ def too_large_text(size: int) -> str:
     return f"the input is {size:,} bytes, over the {MAX_SENT_PAYLOAD_BYTES:,}-byte bound on anything sent to Bifrost"
 
 
+def sent_from_outside(init: InitializeWorkflow) -> bool:
+    """Whether a start input may come from a person or a script: not a child's, nor the workflow's own continue-as-new
+    (a retry or a cron run repeats an input someone sent, so it counts as sent)."""
+    own_continuation = (init.continued_from_execution_run_id != ""
+                        and init.continued_initiator == ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_WORKFLOW)
+    return not init.HasField("parent_workflow_info") and not own_continuation
+
+
 def bound_activation(act: WorkflowActivation) -> list[str]:
     """Drop updates and signals over the bound from `act` and mark a start input over it; one line per thing done."""
     done: list[str] = []
@@ -56,7 +68,7 @@ def bound_activation(act: WorkflowActivation) -> list[str]:
         if job.HasField("signal_workflow") and (size := payload_bytes(job.signal_workflow.input)) > MAX_SENT_PAYLOAD_BYTES:
             done.append(f"ignored signal {job.signal_workflow.signal_name!r}: {too_large_text(size)}")
             continue
-        if job.HasField("initialize_workflow"):
+        if job.HasField("initialize_workflow") and sent_from_outside(job.initialize_workflow):
             args = job.initialize_workflow.arguments
             if (size := payload_bytes(args)) > MAX_SENT_PAYLOAD_BYTES:
                 marker = Payload(metadata={"encoding": OVERSIZED_ENCODING}, data=str(size).encode())

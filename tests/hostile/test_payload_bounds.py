@@ -13,13 +13,16 @@ import uuid
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import EventType, WorkflowTaskFailedCause
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import ContinueAsNewInitiator, EventType, WorkflowTaskFailedCause
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from common.types import MAX_SENT_PAYLOAD_BYTES
 from tests.workflows.helpers import fleet, make_request, running_worker, start
+from worker import bounds
 from worker.build import WORKFLOWS
 from workflows.models import RolloutState
 from workflows.rollout import RolloutWorkflow
@@ -166,3 +169,64 @@ async def test_an_oversized_signal_is_ignored_with_one_line_and_no_task_failure(
         f"ignored signal {name!r}" for name in ("stage_progress", "lock_granted", "no_such_signal")]
     assert all(SIZE_LINE.fullmatch(line.split(": ", 2)[2]) for line in lines), lines
     assert not [r for r in caplog.records if "Failed deserializing signal" in r.getMessage()]
+
+
+async def test_bifrosts_own_signals_updates_and_starts_are_far_below_the_bound(env, task_queue, tmp_path, monkeypatch):
+    """The margin: every payload a gated rollout, its stages, reports and lock send each other is under an eighth of
+    the bound (measured over the workflow tests: at most 4.1 KB, a guard's continue-as-new; 3.3 KB a report's input)."""
+    seen: dict[str, int] = {}
+    original = bounds.bound_activation
+
+    def measuring(act: Any) -> list[str]:
+        for job in act.jobs:
+            for field, name, payloads in (("do_update", "name", "input"), ("signal_workflow", "signal_name", "input"),
+                                          ("initialize_workflow", "workflow_type", "arguments")):
+                if job.HasField(field):
+                    inner = getattr(job, field)
+                    key = f"{field} {getattr(inner, name)}"
+                    seen[key] = max(seen.get(key, 0), bounds.payload_bytes(getattr(inner, payloads)))
+        return original(act)
+
+    monkeypatch.setattr(bounds, "bound_activation", measuring)
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        h = await start(env.client, make_request(approvals=GATED), task_queue)
+        await wait_for(h, lambda s: s.status == "awaiting_approval")
+        await h.execute_update("approve", {"wave": 4, "approver": "alice", "comment": "ok"})
+        await wait_for(h, lambda s: s.status == "awaiting_approval" and s.awaiting_wave == 6)
+        await h.execute_update("approve", {"wave": 6, "approver": "bob", "comment": "ok"})
+        await wait_for(h, lambda s: s.status == "succeeded", timeout=60)
+    for expected in ("initialize_workflow RolloutWorkflow", "initialize_workflow StageWorkflow",
+                     "initialize_workflow ReportWorkflow", "initialize_workflow ServiceLockWorkflow",
+                     "signal_workflow stage_progress", "signal_workflow acquire", "do_update approve"):
+        assert expected in seen, sorted(seen)
+    assert max(seen.values()) < MAX_SENT_PAYLOAD_BYTES // 8, seen
+
+
+def init_job(size: int, **fields: Any) -> WorkflowActivation:
+    act = WorkflowActivation()
+    job = act.jobs.add().initialize_workflow
+    job.workflow_type = "LockWorkflow"
+    job.arguments.append(Payload(metadata={"encoding": b"json/plain"}, data=b"x" * size))
+    for k, v in fields.items():
+        if k == "parent":
+            job.parent_workflow_info.workflow_id = v
+        else:
+            setattr(job, k, v)
+    return act
+
+
+@pytest.mark.parametrize(("fields", "refused"), [
+    ({}, True),  # a start by hand
+    ({"continued_from_execution_run_id": "r1", "continued_initiator": 2}, True),  # a retry repeats a sent input
+    ({"continued_from_execution_run_id": "r1", "continued_initiator": 3}, True),  # so does a cron run
+    ({"continued_from_execution_run_id": "r1", "continued_initiator": 1}, False),  # the workflow's own continue-as-new
+    ({"parent": "rollout/x"}, False),  # a child's input, built by its parent
+])
+def test_only_a_start_input_someone_could_have_sent_is_bounded(fields: dict[str, Any], refused: bool):
+    assert ContinueAsNewInitiator.CONTINUE_AS_NEW_INITIATOR_WORKFLOW == 1
+    act = init_job(MEDIUM, **fields)
+    lines = bounds.bound_activation(act)
+    encoding = act.jobs[0].initialize_workflow.arguments[0].metadata["encoding"]
+    assert (encoding == bounds.OVERSIZED_ENCODING) is refused and bool(lines) is refused
+    small = init_job(MAX_SENT_PAYLOAD_BYTES - 100)
+    assert bounds.bound_activation(small) == [] and len(small.jobs[0].initialize_workflow.arguments[0].data) > 60_000
