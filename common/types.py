@@ -19,6 +19,12 @@ from common.failures import OUTCOME_FAILURE_TYPES as OUTCOME_FAILURE_TYPES
 from common.failures import REFUSED as REFUSED
 from common.failures import USER_FACING_FAILURE_TYPES as USER_FACING_FAILURE_TYPES
 
+# The most a person or a hand-sent call may put in one update's arguments, one signal's arguments or one workflow's
+# start input (bytes of payload): Bifrost's own are at most a few KB (docs/security.md, "Bounded payloads"). The
+# worker drops an update or signal over it before the workflow sees it and fails a start over it at once
+# (worker/bounds.py); it does not bound activity results, query answers or reports, which may be larger.
+MAX_SENT_PAYLOAD_BYTES = 64 * 1024
+
 EnvKind = Literal["test", "prod"]
 ENV_KINDS: tuple[EnvKind, ...] = ("test", "prod")
 Role = Literal["primary", "canary", "baseline"]

@@ -4,6 +4,8 @@
   input the request model would refuse) becomes an `InvalidPayload` failure naming the field, instead of
   "Failed decoding arguments" and an SDK stack. For a workflow input that fails the run at once (it cannot
   wedge retrying its first task); for an update it rejects the update before any history is written.
+- A start input over the bound on sent payloads reaches the converter as a marker (worker/bounds.py), which it
+  refuses as an `InvalidPayload` naming the size: the run fails at once, as for any other bad input.
 - Failures Bifrost raises on purpose (refusals, outcomes such as RolledBack, adapter errors such as
   DeployError) carry no stack trace, and neither does anything chained to them (the stage's internal reason,
   an activity's failure it wraps): the UI shows the message a release manager needs, not Python frames or
@@ -23,6 +25,7 @@ from temporalio.converter import (
     CompositePayloadConverter,
     DefaultFailureConverter,
     DefaultPayloadConverter,
+    EncodingPayloadConverter,
     JSONPlainPayloadConverter,
     PayloadConverter,
 )
@@ -31,6 +34,7 @@ from temporalio.exceptions import ApplicationError
 from common.failures import FAILURE_TYPES
 from common.problems import joined, payload_problems
 from common.types import INVALID_PAYLOAD
+from worker.bounds import OVERSIZED_ENCODING, too_large_text
 
 
 class _ModelJSONConverter(PydanticJSONPlainPayloadConverter):
@@ -47,12 +51,27 @@ class _ModelJSONConverter(PydanticJSONPlainPayloadConverter):
                                    non_retryable=True) from None
 
 
+class _OversizedMarker(EncodingPayloadConverter):
+    """Decodes the marker worker/bounds.py puts in place of a start input over the bound: an InvalidPayload naming
+    its size. Encodes nothing."""
+
+    @property
+    def encoding(self) -> str:
+        return OVERSIZED_ENCODING.decode()
+
+    def to_payload(self, value: Any) -> temporalio.api.common.v1.Payload | None:
+        return None
+
+    def from_payload(self, payload: temporalio.api.common.v1.Payload, type_hint: type | None = None) -> Any:
+        raise ApplicationError(too_large_text(int(payload.data)), type=INVALID_PAYLOAD, non_retryable=True)
+
+
 # One JSON converter per process, so its cache of pydantic TypeAdapters lives as long as the worker: the SDK builds a
 # new DataConverter (and so a new payload converter) for every workflow activation, twice, and a fresh converter
 # per construction cost a SchemaSerializer and an empty cache each time (9 % of the event loop's activation work).
 _JSON = _ModelJSONConverter()
-_ENCODINGS = tuple(_JSON if isinstance(c, JSONPlainPayloadConverter) else c
-                   for c in DefaultPayloadConverter.default_encoding_payload_converters)
+_ENCODINGS = (*(_JSON if isinstance(c, JSONPlainPayloadConverter) else c
+                 for c in DefaultPayloadConverter.default_encoding_payload_converters), _OversizedMarker())
 
 
 class BifrostPayloadConverter(CompositePayloadConverter):

@@ -26,16 +26,25 @@ from collections.abc import Sequence
 from types import CodeType, ModuleType
 from typing import Any
 
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.worker import WorkflowRunner
 from temporalio.worker._workflow_instance import WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.worker.workflow_sandbox._runner import _Instance as _SdkInstance
 
+from worker.bounds import bound_and_log
+
 WORKFLOW_PACKAGES = ("workflows",)  # the packages whose modules each workflow run re-imports in its sandbox
 
 
 class _Instance(_SdkInstance):
-    """The SDK's sandboxed instance; payload contexts are read from the instance without re-entering the sandbox."""
+    """The SDK's sandboxed instance; payload contexts are read from the instance without re-entering the sandbox,
+    and updates, signals and start inputs over the bound on sent payloads never reach the workflow (worker/bounds.py)."""
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        bound_and_log(act, self.instance_details.info.workflow_id)
+        return super().activate(act)
 
     def _inner(self) -> Any:
         return self.globals_and_locals.get("__temporal_in_sandbox")
