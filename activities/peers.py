@@ -154,9 +154,9 @@ class PeerActivities:
                 del self._flying[key]
 
     async def _ask(self, q: PeerQuery) -> PeerAnswer:
-        handle = self.client.get_workflow_handle(q.workflow_id)
         running: bool | None = None
         try:
+            handle = self.client.get_workflow_handle(q.workflow_id)
             if q.task_queue is not None or q.workflow_type is not None:
                 described = await handle.describe(rpc_timeout=QUERY_RPC_TIMEOUT)
                 foreign = _foreign(q, described.task_queue, described.workflow_type)
