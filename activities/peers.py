@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -24,10 +24,16 @@ QUERY_RPC_TIMEOUT = timedelta(seconds=30)  # under the activity's start-to-close
 
 
 class PeerQuery(BaseModel):
-    """Ask workflow `workflow_id` its query `query` (no argument)."""
+    """Ask workflow `workflow_id` its query `query` (no argument).
+
+    With `task_queue` (and `workflow_type`), only a run on that task queue (of that type) is asked: a run started by
+    hand on a task queue no Bifrost worker polls would otherwise hold the query until its timeout, and one of another
+    type could answer anything. Such a run is answered as an `error`, never as its answer."""
 
     workflow_id: str
     query: str
+    task_queue: str | None = None
+    workflow_type: str | None = None
 
 
 class PeerAnswer(BaseModel):
@@ -36,6 +42,17 @@ class PeerAnswer(BaseModel):
     found: bool
     answer: Any = None
     error: str | None = None  # the query failed (a workflow of another type, or a bug in its handler)
+    running: bool | None = None  # whether the run asked is running (known when the query named a task queue)
+
+
+def _foreign(q: PeerQuery, task_queue: str, workflow_type: str) -> str:
+    """Why the run found is not the one asked for ('' when it is): another task queue or another workflow type."""
+    if q.task_queue is not None and task_queue != q.task_queue:
+        return (f"{q.workflow_id} runs on task queue {task_queue!r}, not Bifrost's {q.task_queue!r}: not asked, "
+                "its answer would not come from Bifrost's code")
+    if q.workflow_type is not None and workflow_type != q.workflow_type:
+        return f"{q.workflow_id} is a {workflow_type}, not a {q.workflow_type}: not asked"
+    return ""
 
 
 def _retrieved(task: asyncio.Task[PeerAnswer]) -> None:
@@ -112,20 +129,20 @@ class PeerActivities:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self._flying: dict[tuple[str, str], asyncio.Task[PeerAnswer]] = {}  # the query being asked now
-        self._next: dict[tuple[str, str], asyncio.Task[PeerAnswer]] = {}  # asked when that one ends; askers join it
+        self._flying: dict[tuple[str, ...], asyncio.Task[PeerAnswer]] = {}  # the query being asked now
+        self._next: dict[tuple[str, ...], asyncio.Task[PeerAnswer]] = {}  # asked when that one ends; askers join it
 
     @activity.defn
     async def query_workflow(self, q: PeerQuery) -> PeerAnswer:
         """Run a query on the latest run of `workflow_id` (a closed one answers from its final state)."""
-        key = (q.workflow_id, q.query)
+        key = (q.workflow_id, q.query, q.task_queue or "", q.workflow_type or "")
         task = self._next.get(key)
         if task is None:
             task = self._next[key] = asyncio.get_running_loop().create_task(self._after(key, q, self._flying.get(key)))
             task.add_done_callback(_retrieved)  # every asker may have been cancelled: its error is theirs, not a log line
         return await _unless_worker_stops(asyncio.shield(task), q)  # an asker cancelled leaves the query to the others
 
-    async def _after(self, key: tuple[str, str], q: PeerQuery, before: asyncio.Task[PeerAnswer] | None) -> PeerAnswer:
+    async def _after(self, key: tuple[str, ...], q: PeerQuery, before: asyncio.Task[PeerAnswer] | None) -> PeerAnswer:
         if before is not None:
             await asyncio.wait([before])  # whatever its outcome: it started before some of our askers asked
         me = self._next.pop(key)
@@ -137,16 +154,24 @@ class PeerActivities:
                 del self._flying[key]
 
     async def _ask(self, q: PeerQuery) -> PeerAnswer:
+        running: bool | None = None
         try:
-            answer = await self.client.get_workflow_handle(q.workflow_id).query(
-                q.query, rpc_timeout=QUERY_RPC_TIMEOUT)
+            handle = self.client.get_workflow_handle(q.workflow_id)
+            if q.task_queue is not None or q.workflow_type is not None:
+                described = await handle.describe(rpc_timeout=QUERY_RPC_TIMEOUT)
+                foreign = _foreign(q, described.task_queue, described.workflow_type)
+                if foreign:
+                    return PeerAnswer(found=True, error=foreign)
+                running = described.status == WorkflowExecutionStatus.RUNNING
+                handle = self.client.get_workflow_handle(q.workflow_id, run_id=described.run_id)  # the run described
+            answer = await handle.query(q.query, rpc_timeout=QUERY_RPC_TIMEOUT)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return PeerAnswer(found=False)
             raise
         except WorkflowQueryFailedError as err:
-            return PeerAnswer(found=True, error=str(err))
-        return PeerAnswer(found=True, answer=answer)
+            return PeerAnswer(found=True, error=str(err), running=running)
+        return PeerAnswer(found=True, answer=answer, running=running)
 
     @activity.defn
     async def cancel_request(self, q: CancelRequestQuery) -> CancelRequest:

@@ -21,6 +21,7 @@ from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_B
 from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.text import markdown as md
+from common.text import terminal
 from workflows.traffic_models import EvacuationInput, EvacuationState, aborted_message, evacuation_id
 
 TRAFFIC_EXIT_CODES = """\b
@@ -189,11 +190,45 @@ async def traffic_outcome(handle: Any) -> tuple[EvacuationState | None, str]:
 
 
 async def traffic_moves(client: Any, service: str) -> list[EvacuationState | None]:
-    """Every evacuation and restore of `service` (standalone or started by a rollout), oldest first; None for
-    a run that ended without a state to show (e.g. terminated)."""
-    runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'")]
+    """Every finished evacuation and restore of `service` (standalone or started by a rollout), oldest first; None
+    for a run that ended without a state to show (e.g. terminated). A running one is left out: reading its outcome
+    would wait for its end."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'")
+            if wf.status != WorkflowExecutionStatus.RUNNING]  # its outcome would wait for its end
     return [(await traffic_outcome(client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)))[0]
             for wf in sorted(runs, key=lambda wf: wf.start_time)]
+
+
+async def running_change(client: Any, service: str) -> bool:
+    """Whether a run holds the service's traffic claim (`traffic/<service>`) now."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        described = await client.get_workflow_handle(evacuation_id(service)).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return bool(described.status == WorkflowExecutionStatus.RUNNING)
+
+
+async def refuse_busy(client: Any, service: str) -> None:
+    """Exit 3 at once: another traffic change of the service runs; name it, and how to watch or stop it."""
+    from workflows.evacuation import EvacuationWorkflow
+
+    what = evacuation_id(service)
+    try:
+        running = await asyncio.wait_for(client.get_workflow_handle(what).query(EvacuationWorkflow.status), 10)
+        what = (f"{running.direction} {running.region} by {running.requested_by} ({running.status}, "
+                f"{evacuation_id(service)})")
+    except Exception:  # noqa: BLE001 - a run no worker answers for: its id is all there is to name
+        what += " (it does not answer its status query)"
+    _fail(f"refused, nothing was changed: another traffic change of {service} is running: {terminal(what)}.\nWait "
+          f"for it (`bifrost traffic status {service}`) or stop it (`bifrost traffic abort {service} --reason ...`).",
+          EXIT_ABORTED)
 
 
 async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> int:
@@ -208,11 +243,7 @@ async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> i
     try:
         handle: WorkflowHandle[Any, Any] = await start_traffic(client, inp, task_queue)
     except WorkflowAlreadyStartedError:
-        running = await client.get_workflow_handle(inp.workflow_id).query(EvacuationWorkflow.status)
-        _fail(f"refused, nothing was changed: another traffic change of {inp.service} is running: {running.direction} "
-              f"{running.region} by {running.requested_by} ({running.status}).\nWait for it "
-              f"(`bifrost traffic status {inp.service}`) or stop it (`bifrost traffic abort {inp.service} --reason ...`).",
-              EXIT_ABORTED)
+        await refuse_busy(client, inp.service)
     click.echo(f"started {handle.id} (run {handle.result_run_id}): {inp.direction} {inp.region} of {inp.service}")
     seen = 0
     result_task = asyncio.ensure_future(traffic_outcome(handle))
@@ -276,6 +307,8 @@ async def run_evacuate(inp: EvacuationInput, *, wait: bool, task_queue: str) -> 
     from worker.connect import connect
 
     client = await connect()
+    if await running_change(client, inp.service):  # refused at once: never wait for it to end and then drain a second region
+        await refuse_busy(client, inp.service)
     home = home_from(await traffic_moves(client, inp.service), inp.environment)
     if home is not None:
         inp = inp.model_copy(update={"home_weights": home})

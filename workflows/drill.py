@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.evacuation import run_traffic_change
     from workflows.guard_models import DEFAULT_GUARD_STEPS
     from workflows.guard_rules import GuardRules
+    from workflows.provenance import require_drill_id
     from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
     from workflows.traffic_models import EvacuationInput, EvacuationState
 
@@ -101,6 +102,7 @@ class DrillWorkflow:
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
+        require_drill_id(f"drill of {inp.service}", drill_id(inp.service))  # one service's drills, under its names
         self.report.started_at = workflow.now()
         problems = inp.problems()
         if problems:

@@ -11,7 +11,11 @@ region guard probing it back) yields samples of two regimes. So:
 
 Every fact here is read from the truth, never taken from a message: the weights from the record set through the
 traffic adapter (`TrafficActivities.region_weights`), the running evacuation and the guard from their own `status`
-queries (`PeerActivities.query_workflow`). No signal can make a region look back, or away.
+queries (`PeerActivities.query_workflow`). No signal can make a region look back, or away. Only a run on this
+workflow's own task queue, of the expected type, is asked, and its answer counts only for this service: a run started
+by hand at `traffic/<service>` or `guard/<service>` on a task queue no Bifrost worker polls (which would hold the
+query until it timed out), or a workflow of another type there, is not taken for the service's traffic change or
+guard. An evacuation that no longer runs (terminated mid-way) is not "moving", whatever its last state said.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.traffic_models import EvacuationState, evacuation_id
 
 GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
+EVACUATION_TYPE, GUARD_TYPE = "EvacuationWorkflow", "RegionGuardWorkflow"  # the only types asked at those ids
 
 TRAFFIC_HOLD_PATCH = "rollout-holds-for-traffic"  # a wave waits until its regions' traffic is back and still
 REJUDGE_PATCH = "stage-rejudges-after-traffic-moves"  # a window that overlapped a traffic change is not judged
@@ -49,6 +54,7 @@ class _GuardView(BaseModel):
     """The part of the region guard's `status` answer read here (without importing the guard and its statistics)."""
 
     model_config = ConfigDict(extra="ignore")
+    service: str = ""
     environment: str = "prod"
     status: str = ""
     regions: dict[str, _GuardRegion] = Field(default_factory=dict)
@@ -95,15 +101,18 @@ class TrafficFacts(BaseModel):
         return ""
 
 
-async def _query(workflow_id: str) -> object | None:
-    """The `status` query's answer of `workflow_id` (its latest run), or None if there is none or it cannot answer."""
+async def _query(workflow_id: str, workflow_type: str) -> tuple[object | None, bool]:
+    """The `status` query's answer of `workflow_id` (its latest run) and whether that run is running; None if there
+    is none, it cannot answer, or it is not a `workflow_type` on this workflow's own task queue (Bifrost's)."""
     try:
         answer = await workflow.execute_activity_method(
-            PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query="status"),
+            PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query="status", workflow_type=workflow_type,
+                                                     task_queue=workflow.info().task_queue),
             summary=f"traffic: ask {workflow_id}", **options.RECHECK)
     except ActivityError:
-        return None
-    return answer.answer if answer.found and answer.error is None else None
+        return None, False
+    ok = answer.found and answer.error is None
+    return (answer.answer if ok else None), answer.running is not False
 
 
 async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) -> TrafficFacts:
@@ -118,22 +127,23 @@ async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) 
         facts.unread = error_text(err)
     if not facts.weights and not facts.unread:
         return facts  # none of these regions has a traffic target: nothing to hold on, nothing more to ask
-    evacuation, guard = await asyncio.gather(_query(evacuation_id(service)), _query(f"{GUARD_PREFIX}{service}"))
+    (evacuation, running), (guard, _) = await asyncio.gather(
+        _query(evacuation_id(service), EVACUATION_TYPE), _query(f"{GUARD_PREFIX}{service}", GUARD_TYPE))
     try:
         move = EvacuationState.model_validate(evacuation) if evacuation is not None else None
     except ValidationError:
         move = None
-    if move is not None and move.environment == environment:
+    if move is not None and move.service == service and move.environment == environment:
         applied = [s.applied_at for s in move.steps if s.applied_at is not None]
         facts.last_change = max(applied) if applied else None
         facts.moved_regions = sorted({move.region, *move.receivers})
-        if not move.finished:
+        if not move.finished and running:
             facts.moving = f"{move.direction} of {move.region} by {move.requested_by}, {move.status}"
     try:
         watch = _GuardView.model_validate(guard) if guard is not None else None
     except ValidationError:
         watch = None
-    if watch is not None and watch.environment == environment and watch.status not in ("stopped", "failed"):
+    if watch is not None and watch.service == service and watch.environment == environment and watch.status not in ("stopped", "failed"):
         for region, w in watch.regions.items():
             if w.evacuated_by_guard:
                 facts.guard_out[region] = ("being restored by the region guard (probe)" if w.probing

@@ -14,7 +14,14 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from canary.config import JudgeConfig, MetricResult
 from common.text import Identity
-from common.traffic.models import Headroom, HealthInterval, RestoreTarget, TrafficDirection, TrafficPlan
+from common.traffic.models import (
+    Headroom,
+    HealthInterval,
+    RestoreTarget,
+    TrafficDirection,
+    TrafficPlan,
+    traffic_workflow_id,
+)
 from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from common.types import EnvKind
 from workflows.controls import AuditEntry, Hold, Payload
@@ -40,8 +47,9 @@ EVACUATION_TERMINAL: frozenset[str] = frozenset({"evacuated", "restored", "rever
 
 
 def evacuation_id(service: str) -> str:
-    """One traffic workflow per service at a time: evacuations and restores of any region share this id."""
-    return f"traffic/{service}"
+    """One traffic workflow per service at a time: evacuations and restores of any region share this id, and the
+    plan refuses to run under any other (activities/traffic/shift.py, `_own_id`)."""
+    return traffic_workflow_id(service)
 
 
 MAX_MIN_REPLICAS = 100_000  # bounds a hand-started restore's HPA floors (restore_to.min_replicas)

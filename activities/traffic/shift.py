@@ -36,7 +36,7 @@ from activities.traffic.messages import (
 from canary.config import MetricSpec
 from common import metrics
 from common.failures import INVALID_REQUEST, TRAFFIC_CONFLICT
-from common.traffic.models import PlanInput, TrafficPlan
+from common.traffic.models import PlanInput, TrafficPlan, traffic_workflow_id
 from common.traffic.plan import Member, PlanRefused, capacity_plan, plan_shift
 from common.types import EnvKind, StageRef
 
@@ -48,6 +48,26 @@ def refuse(what: str, problems: list[str]) -> ApplicationError:
     """A non-retryable refusal listing every problem; its details carry the list for the workflow."""
     lines = "\n".join(f"  - {p}" for p in problems)
     return ApplicationError(f"{what} refused, nothing was changed:\n{lines}", problems, type=REFUSED, non_retryable=True)
+
+
+EVACUATION_WORKFLOW = "EvacuationWorkflow"
+
+
+def _own_id(inp: PlanInput) -> None:
+    """Refuse a plan for an evacuation running under any id but `traffic/<service>`.
+
+    That id is the claim that makes a service's traffic changes one at a time; a run started by hand under another
+    id (`traffic/decoy` for payments) would move the same record set beside the real one. The id and type are the
+    server's facts about the asking run (activity.info()), checked here, in the first activity, so the recorded
+    commands of every good run stay as they were."""
+    if not activity.in_activity():
+        return  # called directly (tests, tools): there is no asking run to check
+    info = activity.info()
+    want = traffic_workflow_id(inp.service)
+    if info.workflow_type == EVACUATION_WORKFLOW and info.workflow_id != want:
+        raise refuse(f"{inp.direction} of {inp.region} for {inp.service}", [
+            f"service: a traffic change of {inp.service} runs only as workflow id {want}, not {info.workflow_id}: "
+            "that id is what keeps one change per service at a time (start it with `bifrost evacuate`/`restore`)"])
 
 
 class TrafficActivities:
@@ -91,6 +111,7 @@ class TrafficActivities:
 
         Refuses (non-retryable, listing every problem) an unknown region, the last serving region, a missing
         record, bad steps, or a receiver that cannot be scaled enough."""
+        _own_id(inp)
         async with heartbeating("plan_traffic"):
             return await self._plan_traffic(inp)
 

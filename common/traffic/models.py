@@ -35,6 +35,11 @@ class RestoreTarget(BaseModel):
         default_factory=dict, description="by region: the HPA floors (minReplicas) the evacuation raised, as they were before")
 
 
+def traffic_workflow_id(service: str) -> str:
+    """The one workflow id under which a traffic change of `service` may run (the claim: one change at a time)."""
+    return f"traffic/{service}"
+
+
 class PlanInput(BaseModel):
     """What an evacuation or restore asks for; the plan activity checks it against the live record set and fleet."""
 

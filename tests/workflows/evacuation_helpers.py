@@ -63,9 +63,9 @@ async def running_worker(client: Client, registry: AdapterRegistry, task_queue: 
 
 
 async def start(client: Client, inp: EvacuationInput, task_queue: str) -> WorkflowHandle:
-    """Start with a unique id per test (the production id is traffic/<service>; tests share one server)."""
-    return await client.start_workflow(EvacuationWorkflow.run, inp, id=f"{inp.workflow_id}/{uuid.uuid4().hex[:6]}",
-                                       task_queue=task_queue)
+    """Start under the production id, traffic/<service> (the only one an evacuation runs under); each test has its
+    own service (`service()`), so tests sharing one server do not meet."""
+    return await client.start_workflow(EvacuationWorkflow.run, inp, id=inp.workflow_id, task_queue=task_queue)
 
 
 async def wait_for(handle: WorkflowHandle, pred: Callable[[EvacuationState], bool], timeout: float = 60.0) -> EvacuationState:

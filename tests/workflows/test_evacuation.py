@@ -263,8 +263,6 @@ async def test_a_60_second_ttl_is_waited_after_every_step(ts_env, task_queue, tm
 
 async def test_a_plain_json_input_starts_it_as_the_web_ui_does(env, task_queue, tmp_path):
     """The UI's "Start workflow like this one" sends one json/plain object; a client without the pydantic converter does too."""
-    import uuid
-
     from temporalio.client import Client
 
     raw = await Client.connect(env.client.service_client.config.target_host, namespace=env.client.namespace)
@@ -273,7 +271,7 @@ async def test_a_plain_json_input_starts_it_as_the_web_ui_does(env, task_queue, 
     payload = {"service": svc, "region": "eu-west-1", "requested_by": "ui-user", "reason": "from the UI", "steps": [50, 0],
                "health_baseline_minutes": 1, "health_interval_seconds": 1}
     async with running_worker(env.client, registry, task_queue, tmp_path):
-        h = await raw.start_workflow("EvacuationWorkflow", payload, id=f"traffic/{svc}/{uuid.uuid4().hex[:6]}", task_queue=task_queue)
+        h = await raw.start_workflow("EvacuationWorkflow", payload, id=f"traffic/{svc}", task_queue=task_queue)
         result = await h.result()
     assert result["status"] == "evacuated" and result["weights_after"] == {"us-east-1": 150, "eu-west-1": 0, "ap-south-1": 150}
     assert result["audit"][0]["who"] == "ui-user" and result["steps_requested"] == [50, 0]
