@@ -27,7 +27,6 @@ from tests.workflows.helpers import fleet, make_request, running_worker
 from workflows.models import RolloutState, StageInput
 from workflows.parentage import lock_refusal, report_refusal, stage_refusal
 from workflows.report import report_workflow_id
-from workflows.rollout import RolloutWorkflow
 
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 FORGED = "security freeze until the audit closes, ticket INC-7"
