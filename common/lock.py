@@ -45,6 +45,17 @@ class LockState(BaseModel):
     holder_check_seconds: float = Field(default=HOLDER_CHECK_SECONDS, gt=0, le=MAX_HOLDER_CHECK_SECONDS)
 
 
+# What a lock may be started with; every other field of LockState only the lock itself writes (workflows/parentage.py).
+START_FIELDS = frozenset({"service", "holder_check_seconds"})
+
+
+def own_fields_given(state: LockState) -> list[str]:
+    """The fields of `state` that only the lock itself writes (holder, queue, log, refused, superseded) and that are
+    not empty: a start input carrying any of them was not made by Bifrost."""
+    return [name for name, field in LockState.model_fields.items()
+            if name not in START_FIELDS and getattr(state, name) != field.get_default(call_default_factory=True)]
+
+
 def lock_id(service: str) -> str:
     """The lock workflow's id: one per service."""
     return f"service-lock/{service}"

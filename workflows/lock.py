@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
@@ -37,8 +37,9 @@ with workflow.unsafe.imports_passed_through():
         LockState,
         lock_id,
     )
-    from common.types import ConcurrencyPolicy
+    from common.types import INVALID_PAYLOAD, ConcurrencyPolicy
     from workflows import options
+    from workflows.parentage import lock_refusal
 
 IDLE_BEFORE_EXIT = timedelta(minutes=5)
 
@@ -66,13 +67,18 @@ class ServiceLockWorkflow:
 
     @workflow.init
     def __init__(self, state: LockState) -> None:
-        self.state = state
+        # a lock started by hand under another id, or with a holder, queue or record it did not write, fails at once;
+        # until then (and for queries on the failed run) it shows an empty lock, never the forged state
+        self.refusal = lock_refusal(state, workflow.info())
+        self.state = state if self.refusal is None else LockState(service=state.service)
         self.outbox: list[tuple[str, str, str]] = []  # (workflow_id, signal, argument)
         self.check_holder_now = False  # someone is waiting: make sure the holder is still alive
         self.confirming = asyncio.Lock()  # confirm one signal at a time, in arrival order
 
     @workflow.run
     async def run(self, state: LockState) -> None:
+        if self.refusal is not None:
+            raise ApplicationError(self.refusal, type=INVALID_PAYLOAD, non_retryable=True)
         while True:
             await self._flush()
             if self.state.holder is None and not self.state.queue:

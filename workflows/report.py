@@ -1,6 +1,6 @@
 """ReportWorkflow: draws and stores one canary or soak report, apart from the stage that judged it.
 
-A stage starts it and moves on: neither the verdict nor the stage's end waits for a picture, and a busy
+A stage (or an evacuation) starts it as its child and moves on: neither the verdict nor the stage's end waits for a picture, and a busy
 render pool delays only the pictures. A report that cannot be drawn is recorded in this workflow's result,
 never as a failure of the rollout (the verdict does not depend on it).
 """
@@ -8,14 +8,16 @@ never as a failure of the rollout (the verdict does not depend on it).
 from __future__ import annotations
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
     from activities.analysis import AnalysisActivities
     from activities.errors import error_text
     from activities.models import ReportInput
+    from common.types import INVALID_PAYLOAD
     from workflows import options
     from workflows.models import ReportOutcome
+    from workflows.parentage import report_refusal
 
 
 def report_task_queue(task_queue: str) -> str:
@@ -48,6 +50,10 @@ class ReportWorkflow:
 
     @workflow.run
     async def run(self, report: ReportInput) -> ReportOutcome:
+        # started by hand, or under an id or key its parent would not give it, it could write over a real report
+        refusal = report_refusal(report.rollout_id, report.analysis_id, report.stage.key, workflow.info())
+        if refusal is not None:
+            raise ApplicationError(refusal, type=INVALID_PAYLOAD, non_retryable=True)
         try:
             ref = await workflow.execute_activity_method(
                 AnalysisActivities.render_report, report, summary=f"draw {report.analysis_id}",

@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import TrafficActivities
     from canary.config import Decision
     from common import metrics
-    from common.types import OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
+    from common.types import INVALID_PAYLOAD, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef, StageStatus
     from workflows import options
     from workflows.clock import wait_until
     from workflows.controls import audit_entry, until
@@ -62,6 +62,7 @@ with workflow.unsafe.imports_passed_through():
         StageOrders,
         StageState,
     )
+    from workflows.parentage import stage_refusal
     from workflows.report import start_report
     from workflows.request import HOLDS
     from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
@@ -117,6 +118,9 @@ class StageWorkflow:
     @workflow.init
     def __init__(self, inp: StageInput) -> None:
         self.inp = inp
+        # a stage started by hand (no rollout judged its canary or orders it) fails at once; see workflows/parentage.py
+        self.refusal = stage_refusal(inp.rollout_id, inp.service, inp.version, inp.region, inp.environment,
+                                     workflow.info())
         self.ref = StageRef(service=inp.service, region=inp.region, environment=inp.environment)
         self.detail = inp.resume.model_copy() if inp.resume else StageDetail(
             state=StageState.of(inp.region, inp.environment, inp.wave))
@@ -282,6 +286,8 @@ class StageWorkflow:
     # -- the stage ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: StageInput) -> StageState:
+        if self.refusal is not None:
+            raise ApplicationError(self.refusal, type=INVALID_PAYLOAD, non_retryable=True)
         st = self.state
         if inp.resume is None:
             st.started_at = workflow.now()

@@ -17,13 +17,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
+from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.converter import DATA_CONVERTER
 from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 from workflows.models import StageInput
 from workflows.request import RolloutRequest
 from workflows.rollout import RolloutWorkflow
-from workflows.stage import StageWorkflow
 from workflows.updates import Abort, Approve, Pause, Resume
 
 OUT = Path(__file__).resolve().parent.parent / "histories"
@@ -118,16 +118,30 @@ async def record() -> None:
             await outcome(h)
             await _save(client, "abort", [h.id, *await _children(client, h.id), f"service-lock/{slow.service}"])
             # 5. a stage whose soak continues as new twice: every run of the chain
-            soaking = make_request(canary={"soak_check_minutes": 1 / 60})
-            stage = await client.start_workflow(
-                StageWorkflow.run,
-                StageInput(rollout_id="standalone", service=soaking.service, version=soaking.version, image=soaking.image,
-                           region="us-east-1", environment="prod", canary=soaking.canary, soak_hours=9 / 3600,
-                           history_budget=60),
-                id=f"record-soak/{soaking.service}", task_queue="record",
-            )
-            await stage.result()
-            await _save_runs(client, "soak-continued", stage.id)
+            await _soak_continued(client)
+    finally:
+        await env.shutdown()
+
+
+async def _soak_continued(client: Client) -> None:
+    """A stage whose soak continues as new twice, run as the child of a stand-in rollout (a stage runs only as its
+    rollout's child): every run of its chain."""
+    soaking = make_request(canary={"soak_check_minutes": 1 / 60})
+    inp = StageInput(rollout_id=f"{soaking.workflow_id}/soak", service=soaking.service, version=soaking.version,
+                     image=soaking.image, region="us-east-1", environment="prod", canary=soaking.canary,
+                     soak_hours=9 / 3600, history_budget=60)
+    async with stage_parent_worker(client, "record"):
+        stage = await start_stage(client, inp, "record")
+        await stage.result()
+    await _save_runs(client, "soak-continued", stage.id)
+
+
+async def record_soak_continued() -> None:
+    """Only the soak-continued group: `python -m tests.workflows.record_histories soak-continued`."""
+    env = await start_recording(("soak-continued",))
+    try:
+        async with running_worker(env.client, fleet(), "record"):
+            await _soak_continued(env.client)
     finally:
         await env.shutdown()
 
@@ -141,4 +155,4 @@ async def record_all() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(record_all())
+    asyncio.run(record_soak_continued() if sys.argv[1:] == ["soak-continued"] else record_all())

@@ -102,22 +102,28 @@ def test_drill_cli_refuses_bad_input() -> None:
 
 
 async def test_a_drill_while_a_rollout_holds_the_lock_is_skipped(env: Any, tmp_path: Path) -> None:
-    from common.lock import LockRequest, LockState, lock_id
-    from workflows.lock import ServiceLockWorkflow
+    from bifrost_cli.ops import start_rollout
+    from tests.workflows.helpers import make_request
+    from workflows.rollout import RolloutWorkflow
 
     svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
     registry, fleet = fleet_with({})
-    holder = LockRequest(workflow_id=f"rollout/{svc}/2.0.0", service=svc, version="2.0.0")
+    # a real rollout holds the lock, waiting at an approval gate (a lock started by hand with a holder fails at once)
+    req = make_request(service=svc, regions=[{"name": "eu-west-1", "traffic_share": 1.0}],
+                       blast_radius={"canary_region": None},
+                       approvals={"gates": [{"stage": "eu-west-1/test"}], "approvers": ["alice"]})
     async with running_worker(env.client, registry, tq, tmp_path):
-        lock = await env.client.start_workflow(ServiceLockWorkflow.run, LockState(service=svc, holder=holder),
-                                               id=lock_id(svc), task_queue=tq)
+        rollout = await start_rollout(env.client, req, tq)
         try:
+            async with asyncio.timeout(30):
+                while (await rollout.query(RolloutWorkflow.status)).status != "awaiting_approval":
+                    await asyncio.sleep(0.1)
             report: DrillReport = await bounded(env.client.execute_workflow(
                 DrillWorkflow.run, drill_input(svc), id=f"drill/{svc}/1", task_queue=tq))
         finally:
-            await lock.terminate("test over")
+            await rollout.terminate("test over")
     assert report.outcome == "skipped" and f"rollout/{svc}/2.0.0" in report.reason and not report.regions
-    assert not [e for e in fleet.effects if e.service == svc]
+    assert not [e for e in fleet.effects if e.service == svc]  # the gate holds the rollout before it deploys
 
 
 def test_a_drill_refuses_an_unknown_time_zone_naming_the_field() -> None:

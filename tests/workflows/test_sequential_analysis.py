@@ -15,10 +15,11 @@ from temporalio.worker import Replayer
 
 from canary.config import StagePlace
 from tests.workflows.helpers import fleet, make_request, running_worker
+from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.build import WORKFLOWS
 from worker.converter import DATA_CONVERTER
 from workflows.models import StageInput, StageState
-from workflows.stage import SEQUENTIAL_PATCH, StageWorkflow
+from workflows.stage import SEQUENTIAL_PATCH
 
 LATENCY = [{"name": "latency_p99", "kind": "latency", "direction": "increase", "allowed_increase": 1.05}]
 
@@ -26,7 +27,7 @@ LATENCY = [{"name": "latency_p99", "kind": "latency", "direction": "increase", "
 def stage_input(judge: dict[str, Any], place: StagePlace | None = StagePlace(index=0, stages=6)) -> StageInput:
     req = make_request(canary={"metrics": LATENCY, "analysis_minutes": 10, "interval_seconds": 60,
                                "judge": {"min_samples": 10, **judge}})
-    return StageInput(rollout_id="standalone", service=req.service, version=req.version, image=req.image,
+    return StageInput(rollout_id=f"{req.workflow_id}/{uuid.uuid4().hex[:8]}", service=req.service, version=req.version, image=req.image,
                       region="us-east-1", environment="test", canary=req.canary, soak_hours=0, place=place)
 
 
@@ -34,8 +35,8 @@ async def run_stage(client: Client, task_queue: str, tmp_path: Path, inp: StageI
                     latency_factor: float) -> tuple[WorkflowHandle, StageState | WorkflowFailureError, str]:
     """Run one stage to its end: its handle, its result (or failure), and its page (Current Details) at the end."""
     f = fleet(min_samples=0, effects=[{"version": inp.version, "latency_factor": latency_factor}])
-    async with running_worker(client, f, task_queue, tmp_path):
-        handle = await client.start_workflow(StageWorkflow.run, inp, id=f"seq-{uuid.uuid4().hex[:8]}", task_queue=task_queue)
+    async with running_worker(client, f, task_queue, tmp_path), stage_parent_worker(client, task_queue):
+        handle = await start_stage(client, inp, task_queue)  # a stage runs only as its rollout's child
         try:
             outcome: StageState | WorkflowFailureError = await handle.result()
         except WorkflowFailureError as err:

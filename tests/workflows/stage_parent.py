@@ -1,0 +1,70 @@
+"""A stand-in rollout for tests that run one stage on its own: a stage runs only as the child of its rollout
+(workflows/parentage.py), so this parent starts it under the id a rollout gives, answers its orders query with
+"keep" and concludes it once it has succeeded. It runs on its own task queue (`<task queue>-parent`), so the
+Bifrost worker's queue never sees it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from temporalio import workflow
+from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    from common.types import stage_key
+    from workflows.models import StageConclusion, StageInput, StageOrders, StageState
+    from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, StageWorkflow
+
+
+@workflow.defn(name="TestStageParent")
+class StageParent:
+    """Starts `inp`'s stage on `inp`'s rollout id's queue and keeps it when it succeeds."""
+
+    def __init__(self) -> None:
+        self.orders = StageOrders()
+        self.key = ""
+
+    @workflow.run
+    async def run(self, inp: StageInput) -> None:
+        self.key = stage_key(inp.region, inp.environment)
+        self.orders.conclude[self.key] = StageConclusion(action="keep", reason="the test parent keeps it")
+        queue = workflow.info().task_queue.removesuffix("-parent")
+        try:
+            await workflow.execute_child_workflow(StageWorkflow.run, inp, id=f"{inp.rollout_id}/{self.key}",
+                                                  task_queue=queue)
+        except workflow.ChildWorkflowError:
+            pass  # the test reads the stage's own result
+
+    @workflow.signal(name=PROGRESS_SIGNAL)
+    async def progress(self, state: StageState) -> None:
+        if state.status == "succeeded":
+            await workflow.get_external_workflow_handle(f"{workflow.info().workflow_id}/{self.key}").signal(
+                StageWorkflow.conclude, self.orders.conclude[self.key])
+
+    @workflow.query(name=STAGE_ORDERS_QUERY)
+    def stage_orders(self) -> StageOrders:
+        return self.orders
+
+
+@asynccontextmanager
+async def stage_parent_worker(client: Client, task_queue: str) -> AsyncIterator[None]:
+    """A worker for the stand-in rollouts of stages on `task_queue`."""
+    async with Worker(client, task_queue=f"{task_queue}-parent", workflows=[StageParent]):
+        yield
+
+
+async def start_stage(client: Client, inp: StageInput, task_queue: str) -> WorkflowHandle:
+    """Start `inp`'s stage under a stand-in rollout (`inp.rollout_id`); the stage's own handle."""
+    await client.start_workflow(StageParent.run, inp, id=inp.rollout_id, task_queue=f"{task_queue}-parent")
+    stage = client.get_workflow_handle_for(StageWorkflow.run, f"{inp.rollout_id}/{stage_key(inp.region, inp.environment)}")
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                await stage.describe()
+                return stage
+            except RPCError:
+                await asyncio.sleep(0.1)  # the parent has not started it yet
