@@ -27,10 +27,19 @@ from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, E
 from bifrost_cli.listed import listed_statuses, statuses_help
 from common.problems import FileProblems, shorten
 from common.text import identity_problem
-from common.types import is_stage_key
+from common.types import DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES, is_stage_key
 from worker.limits import WorkerLimits
 from workflows.plan import Plan, PlanError, build_plan
-from workflows.request import MAX_TEXT, MAX_WAVE, MAX_WHO, RequestError, RolloutRequest, load_request
+from workflows.request import (
+    MAX_TEXT,
+    MAX_WAVE,
+    MAX_WHO,
+    RequestError,
+    RolloutRequest,
+    load_request,
+    promote_hold_floor_problem,
+    promote_on_timeout_warning,
+)
 
 if TYPE_CHECKING:  # the Temporal SDK and the workflows load only in commands that talk to a server
     from rich.table import Table
@@ -68,15 +77,42 @@ def _identity() -> str:
         return ""
 
 
-def _load(path: str) -> tuple[RolloutRequest, Plan]:
+def _promote_hold_floor(targets_file: str | None) -> float:
+    """The platform's floor on a hold that promotes on timeout: the targets file's, else the default."""
+    if targets_file is None:
+        return DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES
+    from activities.adapters.targets import load_targets
+
+    try:
+        return load_targets(targets_file).policy.min_promote_hold_minutes
+    except FileProblems as err:
+        _fail(str(err), "Nothing was deployed. Fix the targets file, or leave --targets out to check against the "
+                        "default floors.")
+
+
+def _load(path: str, targets_file: str | None = None) -> tuple[RolloutRequest, Plan]:
+    """The request and its plan, refused (exit 2, one line per problem) unless the worker would run it: its fields,
+    its plan, and the platform's floors (the targets file's `policy`; default floors without one)."""
     try:
         req = load_request(path)
-        return req, build_plan(req, now=datetime.now(UTC))
+        p = build_plan(req, now=datetime.now(UTC))
     except RequestError as err:
         _fail(str(err), "Nothing was deployed. Fix the fields above and try again.")
     except PlanError as err:
         what = "the deployment windows" if err.rule.startswith("regions.") else "the blast-radius rules cannot all be met"
         _fail(f"invalid request {shorten(path, 300)}: {what}:\n  - {err}", "Nothing was deployed.")
+    problem = promote_hold_floor_problem(req, _promote_hold_floor(targets_file))
+    if problem is not None:
+        where = f"the floors in {shorten(targets_file, 300)}" if targets_file else "the default floors (no --targets given)"
+        _fail(f"invalid request {shorten(path, 300)}: below {where}:\n  - {problem}", "Nothing was deployed.")
+    warning = promote_on_timeout_warning(req)
+    if warning is not None:
+        click.echo(click.style(warning, fg="red", bold=True), err=True)
+    return req, p
+
+
+_TARGETS_HELP = ("the worker's targets file: its `policy` floors are checked (default floors without it; the worker "
+                 "checks its own file again)")
 
 
 def _refusal(message: str) -> tuple[str, int]:
@@ -194,9 +230,11 @@ def cli() -> None:
 # -- offline ---------------------------------------------------------------------------------------
 @cli.command()
 @click.argument("file")
-def plan(file: str) -> None:
+@click.option("--targets", "targets_file", envvar="BIFROST_TARGETS", type=click.Path(exists=True, dir_okay=False),
+              help=_TARGETS_HELP + "  [env: BIFROST_TARGETS]")
+def plan(file: str, targets_file: str | None) -> None:
     """Validate a request FILE (YAML or JSON) and print its waves; needs no server."""
-    req, p = _load(file)
+    req, p = _load(file, targets_file)
     console.print(_plan_table(req, p))
     console.print(f"rollback scope: {req.rollback_scope}; on conflict: {req.on_conflict}; "
                   f"workflow id: {req.workflow_id}")
@@ -329,12 +367,14 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
 @click.option("--wait", is_flag=True, help="wait for the outcome; the exit code tells it")
 @click.option("--follow", is_flag=True, help="show a live table of waves and stages until the end (implies --wait)")
 @click.option("--task-queue", default="bifrost", show_default=True)
-def submit(file: str, wait: bool, follow: bool, task_queue: str) -> None:
+@click.option("--targets", "targets_file", envvar="BIFROST_TARGETS", type=click.Path(exists=True, dir_okay=False),
+              help=_TARGETS_HELP + "  [env: BIFROST_TARGETS]")
+def submit(file: str, wait: bool, follow: bool, task_queue: str, targets_file: str | None) -> None:
     """Submit a request FILE. Re-submitting the same service and version attaches to the running rollout."""
     from bifrost_cli import ops
     from worker.telemetry import TelemetryOptionError, client_telemetry
 
-    req, _ = _load(file)
+    req, _ = _load(file, targets_file)
     try:
         telemetry = client_telemetry()  # the rollout's trace starts here when OTEL_EXPORTER_OTLP_ENDPOINT is set
     except TelemetryOptionError as err:

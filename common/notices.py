@@ -19,6 +19,8 @@ WINDOW_CLOSED = "window_closed"
 ROLLOUT_PAUSED = "rollout_paused"
 ROLLOUT_QUEUED = "rollout_queued"
 ROLLOUT_HELD = "rollout_held"  # a stage failed with on_failure: hold and waits for a release manager
+# URGENT: a held stage's timeout promoted its failed canary (hold.on_timeout: promote); a hold event (`held` picks it)
+HOLD_PROMOTED_FAILED = "hold_promoted_failed"
 TRAFFIC_STARTED = "traffic_started"
 TRAFFIC_STEP = "traffic_step"
 TRAFFIC_ENDED = "traffic_ended"
@@ -81,6 +83,13 @@ def held(*, rollout_id: str, service: str, version: str, stage: str, wave: int, 
     return Notification(rollout_id=rollout_id, service=service, version=version, event=ROLLOUT_HELD, text=text,
                         hold="failure", stage=stage, wave=wave, stages=[stage], approvers=list(approvers),
                         until=times_out_at)
+
+
+def promoted_on_timeout(*, rollout_id: str, service: str, version: str, stage: str, wave: int, text: str) -> Notification:
+    """URGENT: nobody decided on stage `stage`'s hold in time and its failed canary was promoted
+    (hold.on_timeout: promote); `text` is the audit line."""
+    return Notification(rollout_id=rollout_id, service=service, version=version, event=HOLD_PROMOTED_FAILED,
+                        text=f"URGENT: {stage}: {text}", hold="failure", stage=stage, wave=wave, stages=[stage])
 
 
 def traffic(*, workflow_id: str, service: str, direction: str, region: str, event: str, text: str,

@@ -60,6 +60,9 @@ def stage_key(region: str, environment: str) -> str:
 
 REGION_NAME = r"[a-z0-9]([a-z0-9-]*[a-z0-9])?"  # a DNS-1123 label: Kubernetes object names, our region names
 MAX_REGION_LEN = 63
+# The platform's safety floor on `hold.timeout_minutes` when `hold.on_timeout` is promote: a canary held on failure
+# is promoted by a timeout only after at least this long (the targets file's policy.min_promote_hold_minutes).
+DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES = 60.0
 MAX_STAGE_KEY = MAX_REGION_LEN + 1 + max(len(e) for e in ENV_KINDS)
 _STAGE_KEY = re.compile(rf"{REGION_NAME}/({'|'.join(ENV_KINDS)})", re.ASCII)
 

@@ -26,6 +26,7 @@ from activities.guard import GuardActivities
 from activities.lock import LockActivities
 from activities.notify import NotifyActivities
 from activities.peers import PeerActivities
+from activities.policy import PolicyActivities
 from activities.releases import ReleaseActivities
 from activities.traffic.shift import TrafficActivities
 from worker.limits import WorkerLimits
@@ -154,12 +155,13 @@ def activities_for(
     peers = PeerActivities(client)
     releases = ReleaseActivities(client)
     guard = GuardActivities(registry, traffic)
+    policy = PolicyActivities(registry)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
         lock.request_service_lock, lock.rollout_is_running, peers.query_workflow, peers.cancel_request, peers.cancel_run,
         notify.notify, traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
-        releases.find_release, guard.guard_look, traffic.region_weights,
+        releases.find_release, guard.guard_look, traffic.region_weights, policy.promote_hold_floor,
     ]
 
 

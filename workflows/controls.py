@@ -35,7 +35,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 from temporalio.exceptions import ApplicationError
 
-from common.text import MAX_IDENTITY, Identity
+from common.text import MAX_IDENTITY, Identity, visible
 from common.types import REFUSED
 
 # Before this patch every status refresh upserted the search attributes (one history event each, even when
@@ -85,6 +85,18 @@ class Resume(Payload):
 def refused(message: str) -> ApplicationError:
     """A validator's refusal: one line for the UI and the CLI, with no stack trace (worker/converter.py)."""
     return ApplicationError(message, type=REFUSED, non_retryable=True)
+
+
+def check_approver(who: str, approvers: Sequence[str], *, field: str, source: str) -> None:
+    """The one approver check of every update that approves or decides (gates, soaks, windows, holds, evacuations,
+    the guard's proposals): refuse `who` unless on `approvers`. An empty list lets anyone who may send updates
+    decide (the request's, the evacuation's and the guard's documented default). The refusal names the field, the
+    name and the allowed names, each shown escaped (one line, no control characters)."""
+    if not approvers or who in approvers:
+        return
+    allowed = ", ".join(visible(a) for a in approvers)
+    raise refused(f"{field}: {visible(who)!r} may not approve or decide here: the name is not on the list of "
+                  f"approvers ({source}: {allowed})")
 
 
 class Stopped(Exception):

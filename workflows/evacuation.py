@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from common.traffic.models import PlanInput, TrafficPlan
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
-    from workflows.controls import Ack, Controls, Stopped, pause_updates, refused, stop_update
+    from workflows.controls import Ack, Controls, Stopped, check_approver, pause_updates, refused, stop_update
     from workflows.ending import ABORTED_CANCELED_PATCH, CANCEL_NAMES_REQUESTER_PATCH, end_canceled, name_canceller
     from workflows.report import start_report
     from workflows.traffic_details import evacuation_details
@@ -557,8 +557,7 @@ class EvacuationWorkflow:
         if self.controls.held("approval") is None or self.approved is not None:
             raise refused(f"not waiting for approval (status: {self.state.status}"
                              f"{'' if self.inp.require_approval else '; this evacuation did not ask for one'})")
-        if self.inp.approvers and req.approver not in self.inp.approvers:
-            raise refused(f"{req.approver!r} may not approve this evacuation: the name is not on its list of approvers")
+        check_approver(req.approver, self.inp.approvers, field="approver", source="the evacuation's approvers")
 
 
 # -- the EvacuationWorkflow as a child: the one way a stage, a revert, the guard or a drill runs it -------------

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from common.traffic.plan import probe_weights
     from common.types import INVALID_REQUEST, Notification
     from workflows import options, search
-    from workflows.controls import Ack, Controls, Stopped, pause_updates, refused, stop_update
+    from workflows.controls import Ack, Controls, Stopped, check_approver, pause_updates, refused, stop_update
     from workflows.evacuation import PLAN, _text, run_traffic_change
     from workflows.guard_details import guard_details
     from workflows.guard_models import (
@@ -397,13 +397,12 @@ class RegionGuardWorkflow:
     @approve.validator
     def _validate_approve(self, req: ApproveGuard) -> None:
         self.controls.check_running()
+        check_approver(req.approver, self.inp.approvers, field="approver", source="the guard's approvers")
         if self.state.proposal(req.region) is None:
             pending = ", ".join(f"{p.action} {p.region}" for p in self.state.proposals) or "none"
             raise refused(f"no proposal for {req.region} to approve; pending: {pending}")
         if any(a.region == req.region for a in self.state.approvals):
             raise refused(f"the proposal for {req.region} is already approved")
-        if self.inp.approvers and req.approver not in self.inp.approvers:
-            raise refused(f"{req.approver!r} may not approve: the name is not on the guard's list of approvers")
 
     @workflow.update(description='Drop the guard\'s proposal for a region. JSON: {"region": "eu-west-1", "by": "alice", "reason": "why"}.')
     def dismiss(self, req: DismissGuard) -> Ack:
@@ -415,6 +414,7 @@ class RegionGuardWorkflow:
     @dismiss.validator
     def _validate_dismiss(self, req: DismissGuard) -> None:
         self.controls.check_running()
+        check_approver(req.by, self.inp.approvers, field="by", source="the guard's approvers")
         if self.state.proposal(req.region) is None or any(a.region == req.region for a in self.state.approvals):
             raise refused(f"no pending proposal for {req.region}")
 

@@ -63,7 +63,7 @@ class GuardInput(BaseModel):
     probe_percent: int = Field(default=10, ge=0, le=99,
                                description="a restore first gives back this much of the region's share (0: no probe)")
     probe_looks: int = Field(default=3, ge=1, le=1000, description="healthy looks of the probe before the rest")
-    approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone")
+    approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve or dismiss a proposal; empty: anyone who may send updates")
     looks_per_run: int = Field(default=500, ge=1, le=10_000, description="continue as new after this many looks")
     state: GuardState | None = Field(default=None, description="carried by continue-as-new; leave out")
 

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import StageOnly
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
+    from activities.policy import PolicyActivities
     from canary.config import StagePlace
     from common import metrics, notices
     from common.lock import LOCK_CLAIM_QUERY, LockClaim
@@ -41,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows import options
     from workflows.clock import MIN_WINDOW_WAIT, wait_until
-    from workflows.controls import Controls, Stopped
+    from workflows.controls import Controls, Stopped, check_approver
     from workflows.details import (
         FURTHEST_ENVIRONMENT_PATCH,
         holds_at,
@@ -73,7 +74,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
     from workflows.provenance import require_own_id
-    from workflows.request import RolloutRequest
+    from workflows.request import RolloutRequest, duration, promote_hold_floor_problem, promoting_holds
     from workflows.rollback import stages_to_roll_back
     from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, STAGE_SIGNALS_PATCH, StageWorkflow
     from workflows.traffic_gate import TRAFFIC_HOLD_PATCH, traffic_facts
@@ -167,6 +168,10 @@ class RolloutWorkflow:
         except PlanError as err:
             self._enter("failed", reason=f"invalid plan: {err}")
             raise ApplicationError(f"invalid plan: {err}", self.state, type=INVALID_REQUEST, non_retryable=True) from None
+        problem = await self._hold_floor_problem(request)
+        if problem is not None:
+            self._enter("failed", reason=f"invalid request: {problem}")
+            raise ApplicationError(f"invalid request: {problem}", self.state, type=INVALID_REQUEST, non_retryable=True)
         self.state.waves = len(self.plan.waves)
         self.state.stages = [StageState.of(s.region, s.environment, w.index) for w in self.plan.waves for s in w.stages]
         self._audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
@@ -199,6 +204,20 @@ class RolloutWorkflow:
             raise ApplicationError(f"{self.state.status.replace('_', ' ')}: {self.state.reason}", self.state,
                                    type=OUTCOME_FAILURE_TYPES[self.state.status], non_retryable=True)
         return self.state
+
+    async def _hold_floor_problem(self, request: RolloutRequest) -> str | None:
+        """Why the request's holds may not promote on timeout this soon, by the floor in the worker's own targets
+        file (an activity: a hand-started run chooses its input, not the worker's file). Only a request whose holds
+        promote on timeout asks, so every other rollout's commands are as they were."""
+        if not promoting_holds(request):
+            return None
+        try:
+            floor: float = await workflow.execute_activity_method(
+                PolicyActivities.promote_hold_floor, summary="the platform's floor on hold.timeout_minutes", **options.QUICK)
+        except ActivityError as err:
+            return (f"hold.on_timeout: promote needs the platform's floor on hold.timeout_minutes, which could not be "
+                    f"read ({error_text(err)})")
+        return promote_hold_floor_problem(request, floor)
 
     async def _execute(self, plan: Plan) -> None:
         self.state.phase = "running"
@@ -487,8 +506,22 @@ class RolloutWorkflow:
         except TimeoutError:
             if not over():
                 action = self.req.hold.on_timeout
-                self._resolve(key, action, "bifrost", f"no decision within {self.req.hold.timeout_minutes:g} min: the "
-                              f"request's hold.on_timeout ({action})")
+                minutes = self.req.hold.timeout_minutes
+                why = f"no decision within {minutes:g} min: the request's hold.on_timeout ({action})"
+                if action == "promote":
+                    why = self._failed_promotion(key, minutes, why)
+                self._resolve(key, action, "bifrost", why)
+
+    def _failed_promotion(self, key: str, minutes: float, why: str) -> str:
+        """A hold that times out into promote ships a canary judged to fail: say so in the audit, and tell people
+        at once as urgent (only where holds are notified: runs from NOTIFY_HELD_PATCH on)."""
+        row = self._row(key)
+        score = f"{row.score:g}" if row.score is not None else "none"
+        line = (f"promoted a FAILED canary (score {score}, verdict {row.verdict or 'none'}) because the hold timed out "
+                f"after {duration(minutes)}; {why}")
+        if workflow.patched(NOTIFY_HELD_PATCH):
+            self._tell(notices.promoted_on_timeout(**self._about(), stage=key, wave=row.wave, text=line))
+        return line
 
     def _signal_stage(self, key: str, signal: Any, arg: Any) -> None:
         """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
@@ -857,11 +890,8 @@ class RolloutWorkflow:
     def _check_running(self) -> None:
         self.controls.check_running()
 
-    def _check_approver(self, who: str) -> None:
-        allowed = self.req.approvals.approvers
-        if allowed and who not in allowed:
-            raise refused(f"{who!r} may not approve, reject or override this rollout: the name is not on its "
-                          "list of approvers (approvals.approvers in the request)")
+    def _check_approver(self, who: str, field: str) -> None:
+        check_approver(who, self.req.approvals.approvers, field=field, source="approvals.approvers in the request")
 
     def _gate_wave(self, stage: str | None, wave: int | None) -> int:
         """The wave an approval names, directly or through one of its stages; it must be the one waiting."""
@@ -891,7 +921,7 @@ class RolloutWorkflow:
     @approve.validator
     def _validate_approve(self, req: Approve) -> None:
         self._check_running()
-        self._check_approver(req.approver)
+        self._check_approver(req.approver, "approver")
         self._gate_wave(req.stage, req.wave)
 
     @workflow.update(description='Reject the pending gate and roll back by the rollback scope. JSON: {"wave": 4, "approver": "alice", "reason": "why"}.')
@@ -905,7 +935,7 @@ class RolloutWorkflow:
     @reject.validator
     def _validate_reject(self, req: Reject) -> None:
         self._check_running()
-        self._check_approver(req.approver)
+        self._check_approver(req.approver, "approver")
         self._gate_wave(req.stage, req.wave)
 
     @workflow.update(description='Hold the rollout at the next safe point (before a wave, before promotion); soaks keep their clock. JSON: {"by": "alice", "reason": "why"}.')
@@ -963,7 +993,7 @@ class RolloutWorkflow:
     @skip_soak.validator
     def _validate_skip_soak(self, req: SkipSoak) -> None:
         self._check_running()
-        self._check_approver(req.by)
+        self._check_approver(req.by, "by")
         self._check_stage(req.stage)
         soaking = self._soaking()
         if req.stage not in soaking:
@@ -979,7 +1009,7 @@ class RolloutWorkflow:
     @override_window.validator
     def _validate_override_window(self, req: OverrideWindow) -> None:
         self._check_running()
-        self._check_approver(req.by)
+        self._check_approver(req.by, "by")
         self._check_stage(req.stage)
         window = waiting_window(self.state)
         if req.stage not in window:
@@ -998,7 +1028,7 @@ class RolloutWorkflow:
     @resolve_hold.validator
     def _validate_resolve_hold(self, req: ResolveHold) -> None:
         self._check_running()
-        self._check_approver(req.by)
+        self._check_approver(req.by, "by")
         self._check_stage(req.stage)
         if req.stage not in self._held:
             held = ", ".join(sorted(self._held)) or "none"

@@ -101,7 +101,7 @@ class EvacuationInput(HealthSettings):
         default=None, description="evacuate: the weights with no region evacuated, when another region already is "
         "(the CLI takes them from the last traffic change); default: the weights now")
     require_approval: bool = Field(default=False, description="wait for `approve` before changing anything")
-    approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone")
+    approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone who may send updates")
     approval_timeout_minutes: float = Field(default=60, gt=0, le=MAX_APPROVAL_HOURS * 60)
 
     def problems(self) -> list[str]:

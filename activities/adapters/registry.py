@@ -30,7 +30,7 @@ from activities.adapters.targets import (
     TargetsFile,
 )
 from canary.config import MetricSpec
-from common.types import StageRef
+from common.types import DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES, StageRef
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -72,6 +72,8 @@ class AdapterRegistry:
     notifier: "WebhookNotifier | None" = None  # None: notifications are only logged
     reports: ReportStore | None = None  # from the targets file's `reports`; None: the worker's local folder
     traffic_targets: dict[str, TrafficTarget] = field(default_factory=dict)  # key: "region/env"
+    # the targets file's policy.min_promote_hold_minutes: what a hold that promotes on timeout must last at least
+    promote_hold_floor_minutes: float = DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES
 
     def deployer(self, stage: StageRef) -> Deployer:
         return self.deployers.get(stage.key, self.default_deployer)
@@ -314,6 +316,7 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
         ], ui_url=targets.notifications.ui_url)
     if targets.reports is not None:
         registry.reports = report_store_from_config(targets.reports, targets.aws)
+    registry.promote_hold_floor_minutes = targets.policy.min_promote_hold_minutes
     return registry
 
 

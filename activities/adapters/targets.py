@@ -18,7 +18,7 @@ from canary.config import MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, joined, validation_problems
 from common.text import visible, web_url
-from common.types import EnvKind, stage_key
+from common.types import DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES, EnvKind, stage_key
 
 _ENV = r"^[A-Za-z_][A-Za-z0-9_]*$"
 EnvName = Annotated[str, Field(pattern=_ENV, description="name of an environment variable holding the secret")]
@@ -334,6 +334,15 @@ class Notifications(_Model):
         return v
 
 
+class Policy(_Model):
+    """Safety floors the platform sets on every request its workers run; a request may be stricter, never looser."""
+
+    min_promote_hold_minutes: float = Field(
+        default=DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES, ge=0, le=14 * 24 * 60,
+        description="the shortest hold.timeout_minutes a request may give with hold.on_timeout: promote (a canary "
+                    "held on failure is promoted when the hold times out); 0: no floor")
+
+
 class TargetsFile(_Model):
     """Where each region/environment's deployer, metrics, traffic and notifications are."""
 
@@ -345,6 +354,7 @@ class TargetsFile(_Model):
     targets: list[Target] = Field(default_factory=list)
     notifications: Notifications = Field(default_factory=Notifications)
     reports: ReportsConfig | None = Field(default=None, description="where canary reports go; default: local folder")
+    policy: Policy = Field(default_factory=Policy, description="safety floors on requests (docs/targets.md#policy)")
 
     @model_validator(mode="after")
     def _unique(self) -> "TargetsFile":

@@ -21,7 +21,7 @@ from common.types import Notification
 
 log = logging.getLogger(__name__)
 
-_ICONS = {"approval": ":raising_hand:", "window": ":clock3:", "queued": ":hourglass_flowing_sand:",
+_ICONS = {"promoted_failed": ":rotating_light:", "approval": ":raising_hand:", "window": ":clock3:", "queued": ":hourglass_flowing_sand:",
           "traffic": ":twisted_rightwards_arrows:", "started": ":rocket:", "completed": ":white_check_mark:",
           "failed": ":x:", "rolled_back": ":rewind:", "rollback": ":rewind:", "paused": ":double_vertical_bar:",
           "held": ":warning:"}

@@ -95,9 +95,16 @@ def fleet(**scenario: Any) -> SimulatedFleet:
 
 
 @asynccontextmanager
-async def running_worker(client: Client, f: SimulatedFleet, task_queue: str, tmp: Path | None = None) -> AsyncIterator[None]:
+async def running_worker(client: Client, f: SimulatedFleet, task_queue: str, tmp: Path | None = None, *,
+                         promote_hold_floor_minutes: float | None = None, notifier: Any = None) -> AsyncIterator[None]:
+    """A worker over the simulated fleet `f`; `promote_hold_floor_minutes`: its targets file's policy floor (default
+    60 min); `notifier`: an object whose `send(n, namespace=, run_id=)` receives every notification."""
     reports = tmp or Path(".bifrost/test-reports")
-    async with build_worker(client, AdapterRegistry.simulated(f), task_queue=task_queue, reports_dir=reports,
+    registry = AdapterRegistry.simulated(f)
+    if promote_hold_floor_minutes is not None:
+        registry.promote_hold_floor_minutes = promote_hold_floor_minutes
+    registry.notifier = notifier
+    async with build_worker(client, registry, task_queue=task_queue, reports_dir=reports,
                             render_pool=shared_render_pool()):
         yield
 

@@ -97,7 +97,8 @@ async def test_promote_needs_an_allowed_name_and_a_reason_and_is_audited(env, ta
         await wait_for(h, held)
         not_listed = await refused(h, RolloutWorkflow.resolve_hold,
                                    ResolveHold(stage=HELD_STAGE, action="promote", by="mallory", reason="trust me"))
-        assert "'mallory' may not" in not_listed and "approvals.approvers" in not_listed
+        assert not_listed == ("by: 'mallory' may not approve or decide here: the name is not on the list of approvers "
+                              "(approvals.approvers in the request: alice)")
         not_held = await refused(h, RolloutWorkflow.resolve_hold,
                                  ResolveHold(stage="us-east-1/prod", action="promote", by="alice", reason="x"))
         assert not_held == f"stage: us-east-1/prod is not held on failure; held now: {HELD_STAGE}"
@@ -151,13 +152,15 @@ async def test_a_hand_sent_signal_cannot_decide_a_hold(env, task_queue, tmp_path
 async def test_a_hold_nobody_decides_takes_the_default_action(env, task_queue, tmp_path, on_timeout):
     f = fleet(effects=[slow_canary()])
     req = held_request(hold={"timeout_minutes": 0.05, "on_timeout": on_timeout})
-    async with running_worker(env.client, f, task_queue, tmp_path):
+    async with running_worker(env.client, f, task_queue, tmp_path, promote_hold_floor_minutes=0):  # the platform's call
         h = await start_rollout(env.client, req, task_queue)
         await wait_for(h, held)
         result = await outcome(h)
     decided = [a for a in result.audit if a.action.startswith("hold-")]
     assert [(a.who, a.action) for a in decided] == [("bifrost", f"hold-{on_timeout}")]
     assert "no decision within 0.05 min" in decided[0].detail
+    if on_timeout == "promote":
+        assert decided[0].detail.startswith("promoted a FAILED canary (score ") and "after 3 s" in decided[0].detail
     if on_timeout == "rollback":
         assert result.status == "rolled_back" and result.stage(HELD_STAGE).version_now == "1.0.0"  # type: ignore[union-attr]
     else:
