@@ -94,10 +94,11 @@ class ServiceLockWorkflow:
             if self.check_holder_now:
                 self.check_holder_now = False
                 await self._check_holder()
-            if workflow.info().is_continue_as_new_suggested():
+            # a long history, or a new build made current: the next run starts on the current build (the queue with it)
+            if workflow.info().is_continue_as_new_suggested() or options.build_changed():
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self.state)
+                workflow.continue_as_new(self.state, initial_versioning_behavior=options.upgrade_on_continue_as_new())
 
     async def _check_holder(self) -> None:
         """A rollout that was terminated never releases the lock: free it so the queue moves on."""
