@@ -308,15 +308,31 @@ def server(port: int, ui_port: int, db: str) -> None:
               help="share of rollouts traced, each whole or not at all  [default: $OTEL_TRACES_SAMPLER(_ARG), else all]")
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True,
               help="one line per event on stderr: a JSON object, or text for humans")
+@click.option("--deployment", default="bifrost", show_default=True, metavar="NAME",
+              help="Worker Deployment this worker belongs to (docs/versioning.md)")
+@click.option("--build-id", default=None, metavar="ID",
+              help="this build's id within the deployment  [default: the installed bifrost version]")
+@click.option("--set-current", is_flag=True,
+              help="make this build the deployment's current version at start-up: new workflows go to it, running "
+                   "ones stay on the build that started them (a deployment with no current version gets this build "
+                   "without the flag)")
+@click.option("--unversioned", is_flag=True,
+              help="poll without Worker Versioning (no deployment, no pinning): for a dev server shared with "
+                   "unversioned workers only")
 def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, reports: str | None,
            reports_port: int | None, reports_host: str, reports_url: str | None, render_processes: int,
            no_reports: bool, fleet_db: str, processes: int, max_workflow_tasks: int, max_activities: int, max_local_activities: int,
            max_cached_workflows: int, metrics_port: int | None, metrics_host: str, otlp_endpoint: str | None,
-           trace_sample_ratio: float | None, log_format: str) -> None:
+           trace_sample_ratio: float | None, log_format: str, deployment: str, build_id: str | None, set_current: bool,
+           unversioned: bool) -> None:
     """Run a worker: executes rollouts and their activities. Stop with Ctrl-C or SIGTERM (graceful).
 
     With --processes N, N worker processes poll the same task queue and Temporal spreads the work over
     them; SIGTERM or Ctrl-C is passed to all of them. The limits apply to each process.
+
+    The worker runs as build --build-id of Worker Deployment --deployment: each workflow stays on the build that
+    started it. Deploy a new build beside the old one, make it current (--set-current), and stop the old one once it
+    has drained (docs/versioning.md).
     """
     limits = {"--max-workflow-tasks": max_workflow_tasks, "--max-activities": max_activities,
               "--max-local-activities": max_local_activities, "--max-cached-workflows": max_cached_workflows}
@@ -336,7 +352,10 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
         child += ["--no-reports"] if no_reports else []
         child += ["--fleet", fleet_file] if fleet_file else []
         child += ["--targets", targets_file] if targets_file else []
-        child += ["--log-format", log_format]
+        child += ["--log-format", log_format, "--deployment", deployment]
+        child += ["--build-id", build_id] if build_id else []
+        child += ["--set-current"] if set_current else []
+        child += ["--unversioned"] if unversioned else []
         child += ["--otlp-endpoint", otlp_endpoint] if otlp_endpoint else []
         child += ["--trace-sample-ratio", str(trace_sample_ratio)] if trace_sample_ratio is not None else []
         exec_supervisor(processes, child)  # does not return
@@ -344,6 +363,7 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
     from activities.adapters.base import AdapterError
     from worker.main import ReportsOptionError, run_worker
     from worker.telemetry import TelemetryOptionError
+    from worker.versioning import VersioningOptionError
 
     try:
         _run(run_worker(task_queue=task_queue, fleet_file=fleet_file, targets_file=targets_file, reports_dir=reports,
@@ -352,8 +372,9 @@ def worker(task_queue: str, fleet_file: str | None, targets_file: str | None, re
                         metrics_port=metrics_port, metrics_host=metrics_host, otlp_endpoint=otlp_endpoint,
                         log_format=log_format, trace_sample_ratio=trace_sample_ratio,
                         limits=WorkerLimits(workflow_tasks=max_workflow_tasks, activities=max_activities,
-                                            local_activities=max_local_activities, cached_workflows=max_cached_workflows)))
-    except (ReportsOptionError, TelemetryOptionError) as err:
+                                            local_activities=max_local_activities, cached_workflows=max_cached_workflows),
+                        deployment=deployment, build_id=build_id, versioned=not unversioned, set_current=set_current))
+    except (ReportsOptionError, TelemetryOptionError, VersioningOptionError) as err:
         raise click.UsageError(str(err)) from None
     except AdapterError as err:  # e.g. the fleet state file cannot be opened: say so, without a traceback
         _fail(f"worker not started: {err}", "Fix the file named above, or point --fleet-db at another one.")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.reports import LocalReportStore, ReportStore
@@ -177,13 +177,15 @@ def build_worker(
     graceful_shutdown: timedelta = timedelta(seconds=30),
     lock_holder_check: timedelta | None = None,
     limits: WorkerLimits | None = None,
+    deployment: WorkerDeploymentConfig | None = None,
 ) -> BifrostWorker:
     """A worker for `task_queue` running the rollout workflows against `registry`.
 
     Reports are stored in `reports` (else the targets file's store, else the folder `reports_dir`) and drawn
     in `render_pool`; without one, the worker makes a RenderPool of `render_processes` processes and shuts
     it down when it stops (a pool passed in belongs to the caller); reports are drawn from their own task queue,
-    `<task_queue>-reports`, two per render process at a time. It takes at most `limits` tasks at once."""
+    `<task_queue>-reports`, two per render process at a time. It takes at most `limits` tasks at once. With
+    `deployment`, both queues poll as that Worker Deployment version (worker/versioning.py); without, unversioned."""
     owned = RenderPool(render_processes) if render_pool is None else None
     pool = render_pool or owned
     limits = limits or WorkerLimits()
@@ -193,7 +195,7 @@ def build_worker(
     drawing = Worker(  # a report waits on the server, where any worker's free render process can take it
         client, task_queue=report_task_queue(task_queue), activities=[render_report],
         graceful_shutdown_timeout=graceful_shutdown, max_concurrent_activities=2 * render_processes,
-        interceptors=worker_interceptors(),
+        interceptors=worker_interceptors(), deployment_config=deployment,
     )
     return BifrostWorker(
         client,
@@ -209,4 +211,5 @@ def build_worker(
         max_concurrent_local_activities=limits.local_activities,
         max_cached_workflows=limits.cached_workflows,
         interceptors=worker_interceptors(),  # adapter errors by kind; tracing comes with the client's interceptors
+        deployment_config=deployment,
     )

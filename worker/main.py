@@ -13,6 +13,8 @@ import signal
 import time
 from pathlib import Path
 
+from temporalio.service import RPCError
+
 from activities.adapters.registry import AdapterRegistry, registry_from_targets, report_store_from_config
 from activities.adapters.reports import LocalReportStore, NoReports, ReportStore
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
@@ -23,6 +25,7 @@ from worker.limits import WorkerLimits
 from worker.logs import JsonFormatter, setup_logging
 from worker.reports_http import ReportServer
 from worker.telemetry import telemetry as worker_telemetry
+from worker.versioning import DEFAULT_DEPLOYMENT, deployment_config, deployment_version, settle_current
 
 __all__ = ["JsonFormatter", "LoopWatch", "build_fleet", "build_registry", "run_worker", "setup_logging"]
 
@@ -116,13 +119,19 @@ async def run_worker(
     reports_url: str | None = None, render_processes: int = 1, fleet_db: str | Path = DEFAULT_FLEET_DB,
     limits: WorkerLimits | None = None, no_reports: bool = False, metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1", otlp_endpoint: str | None = None, log_format: str = "json",
-    trace_sample_ratio: float | None = None,
+    trace_sample_ratio: float | None = None, deployment: str = DEFAULT_DEPLOYMENT, build_id: str | None = None,
+    versioned: bool = True, set_current: bool = False,
 ) -> None:
     """Run until SIGINT/SIGTERM, then shut down gracefully (in-flight activities get 30 s).
 
     With `reports_port` (0: any free port), the local reports folder is also served read-only over HTTP;
     with `no_reports`, no report is drawn and verdicts carry no link. With `metrics_port` (0: any free port),
-    Prometheus metrics are served on it; with `otlp_endpoint`, traces are sent there (worker/telemetry.py)."""
+    Prometheus metrics are served on it; with `otlp_endpoint`, traces are sent there (worker/telemetry.py).
+    `versioned` (the default): it polls as build `build_id` of Worker Deployment `deployment` and becomes current when
+    `set_current` or when the deployment has no current build (worker/versioning.py, docs/versioning.md)."""
+    from worker.versioning import default_build_id
+
+    version = deployment_version(deployment, build_id or default_build_id()) if versioned else None
     targets = load_targets(targets_file) if targets_file else None
     serve = reports_port is not None
     if no_reports and (serve or reports_dir or reports_url):
@@ -154,11 +163,18 @@ async def run_worker(
             loop.add_signal_handler(sig, stop.set)
         watching = asyncio.create_task(watch.run())
         async with build_worker(client, registry, task_queue=task_queue, reports=store, render_processes=render_processes,
-                                limits=limits):
+                                limits=limits, deployment=deployment_config(version) if version else None):
             log.info(f"worker started on task queue {task_queue!r} in namespace {client.namespace!r} "
                      f"(pid {os.getpid()}; at most {limits.workflow_tasks} workflow tasks, {limits.activities} activities, "
                      f"{limits.local_activities} local activities at once; {limits.cached_workflows} cached workflows; "
-                     f"simulated fleet state in {fleet.where})")
+                     f"simulated fleet state in {fleet.where}; "
+                     + (f"deployment {version.deployment_name!r}, build {version.build_id!r})" if version else "unversioned)"))
+            if version is not None:
+                try:
+                    log.info(await settle_current(client, version, set_current=set_current))
+                except RPCError as err:  # polling goes on; routing is for a person to fix (docs/versioning.md)
+                    log.error(f"could not read or set the current version of deployment {version.deployment_name!r}: "
+                              f"{err.message}; make build {version.build_id} current with the temporal CLI")
             if telemetry.metrics_url:
                 log.info("serving Prometheus metrics (temporal_* and bifrost_*) on %s", telemetry.metrics_url)
             if telemetry.otlp_endpoint:

@@ -38,10 +38,6 @@ from temporalio.exceptions import ApplicationError
 from common.text import MAX_IDENTITY, Identity, visible
 from common.types import REFUSED
 
-# Before this patch every status refresh upserted the search attributes (one history event each, even when
-# nothing changed); from it on, an upsert is written only when a value changed. Old runs replay as they were.
-UPSERT_ON_CHANGE_PATCH = "controls-upsert-on-change"
-
 HoldReason = Literal["paused", "lock", "approval", "window", "traffic", "failure"]
 # The status word a hold shows while it is in force (BifrostStatus): the user-visible words stay as they were.
 # `failure`: a stage failed with `on_failure: hold`; it keeps its canary and baseline until a release manager
@@ -208,7 +204,6 @@ class Controls(Generic[StopT]):
         self.stop: StopT | None = None
         self._on_cancel = on_cancel
         self._published: dict[str, Any] | None = None
-        self._on_change: bool | None = None
 
     # -- stopping --------------------------------------------------------------------------------
     def halt(self, stop: StopT) -> bool:
@@ -335,12 +330,10 @@ class Controls(Generic[StopT]):
     def publish(self, search_attributes: Sequence[SearchAttributeUpdate[Any]], details: str) -> None:
         """The one place a workflow sets its search attributes and current details.
 
-        Call it after `sync` (hold, release, enter call it). Upserts only when a value changed (runs from UPSERT_ON_CHANGE_PATCH on); older runs upsert on every
-        call, as they did."""
-        if self._on_change is None:
-            self._on_change = workflow.patched(UPSERT_ON_CHANGE_PATCH)
+        Call it after `sync` (hold, release, enter call it). Upserts only when a value changed (one history event
+        each)."""
         values = {u.key.name: u.value for u in search_attributes}
-        if not self._on_change or values != self._published:
+        if values != self._published:
             workflow.upsert_search_attributes(list(search_attributes))
             self._published = values
         workflow.set_current_details(details)

@@ -181,9 +181,6 @@ def in_progress(state: RolloutState) -> str:
     return ", ".join(state.current_stages)
 
 
-# From this patch on, BifrostEnvironment is the furthest environment changed (it upserts at other moments than
-# the latest wave's kind did, so older runs keep the old value).
-FURTHEST_ENVIRONMENT_PATCH = "search-furthest-environment"
 # A stage in one of these has not changed its region: it has not started, or had nothing to deploy.
 UNCHANGED: frozenset[str] = frozenset({"pending", "skipped"})
 
@@ -195,19 +192,10 @@ def furthest_environment(state: RolloutState) -> str:
     return "prod" if "prod" in changed else "test" if "test" in changed else "-"
 
 
-def latest_wave_environment(state: RolloutState, plan: Plan | None) -> str:
-    """BifrostEnvironment before FURTHEST_ENVIRONMENT_PATCH: the kind of the latest wave started, `-` once ended."""
-    started = [st.wave for st in state.stages if st.status != "pending"]
-    if plan is not None and started and not state.finished:
-        return plan.waves[max(started) - 1].kind
-    return "-"
-
-
-def rollout_search(state: RolloutState, plan: Plan | None, requested_by: str, *,
-                   furthest: bool = True) -> list[SearchAttributeUpdate[Any]]:
+def rollout_search(state: RolloutState, requested_by: str) -> list[SearchAttributeUpdate[Any]]:
     """The rollout's search attributes, all from its state: status, the stages in progress, the furthest
-    environment it has changed (`furthest=False`: the latest wave's, as runs before the patch had it)."""
-    env = furthest_environment(state) if furthest else latest_wave_environment(state, plan)
+    environment it has changed."""
+    env = furthest_environment(state)
     return [
         search.SERVICE.value_set(state.service),
         search.VERSION.value_set(state.version),

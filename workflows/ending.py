@@ -26,14 +26,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.controls import Controls
 
-# An aborted rollout (or evacuation) ends Canceled, its final state in the memo, instead of Failed `Aborted`.
-ABORTED_CANCELED_PATCH = "aborted-ends-canceled"
-# An aborted revert (abort, Request Cancellation, superseded by a rollout) ends Canceled the same way.
-ABORTED_REVERT_CANCELED_PATCH = "aborted-revert-ends-canceled"
+# An aborted rollout, evacuation or revert ends Canceled, its final state in the memo, instead of Failed `Aborted`.
 CANCEL_REASON = "workflow cancellation requested"  # a run's stop reason until `name_canceller` names who sent it
-# A revert or an evacuation stopped by a cancellation request names who sent it, as a rollout does (its patch is
-# `cancel-names-requester`, in workflows/rollout.py).
-CANCEL_NAMES_REQUESTER_PATCH = "cancel-names-requester-everywhere"
 SELF_CANCEL_REASON = "Bifrost: aborted; the run ends Canceled (its final state is the bifrost_outcome memo)"
 
 

@@ -42,7 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
     from workflows.controls import Ack, Controls, Stopped, check_approver, pause_updates, refused, stop_update
-    from workflows.ending import ABORTED_CANCELED_PATCH, CANCEL_NAMES_REQUESTER_PATCH, end_canceled, name_canceller
+    from workflows.ending import end_canceled, name_canceller
     from workflows.report import start_report
     from workflows.traffic_details import evacuation_details
     from workflows.traffic_models import (
@@ -119,15 +119,9 @@ def _text(err: BaseException) -> str:
     return cause.message if isinstance(cause, ApplicationError) else str(cause)
 
 
-NOTIFY_TRAFFIC_PATCH = "notify-traffic-moves"  # traffic_started / traffic_step / traffic_ended notices
-HPA_FLOOR_PATCH = "prewarm-hpa-floor"  # pre-warm raises an HPA's minReplicas and puts it back (scale activities' payloads)
-# From this patch on an aborted evacuation or restore ends as a failure of type Aborted with its state as the
-# details (the rollouts' convention: red in the UI, read back by the CLI); before it, it completed (green).
-# From workflows/ending.py's ABORTED_CANCELED_PATCH on, one started by hand (no parent) ends Canceled instead, its
-# state in the memo.
-ABORTED_FAILS_PATCH = "evacuation-aborted-fails"
-# Each health look names a report per checked region and has a ReportWorkflow draw it (as a stage's analyses do).
-HEALTH_REPORTS_PATCH = "evacuation-health-reports"
+# An aborted evacuation or restore ends as a failure of type Aborted with its state as the details (the rollouts'
+# convention: red in the UI, read back by the CLI); one started by hand (no parent) ends Canceled instead, its state
+# in the memo. Each health look names a report per checked region and has a ReportWorkflow draw it.
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -146,7 +140,7 @@ class EvacuationWorkflow:
         self.report_starts: list[asyncio.Task[None]] = []  # health reports being started; awaited before the end
         self._outbox: list[asyncio.Future[bool]] = []  # notices on their way; the end waits for them
         self._metered: str | None = None
-        self._hpa = False  # the plan found autoscalers and this run handles them (HPA_FLOOR_PATCH)
+        self._hpa = False  # the plan found autoscalers and this run handles them
 
     # -- main flow ---------------------------------------------------------------------------------
     @workflow.run
@@ -176,7 +170,7 @@ class EvacuationWorkflow:
             return await self._cancelled("cancelled before anything changed")
         plan = self.plan
         self.state.take_plan(plan)
-        self._hpa = bool(self.state.autoscalers) and workflow.patched(HPA_FLOOR_PATCH)
+        self._hpa = bool(self.state.autoscalers)
         self.state.wait_seconds = inp.step_wait_seconds(plan.wait_seconds)
         self.state.planned_at = workflow.now()
         self._audit("bifrost", "plan", f"{len(plan.steps)} steps {plan.levels}; wait {self.state.wait_seconds} s; "
@@ -288,9 +282,8 @@ class EvacuationWorkflow:
             window = MetricWindow(start=rec.applied_at, end=workflow.now(), interval_seconds=inp.health_interval_seconds)
             look = HealthInput(service=inp.service, environment=inp.environment, regions=checks, baseline_window=baseline,
                                window=window, judge=inp.judge, look=i, max_looks=n)
-            if workflow.patched(HEALTH_REPORTS_PATCH):
-                look.report_owner = workflow.info().workflow_id  # one evacuation id per service: the start time tells runs apart
-                look.report_id = f"{inp.direction}-{inp.region}-{start:%Y%m%dT%H%M%S}-step-{i}"
+            look.report_owner = workflow.info().workflow_id  # one evacuation id per service: the start time tells runs apart
+            look.report_id = f"{inp.direction}-{inp.region}-{start:%Y%m%dT%H%M%S}-step-{i}"
             try:
                 health: HealthResult = await workflow.execute_activity_method(
                     TrafficActivities.check_health, look, summary=f"health after step {i}/{n}", **HEALTH,
@@ -431,8 +424,7 @@ class EvacuationWorkflow:
 
     async def _cancelled(self, reason: str) -> EvacuationState:
         """End aborted by a cancellation request, naming who sent it (in the reason and the audit trail)."""
-        if workflow.patched(CANCEL_NAMES_REQUESTER_PATCH):
-            reason = f"{reason}; {await name_canceller(self.controls)}"
+        reason = f"{reason}; {await name_canceller(self.controls)}"
         return await self._end("aborted", reason)
 
     async def _end(self, status: EvacuationPhase, reason: str) -> EvacuationState:
@@ -471,11 +463,11 @@ class EvacuationWorkflow:
             message = reason if status == "refused" else f"{self.inp.direction} of {self.inp.region} failed: {reason}"
             raise ApplicationError(message, self.state,
                                    type=REFUSED if status == "refused" else EVACUATION_FAILED, non_retryable=True)
-        if status == "aborted" and workflow.info().parent is None and workflow.patched(ABORTED_CANCELED_PATCH):
+        if status == "aborted" and workflow.info().parent is None:
             # one started by hand ends Canceled like an aborted rollout, its state in the memo; a child (of a stage,
             # a guard, a drill, a revert) fails `Aborted` below: its parent reads the state from the failure
             await end_canceled(self.state, "evacuation")  # returns only if it cannot
-        if status == "aborted" and workflow.patched(ABORTED_FAILS_PATCH):  # red, like an aborted rollout
+        if status == "aborted":  # red, like an aborted rollout
             raise ApplicationError(aborted_message(self.state), self.state, type=OUTCOME_FAILURE_TYPES["aborted"],
                                    non_retryable=True)
         return self.state
@@ -483,8 +475,6 @@ class EvacuationWorkflow:
     # -- helpers -----------------------------------------------------------------------------------
     def _notice(self, event: str, text: str, weights: dict[str, int]) -> None:
         """Tell people that traffic moves (never waits, never fails the evacuation); see common/notices.py."""
-        if not workflow.patched(NOTIFY_TRAFFIC_PATCH):
-            return
         n = notices.traffic(workflow_id=self.state.workflow_id, service=self.inp.service, direction=self.inp.direction,
                             region=self.inp.region, event=event, text=text, weights=weights)
         self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(

@@ -84,7 +84,7 @@ class RegionGuardWorkflow:
                 await self._decide()
                 looks += 1
                 self._outbox = [h for h in self._outbox if not h.done()]
-                if looks >= inp.looks_per_run or workflow.info().is_continue_as_new_suggested():
+                if looks >= inp.looks_per_run or workflow.info().is_continue_as_new_suggested() or options.build_changed():
                     await self._continue_as_new()
                 self._enter("watching", doing=f"the next look (every {inp.look_interval_seconds} s)")
                 try:
@@ -129,7 +129,8 @@ class RegionGuardWorkflow:
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.controls.stopping or self.state.approvals:
             return  # the wait below returns at once: the stop ends this run, the approval is carried out in it
-        workflow.continue_as_new(self.inp.model_copy(update={"state": self.state.trimmed()}))
+        workflow.continue_as_new(self.inp.model_copy(update={"state": self.state.trimmed()}),
+                                initial_versioning_behavior=options.upgrade_on_continue_as_new())
 
     async def _look(self) -> None:
         st, inp = self.state, self.inp

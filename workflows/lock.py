@@ -48,17 +48,12 @@ GRANTED_SIGNAL = "lock_granted"
 REFUSED_SIGNAL = "lock_refused"
 SUPERSEDED_SIGNAL = "superseded"
 RELEASE_SIGNAL = "release"
-# The lock and the rollout confirm every lock signal against the other's own state before acting on it.
-LOCK_SIGNALS_PATCH = "lock-signals-confirmed"
-# A rollout waiting for the lock re-checks the lock's own state at an interval (timers and activities in its history).
-LOCK_RECHECK_PATCH = "lock-wait-rechecks"
+# The lock and the rollout confirm every lock signal against the other's own state before acting on it; a rollout
+# waiting for the lock re-checks the lock's own state at an interval.
 LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal within a second; this heals a lost one
 
 # What a re-check found in the lock's state about this rollout: taken, refused (reason) or superseded (version).
 LockAnswer = tuple[Literal["granted", "refused", "superseded"], str]
-# A holder that asks again and confirms it waits (a rollout reset to before it got the lock, from the Web UI) is
-# granted again; before, the request was taken as a retry and the new run waited for ever, holding the lock.
-REGRANT_PATCH = "lock-regrant-to-waiting-holder"
 
 
 @workflow.defn(name=LOCK_WORKFLOW, failure_exception_types=options.FAIL_ON_BUGS)
@@ -99,10 +94,11 @@ class ServiceLockWorkflow:
             if self.check_holder_now:
                 self.check_holder_now = False
                 await self._check_holder()
-            if workflow.info().is_continue_as_new_suggested():
+            # a long history, or a new build made current: the next run starts on the current build (the queue with it)
+            if workflow.info().is_continue_as_new_suggested() or options.build_changed():
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self.state)
+                workflow.continue_as_new(self.state, initial_versioning_behavior=options.upgrade_on_continue_as_new())
 
     async def _check_holder(self) -> None:
         """A rollout that was terminated never releases the lock: free it so the queue moves on."""
@@ -131,9 +127,6 @@ class ServiceLockWorkflow:
     @workflow.signal(name=ACQUIRE_SIGNAL, description="Internal: a rollout asks for the service lock "
                                                        "(admitted once that rollout confirms it waits for it).")
     async def acquire(self, req: LockRequest) -> None:
-        if not workflow.patched(LOCK_SIGNALS_PATCH):
-            self._admit(req)
-            return
         async with self.confirming:
             claim, why = await self._claim(req.workflow_id)
             if claim is not None and claim.status != "waiting":
@@ -149,8 +142,8 @@ class ServiceLockWorkflow:
     def _admit(self, req: LockRequest) -> None:
         """Queue, refuse or supersede by the request's policy (the request is confirmed)."""
         holder = self.state.holder
-        if holder is not None and holder.workflow_id == req.workflow_id and holder == req \
-                and workflow.patched(REGRANT_PATCH):
+        # a holder that asks again and confirms it waits (a rollout reset to before it got the lock) is granted again
+        if holder is not None and holder.workflow_id == req.workflow_id and holder == req:
             self.state.log.append(f"granted {req.workflow_id} again: it holds the lock and asks for it (a reset run)")
             self.outbox.append((req.workflow_id, GRANTED_SIGNAL, self.state.service))
             return
@@ -186,9 +179,6 @@ class ServiceLockWorkflow:
     @workflow.signal(name=RELEASE_SIGNAL, description="Internal: a rollout has finished and gives the lock back "
                                                        "(accepted once that rollout confirms it).")
     async def release(self, workflow_id: str) -> None:
-        if not workflow.patched(LOCK_SIGNALS_PATCH):
-            self._free(workflow_id)
-            return
         async with self.confirming:
             holds = self.state.holder is not None and self.state.holder.workflow_id == workflow_id
             if not holds and all(q.workflow_id != workflow_id for q in self.state.queue):
@@ -284,9 +274,6 @@ class ServiceLock:
             LockActivities.request_service_lock, self.request,
             summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
         )
-        if not workflow.patched(LOCK_RECHECK_PATCH):
-            await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up())
-            return self.status is LockStatus.GRANTED
         while True:
             try:
                 await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up(),
@@ -322,13 +309,6 @@ class ServiceLock:
             await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
                 RELEASE_SIGNAL, self.request.workflow_id
             )
-
-    def granted(self) -> bool:
-        """The lock answered 'yours'; False when the answer came too late to matter."""
-        if self.status is LockStatus.WAITING:
-            self.status = LockStatus.GRANTED
-            return True
-        return False
 
     def refused(self, reason: str) -> None:
         self.status = LockStatus.REFUSED

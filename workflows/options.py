@@ -8,7 +8,9 @@ heartbeat timeout. Start-to-close timeouts stay the outer bound of one attempt."
 from datetime import timedelta
 from typing import TypedDict
 
+from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ContinueAsNewVersioningBehavior
 
 NON_RETRYABLE = ["InvalidRequest"]
 
@@ -110,3 +112,27 @@ NOTIFY = ActivityOptions(
 FAIL_ON_BUGS: list[type[BaseException]] = [
     ArithmeticError, AssertionError, AttributeError, LookupError, NameError, NotImplementedError, TypeError, ValueError,
 ]
+
+
+# -- Worker Versioning (docs/versioning.md) ---------------------------------------------------------------------
+# Every workflow runs PINNED to the build that started it (the versioned worker's default, worker/versioning.py; a
+# definition may not name a behaviour, or unversioned workers such as the tests' refuse its tasks): a rollout, its
+# stages and everything it starts finish on the code they began with, so a new build never replays an old build's
+# history. The two long-lived ones (the region guard, the service lock) stay pinned within a run and move to the
+# current build when they continue as new.
+
+
+def build_changed() -> bool:
+    """The deployment's current build is no longer the one this pinned run is on (never, on an unversioned worker):
+    a long-lived workflow continues as new at its next safe point, so the old build can drain. Read from the
+    workflow task's own event, so a replay sees the same answer."""
+    return workflow.info().is_target_worker_deployment_version_changed()
+
+
+def upgrade_on_continue_as_new() -> ContinueAsNewVersioningBehavior | None:
+    """At a continue-as-new: start the next run on the deployment's current build when it is no longer this run's
+    (AUTO_UPGRADE for its first task; the run is pinned again after it); None, inherit, when nothing changed or
+    the worker is unversioned."""
+    if build_changed():
+        return ContinueAsNewVersioningBehavior.AUTO_UPGRADE
+    return None

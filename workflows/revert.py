@@ -45,13 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
     from workflows.controls import Controls, Stopped, pause_updates, stop_update
-    from workflows.ending import (
-        ABORTED_REVERT_CANCELED_PATCH,
-        CANCEL_NAMES_REQUESTER_PATCH,
-        CANCEL_REASON,
-        end_canceled,
-        name_canceller,
-    )
+    from workflows.ending import CANCEL_REASON, end_canceled, name_canceller
     from workflows.evacuation import run_traffic_change
     from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.models import RolloutState
@@ -65,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
 FAILURE_TYPES = {**OUTCOME_FAILURE_TYPES, "invalid": INVALID_REQUEST}
 AUDIT_LINES = 5
 # A queued revert tells people which rollout it waits behind (a timer, a lock query and a notify activity).
-QUEUED_NOTICE_PATCH = "revert-queued-notice"
 QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # as a rollout's: a lock not granted by then is held by a running rollout
 
 
@@ -131,7 +124,7 @@ class RevertWorkflow:
         self._take(await self._find(settled=False))  # refuse a bad input at once, even when it would queue
         self.controls.hold("lock", releases=f"the {self.inp.service} lock (a rollout of {self.inp.service} may be running)")
         self._publish()
-        if self.inp.on_conflict == "queue" and workflow.patched(QUEUED_NOTICE_PATCH):
+        if self.inp.on_conflict == "queue":
             self._watchers.append(asyncio.ensure_future(self._notice_if_queued()))
         acquired = await self.lock.acquire(give_up=lambda: self.controls.stopping, answered=self._lock_answered)
         self.controls.release("lock")
@@ -349,7 +342,7 @@ class RevertWorkflow:
     # -- the end -----------------------------------------------------------------------------------
     async def _end(self) -> RevertState:
         stop = self.controls.stop
-        if stop is not None and stop.reason == CANCEL_REASON and workflow.patched(CANCEL_NAMES_REQUESTER_PATCH):
+        if stop is not None and stop.reason == CANCEL_REASON:
             # who sent the request, in the reason and the audit trail
             stop = self.controls.stop = RevertStop("aborted", await name_canceller(self.controls))
         status, reason = (stop.status, stop.reason) if stop is not None else (
@@ -365,7 +358,7 @@ class RevertWorkflow:
         await asyncio.gather(*self._watchers, return_exceptions=True)  # each ends once the lock is not held
         await asyncio.gather(*self._outbox, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if status == "aborted" and workflow.patched(ABORTED_REVERT_CANCELED_PATCH):
+        if status == "aborted":
             await end_canceled(self.state, "revert")  # Canceled, its state in the memo (returns if it cannot)
         if status != "reverted":
             raise ApplicationError(f"revert {status}: {reason}", self.state, type=FAILURE_TYPES[status], non_retryable=True)

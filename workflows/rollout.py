@@ -44,17 +44,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows.clock import MIN_WINDOW_WAIT, wait_until
     from workflows.controls import Controls, Stopped, check_approver
     from workflows.details import (
-        FURTHEST_ENVIRONMENT_PATCH,
         holds_at,
         rollout_details,
         rollout_search,
         rollout_summary,
         waiting_window,
     )
-    from workflows.ending import ABORTED_CANCELED_PATCH, CANCEL_REASON, end_canceled, name_canceller
+    from workflows.ending import CANCEL_REASON, end_canceled, name_canceller
     from workflows.lock import (
         GRANTED_SIGNAL,
-        LOCK_SIGNALS_PATCH,
         REFUSED_SIGNAL,
         SUPERSEDED_SIGNAL,
         LockAnswer,
@@ -76,8 +74,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest, duration, promote_hold_floor_problem, promoting_holds
     from workflows.rollback import stages_to_roll_back
-    from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, STAGE_SIGNALS_PATCH, StageWorkflow
-    from workflows.traffic_gate import TRAFFIC_HOLD_PATCH, traffic_facts
+    from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, StageWorkflow
+    from workflows.traffic_gate import traffic_facts
     from workflows.updates import (
         Abort,
         Ack,
@@ -94,29 +92,18 @@ with workflow.unsafe.imports_passed_through():
     from workflows.windows import next_open
 
 
-EARLY_REPORTS_PATCH = "reports-before-stage-start"  # a stage's report that overtook its start is taken
-# Telling people when they are needed (common/notices.py); each guards new notify activities and timers.
-NOTIFY_APPROVAL_PATCH = "notify-approval-pending"  # approval_pending, then approval_reminder at an interval
-NOTIFY_WINDOW_PATCH = "notify-window-closed"
-NOTIFY_PAUSED_PATCH = "notify-paused"
-NOTIFY_QUEUED_PATCH = "notify-queued"
-NOTIFY_HELD_PATCH = "notify-held"  # rollout_held: a stage failed with on_failure: hold and waits for a person
-# A stage held on failure (on_failure: hold; stage.HOLD_PATCH) puts the rollout under a `failure` hold: the other
-# stages are told to hold before promotion, the hold's timeout takes the request's hold.on_timeout.
-ROLLOUT_HOLD_PATCH = "rollout-hold-on-failure"
+# A stage held on failure (on_failure: hold) puts the rollout under a `failure` hold: the other stages are told to
+# hold before promotion, the hold's timeout takes the request's hold.on_timeout.
 QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # a lock not granted by then: another rollout holds it
 # A rollout reset from the Web UI while it ran: the server (1.27+) keeps the previous run's stages running, with
 # no parent to conclude them, and the new run could not start them again (WorkflowAlreadyStarted). It asks the
 # orphan to cancel (what the parent-close policy would have done: a working stage stops and rolls back, one
 # waiting for its verdict keeps the version) and starts the stage once the orphan has closed.
-RESET_STAGE_START_PATCH = "stage-start-waits-for-previous-run"
 PREVIOUS_STAGE_WAIT = timedelta(seconds=2)
 # A resubmitted rollout resumes from the failed stage: a wave whose every stage already runs the version (read at
 # the start) changes nothing, so its gates and windows are not asked again (its stages end `skipped`).
-DONE_WAVES_PATCH = "gates-skip-waves-already-done"
 # A cancellation request (the Web UI's Request Cancellation, `temporal workflow cancel`) is attributed in the
 # reason and the audit to the identity the request carried, read from the run's history by an activity.
-CANCEL_IDENTITY_PATCH = "cancel-names-requester"
 PREVIOUS_STAGE_TRIES = 60
 
 
@@ -198,7 +185,7 @@ class RolloutWorkflow:
         self._publish()
         await asyncio.gather(*self._outbox, return_exceptions=True)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if self.state.status == "aborted" and workflow.patched(ABORTED_CANCELED_PATCH):
+        if self.state.status == "aborted":
             await end_canceled(self.state, "rollout")  # Canceled, its state in the memo (returns if it cannot)
         if self.state.status != "succeeded":
             raise ApplicationError(f"{self.state.status.replace('_', ' ')}: {self.state.reason}", self.state,
@@ -223,8 +210,7 @@ class RolloutWorkflow:
         self.state.phase = "running"
         self.controls.hold("lock", releases=f"the {self.req.service} lock (another version may be rolling out)")
         self._publish()
-        if workflow.patched(NOTIFY_QUEUED_PATCH):  # notify
-            self._background(self._notice_if_queued())
+        self._background(self._notice_if_queued())
         acquired = await self.lock.acquire(give_up=lambda: self.controls.stopping, answered=self._lock_answered)
         self.controls.release("lock")
         if not acquired:
@@ -259,9 +245,6 @@ class RolloutWorkflow:
     @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage says its status changed; the rollout takes "
                                                         "the stage's own answer to its progress query, not the report.")
     async def stage_progress(self, report: StageState) -> None:
-        if not workflow.patched(STAGE_SIGNALS_PATCH):
-            self._take_report(report)
-            return
         key = report.key
         if self.state.stage(key) is None or key not in self.launched:
             self._ignored(PROGRESS_SIGNAL, None, f"this rollout has started no stage {key[:80]!r}")
@@ -288,18 +271,6 @@ class RolloutWorkflow:
                     self._stage_held(key)
             self._publish()
 
-    def _take_report(self, report: StageState) -> None:
-        """Before STAGE_SIGNALS_PATCH: the report itself was taken."""
-        st = self.state.stage(report.key)
-        if st is None or report.key in self.collected:
-            return
-        # A late workflow task can bring the stage's start and its reports together, and the SDK hands the
-        # signals over first: a report dropped then (its stage not yet in `children`) wedged the rollout.
-        if report.key not in self.children and not (report.key in self.launched and workflow.patched(EARLY_REPORTS_PATCH)):
-            return
-        _take(st, report)
-        self._publish()
-
     async def _stage_progress(self, key: str) -> tuple[StageDetail | None, str]:
         """The stage's own account (its `progress` query, asked by an activity), or None and why not."""
         stage = self._child_id(key)
@@ -318,10 +289,6 @@ class RolloutWorkflow:
 
     @workflow.signal(name=GRANTED_SIGNAL, description="Internal: the service lock is ours (confirmed with the lock).")
     async def lock_granted(self, service: str) -> None:
-        if not workflow.patched(LOCK_SIGNALS_PATCH):
-            if self.lock.granted():
-                self._audit("bifrost", "lock-granted", None, f"{service} lock acquired")
-            return
         why = await self.lock.confirm_grant()
         if why:
             self._ignored(GRANTED_SIGNAL, None, why)
@@ -342,10 +309,6 @@ class RolloutWorkflow:
 
     @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (policy 'reject'; confirmed with the lock).")
     async def lock_refused(self, reason: str) -> None:
-        if not workflow.patched(LOCK_SIGNALS_PATCH):
-            self.lock.refused(reason)
-            self._halt(Stop("rejected", f"not started: {reason} (on_conflict: reject)"))
-            return
         confirmed, why = await self.lock.confirm_refusal()
         if confirmed is None:
             self._ignored(REFUSED_SIGNAL, None, why)
@@ -354,11 +317,6 @@ class RolloutWorkflow:
 
     @workflow.signal(name=SUPERSEDED_SIGNAL, description="Internal: a newer version superseded this rollout (policy 'supersede'; confirmed with the lock).")
     async def superseded(self, version: str) -> None:
-        if not workflow.patched(LOCK_SIGNALS_PATCH):
-            if self.stop is None and self.state.status not in TERMINAL:
-                self._audit("bifrost", "superseded", None, f"by version {version}")
-                self._halt(Stop("aborted", f"superseded by {self.req.service} {version}"))
-            return
         if self.stop is not None or self.controls.finished:
             self._ignored(SUPERSEDED_SIGNAL, None, f"the rollout is already {self.stop.status if self.stop else self.state.status}")
             return
@@ -465,7 +423,7 @@ class RolloutWorkflow:
     def _stage_held(self, key: str) -> None:
         """A stage says (confirmed by its own answer) it holds on failure: hold the rollout, tell people, time it."""
         row = self._row(key)
-        if (key, row.holds) in self._holds_seen or key in self.orders.stop or not workflow.patched(ROLLOUT_HOLD_PATCH):
+        if (key, row.holds) in self._holds_seen or key in self.orders.stop:
             return
         self._holds_seen.add((key, row.holds))
         timeout = timedelta(minutes=self.req.hold.timeout_minutes)
@@ -474,10 +432,9 @@ class RolloutWorkflow:
         self._audit("bifrost", "hold", key, row.reason)
         self._tell_stages_hold()
         self._background(self._hold_times_out(key, row.holds, timeout))
-        if workflow.patched(NOTIFY_HELD_PATCH):  # notify
-            self._tell(notices.held(**self._about(), stage=key, wave=row.wave, reason=row.reason,
-                                    approvers=list(self.req.approvals.approvers), times_out_at=self._held[key],
-                                    on_timeout=self.req.hold.on_timeout))
+        self._tell(notices.held(**self._about(), stage=key, wave=row.wave, reason=row.reason,
+                                approvers=list(self.req.approvals.approvers), times_out_at=self._held[key],
+                                on_timeout=self.req.hold.on_timeout))
 
     def _unhold(self, key: str) -> None:
         """Stage `key` no longer holds on failure (decided, stopped or ended)."""
@@ -514,13 +471,12 @@ class RolloutWorkflow:
 
     def _failed_promotion(self, key: str, minutes: float, why: str) -> str:
         """A hold that times out into promote ships a canary judged to fail: say so in the audit, and tell people
-        at once as urgent (only where holds are notified: runs from NOTIFY_HELD_PATCH on)."""
+        at once as urgent."""
         row = self._row(key)
         score = f"{row.score:g}" if row.score is not None else "none"
         line = (f"promoted a FAILED canary (score {score}, verdict {row.verdict or 'none'}) because the hold timed out "
                 f"after {duration(minutes)}; {why}")
-        if workflow.patched(NOTIFY_HELD_PATCH):
-            self._tell(notices.promoted_on_timeout(**self._about(), stage=key, wave=row.wave, text=line))
+        self._tell(notices.promoted_on_timeout(**self._about(), stage=key, wave=row.wave, text=line))
         return line
 
     def _signal_stage(self, key: str, signal: Any, arg: Any) -> None:
@@ -562,7 +518,7 @@ class RolloutWorkflow:
     async def _before_wave(self, wave: Wave) -> None:
         """Safe point: honour pause, approval gates and deployment windows before a wave starts."""
         await self._wait_unpaused(f"wave {wave.index}")
-        if self._already_done(wave) and workflow.patched(DONE_WAVES_PATCH):
+        if self._already_done(wave):
             self._audit("bifrost", "wave-already-done", f"wave-{wave.index}",
                         f"every stage already runs {self.req.version}: no gate or window to wait for")
             return
@@ -573,8 +529,7 @@ class RolloutWorkflow:
                                targets=[s.key for s in wave.stages], wave=wave.index, gates=pending)
             self._publish()
             hours = self.req.approvals.timeout_hours
-            if workflow.patched(NOTIFY_APPROVAL_PATCH):  # notify
-                self._background(self._notice_approval(wave, pending, workflow.now() + timedelta(hours=hours)))
+            self._background(self._notice_approval(wave, pending, workflow.now() + timedelta(hours=hours)))
             try:
                 await workflow.wait_condition(
                     lambda: self.controls.held("approval") is None or self.stop is not None,
@@ -589,9 +544,8 @@ class RolloutWorkflow:
             self._publish()
             await self._wait_unpaused(f"wave {wave.index}")
         await self._wait_windows(wave)
-        if workflow.patched(TRAFFIC_HOLD_PATCH):
-            while await self._wait_traffic(wave):  # it held: a deployment window may have closed meanwhile
-                await self._wait_windows(wave)
+        while await self._wait_traffic(wave):  # it held: a deployment window may have closed meanwhile
+            await self._wait_windows(wave)
 
     def _already_done(self, wave: Wave) -> bool:
         """Every stage of the wave ran the new version when the rollout read them (a resubmission after a failure)."""
@@ -605,10 +559,9 @@ class RolloutWorkflow:
     async def _wait_unpaused(self, where: str) -> None:
         def held() -> None:
             self._publish()
-            if workflow.patched(NOTIFY_PAUSED_PATCH):  # notify
-                p = self.controls.paused
-                assert p is not None
-                self._tell(notices.paused(**self._about(), by=p.by, reason=p.why, where=where))
+            p = self.controls.paused
+            assert p is not None
+            self._tell(notices.paused(**self._about(), by=p.by, reason=p.why, where=where))
 
         if await self.controls.wait_unpaused(where, held):
             self._publish()
@@ -632,7 +585,7 @@ class RolloutWorkflow:
             self.controls.hold("window", releases=f"deployment window of {', '.join(sorted(closed))} (opens {when})",
                                targets=sorted(closed))
             self._publish()
-            if set(closed) != self._window_noticed and workflow.patched(NOTIFY_WINDOW_PATCH):  # notify
+            if set(closed) != self._window_noticed:
                 self._window_noticed = set(closed)
                 self._tell(notices.window_closed(**self._about(), wave=wave.index, stages=sorted(closed), opens_at=until))
             overrides = len(self.state.window_overrides)
@@ -732,7 +685,7 @@ class RolloutWorkflow:
                     parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL, static_summary=summary,
                 )
             except WorkflowAlreadyStartedError:
-                if attempt == PREVIOUS_STAGE_TRIES or not workflow.patched(RESET_STAGE_START_PATCH):
+                if attempt == PREVIOUS_STAGE_TRIES:
                     raise
                 if attempt == 1:
                     self._audit("bifrost", "cancel-orphaned-stage", key, "its workflow from a previous run of this "
@@ -823,7 +776,7 @@ class RolloutWorkflow:
     async def _name_canceller(self) -> None:
         """If a cancellation request stops the rollout, name who sent it: in the reason and the audit trail."""
         stop = self.stop
-        if stop is None or stop.reason != CANCEL_REASON or not workflow.patched(CANCEL_IDENTITY_PATCH):
+        if stop is None or stop.reason != CANCEL_REASON:
             return
         self.controls.stop = Stop("aborted", await name_canceller(self.controls))
         self._publish()
@@ -858,8 +811,7 @@ class RolloutWorkflow:
             metrics.rollout_status_changed(workflow.metric_meter(), service=self.req.service, before=before, after=status,
                                            since=since, now=workflow.now())
             self._metered = (status, workflow.now())
-        furthest = workflow.patched(FURTHEST_ENVIRONMENT_PATCH)
-        self.controls.publish(rollout_search(self.state, self.plan, self.req.requested_by, furthest=furthest),
+        self.controls.publish(rollout_search(self.state, self.req.requested_by),
                               rollout_details(self.state, self.plan, soaking=self._soaking()))
 
     def _soaking(self) -> list[str]:

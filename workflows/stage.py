@@ -65,26 +65,19 @@ with workflow.unsafe.imports_passed_through():
     from workflows.parentage import stage_refusal
     from workflows.report import start_report
     from workflows.request import HOLDS
-    from workflows.traffic_gate import MAX_REWINDOWS, REJUDGE_PATCH, traffic_facts
+    from workflows.traffic_gate import MAX_REWINDOWS, traffic_facts
     from workflows.traffic_models import EvacuationInput, EvacuationState
 
-REPORTS_PATCH = "reports-drawn-by-report-workflow"  # a report is drawn by its own workflow, not a stage activity
-SEQUENTIAL_PATCH = "sequential-canary-analysis"  # an inconclusive analysis waits and judges again (issue 21)
 MAX_ANALYSIS_LOOKS = 11  # the most looks JudgeConfig allows (max_extensions <= 10): a bound the judge cannot lift
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports
 STAGE_ORDERS_QUERY = "__bifrost_stage_orders"  # the rollout's record of what it told its stages; `__`: listed last in the UI
 # A stage confirms the rollout's signals with the rollout's orders; the rollout takes a stage's progress from the
 # stage's own `progress` query, not from the report signal.
-STAGE_SIGNALS_PATCH = "stage-signals-confirmed"
-# a version read that fails ends the stage `failed` with its reason; a failed local activity is not an ActivityError
-VERSION_READ_PATCH = "stage-version-read-fails-the-stage"
 # `on_failure: hold`: a canary that fails its analysis holds (canary and baseline running) until the rollout's
 # decision: retry on a fresh window, promote, or roll back (the rollout's resolve_hold update or the hold's timeout).
-HOLD_PATCH = "stage-hold-on-failure"
-# From this patch on a stage rolled back on the rollout's order (its scope after another stage failed, an abort, a
-# rejection) completes (green) with status rolled_back; only a stage that failed on its own ends red (RolledBack),
-# so the workflow list points at the stage that failed. Older runs replay as they ended.
-ORDERED_ROLLBACK_COMPLETES_PATCH = "ordered-rollback-completes"
+# A stage rolled back on the rollout's order (its scope after another stage failed, an abort, a rejection)
+# completes (green) with status rolled_back; only a stage that failed on its own ends red (RolledBack), so the
+# workflow list points at the stage that failed.
 SOAK_REPORTS = 10  # the rollout hears about a soak's progress at most this many times
 MAX_WINDOW_SAMPLES = 10_000  # a soak look fetches at most this many intervals (Prometheus refuses > 11,000 points)
 
@@ -143,36 +136,22 @@ class StageWorkflow:
     @workflow.signal(unfinished_policy=_POKE, description="Internal: the rollout is paused (true) or resumed; hold before promotion. "
                                  "Confirmed with the rollout.")
     async def set_hold(self, hold: bool) -> None:
-        if not workflow.patched(STAGE_SIGNALS_PATCH):
-            self.detail.hold = hold
-            return
         await self._confirm("set_hold", lambda o: "" if o.hold == hold else
                             f"the rollout is {'paused' if o.hold else 'not paused'}")
 
     @workflow.signal(unfinished_policy=_POKE, description="Internal: end the soak now (sent by the rollout's skip_soak update; confirmed with the rollout).")
     async def skip_soak(self, reason: str) -> None:
-        if not workflow.patched(STAGE_SIGNALS_PATCH):
-            self.detail.skip_soak_reason = reason or "skipped"
-            return
         await self._confirm("skip_soak", lambda o: "" if self.ref.key in o.skip_soak else
                             "the rollout has not ended this stage's soak (only its skip_soak update can)")
 
     @workflow.signal(unfinished_policy=_POKE, description="Internal: stop and roll back (the rollout was stopped or another stage failed; "
                                  "confirmed with the rollout). Ignored once the stage rolls back or has finished its work.")
     async def stop(self, reason: str) -> None:
-        if not workflow.patched(STAGE_SIGNALS_PATCH):
-            self._set_stop(reason)
-            return
         await self._confirm("stop", lambda o: "" if self.ref.key in o.stop else "the rollout has not stopped this stage")
 
     @workflow.signal(unfinished_policy=_POKE, description="Internal: the rollout's verdict on a finished stage: keep it, or roll it back "
                                  "(confirmed with the rollout).")
     async def conclude(self, conclusion: StageConclusion) -> None:
-        if not workflow.patched(STAGE_SIGNALS_PATCH):
-            if self.conclusion is None:
-                self.conclusion = conclusion
-            return
-
         def fits(o: StageOrders) -> str:
             given = o.conclude.get(self.ref.key)
             if given is None:
@@ -297,9 +276,9 @@ class StageWorkflow:
                     DeployActivities.current_version, StageOnly(stage=self.ref),
                     summary=f"read version in {self.ref.key}", **options.QUICK_LOCAL))
             except FailureError as err:
-                # an ordinary activity's failure is an ActivityError; a local one's is the activity's own error
-                if not isinstance(err, ActivityError) and (isinstance(err, CancelledError)
-                                                           or not workflow.patched(VERSION_READ_PATCH)):
+                # an ordinary activity's failure is an ActivityError; a local one's is the activity's own error;
+                # a version read that fails ends the stage `failed` with its reason
+                if isinstance(err, CancelledError):
                     raise
                 st.reason = f"could not read the current version: {error_text(err)}"
                 return await self._end("failed")
@@ -351,7 +330,7 @@ class StageWorkflow:
         metrics.stage_ended(workflow.metric_meter(), region=st.region, environment=st.environment, outcome=status,
                             started=st.started_at, ended=st.ended_at)
         await asyncio.gather(*self._outbox, *self._background, return_exceptions=True)
-        if status == "rolled_back" and ordered and workflow.patched(ORDERED_ROLLBACK_COMPLETES_PATCH):
+        if status == "rolled_back" and ordered:
             return st
         if status in OUTCOME_FAILURE_TYPES:
             raise ApplicationError(f"{self.ref.key} {status.replace('_', ' ')}: {st.reason}", st,
@@ -385,7 +364,7 @@ class StageWorkflow:
                 await self._judge(start, retries)
                 return
             except _Judged as failed:
-                if self.inp.on_failure not in HOLDS or not workflow.patched(HOLD_PATCH):
+                if self.inp.on_failure not in HOLDS:
                     raise
                 if await self._hold(failed.reason) == "promote":
                     return
@@ -401,8 +380,7 @@ class StageWorkflow:
             await self._until(lambda: self.detail.stop_reason is not None, timedelta(minutes=canary.analysis_minutes),
                               f"canary window {self.ref.key}")
             self._check_stop()
-            if workflow.patched(REJUDGE_PATCH):
-                start = await self._window_without_traffic_change(start)
+            start = await self._window_without_traffic_change(start)
         elif why:
             self._report("analyzing", f"{why}judging again")
         return start
@@ -459,8 +437,7 @@ class StageWorkflow:
             self.state.analysis_looks = look
             decision = analysis.decision
             # bounded: the judge extends at most max_extensions times (10 at most), and never past its last look
-            if (decision is None or decision.action != "extend" or look >= min(decision.max_looks, MAX_ANALYSIS_LOOKS)
-                    or not workflow.patched(SEQUENTIAL_PATCH)):
+            if decision is None or decision.action != "extend" or look >= min(decision.max_looks, MAX_ANALYSIS_LOOKS):
                 break
             await self._extend(decision, canary.analysis_minutes)
             look += 1
@@ -588,10 +565,6 @@ class StageWorkflow:
 
     def _draw(self, report: ReportInput, summary: str) -> None:
         """Have a ReportWorkflow draw and store a report; the stage waits only until that workflow has started."""
-        if not workflow.patched(REPORTS_PATCH):  # stages begun before the patch draw in their own activity
-            self._background.append(asyncio.ensure_future(workflow.execute_activity_method(
-                AnalysisActivities.render_report, report, summary=summary, **options.REPORT)))
-            return
         self._background.append(asyncio.ensure_future(start_report(report, summary)))
 
     def _history_full(self) -> bool:

@@ -39,8 +39,7 @@ with workflow.unsafe.imports_passed_through():
 GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
 EVACUATION_TYPE, GUARD_TYPE = "EvacuationWorkflow", "RegionGuardWorkflow"  # the only types asked at those ids
 
-TRAFFIC_HOLD_PATCH = "rollout-holds-for-traffic"  # a wave waits until its regions' traffic is back and still
-REJUDGE_PATCH = "stage-rejudges-after-traffic-moves"  # a window that overlapped a traffic change is not judged
+# A wave waits until its regions' traffic is back and still; a window that overlapped a traffic change is not judged.
 MAX_REWINDOWS = 3  # fresh windows a stage waits at most; then it judges what it has, and says so
 
 

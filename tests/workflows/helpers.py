@@ -113,3 +113,10 @@ async def start(client: Client, req: RolloutRequest, task_queue: str) -> Workflo
     return await client.start_workflow(
         RolloutWorkflow.run, req, id=f"{req.workflow_id}/{uuid.uuid4().hex[:6]}", task_queue=task_queue
     )
+
+
+async def cancel_as_release_manager(client: Client, workflow_id: str) -> None:
+    """Request the cancellation as the Web UI does for a signed-in user: with the identity rm@example.com."""
+    rm = await Client.connect(client.service_client.config.target_host, namespace=client.namespace,
+                              identity="rm@example.com")
+    await rm.get_workflow_handle(workflow_id).cancel()

@@ -140,7 +140,7 @@ def test_a_stage_page_says_why_its_canary_analysis_was_extended():
 
 
 def _environment(state: RolloutState) -> str:
-    return next(str(u.value) for u in rollout_search(state, None, "ci") if u.key.name == "BifrostEnvironment")
+    return next(str(u.value) for u in rollout_search(state, "ci") if u.key.name == "BifrostEnvironment")
 
 
 def test_environment_is_the_furthest_one_changed_not_the_latest_wave_started():

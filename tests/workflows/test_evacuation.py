@@ -25,7 +25,7 @@ from tests.workflows.evacuation_helpers import (
     start,
     wait_for,
 )
-from tests.workflows.record_console_histories import cancel_as_release_manager
+from tests.workflows.helpers import cancel_as_release_manager
 from workflows.evacuation import EvacuationWorkflow
 from workflows.traffic_details import evacuation_details
 from workflows.traffic_models import AbortShift, ApproveShift, EvacuationState

@@ -13,8 +13,7 @@ from activities.adapters.webhooks import slack_payload, workflow_link
 from bifrost_cli.ops import outcome, start_rollout
 from common.failures import OUTCOME_MEMO
 from common.types import StageRef
-from tests.workflows.helpers import fleet, make_request, running_worker
-from tests.workflows.record_console_histories import cancel_as_release_manager
+from tests.workflows.helpers import cancel_as_release_manager, fleet, make_request, running_worker
 from tests.workflows.revert_helpers import listed_closed, notices_sent, revert_input, revert_outcome, start_revert
 from tests.workflows.test_canceled import scheduled_activities
 from workflows.revert import RevertWorkflow

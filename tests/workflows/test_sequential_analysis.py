@@ -19,7 +19,6 @@ from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.build import WORKFLOWS
 from worker.converter import DATA_CONVERTER
 from workflows.models import StageInput, StageState
-from workflows.stage import SEQUENTIAL_PATCH
 
 LATENCY = [{"name": "latency_p99", "kind": "latency", "direction": "increase", "allowed_increase": 1.05}]
 
@@ -68,9 +67,6 @@ async def test_an_inconclusive_canary_extends_then_passes_and_the_page_says_why(
     assert "**Canary analysis:** look 3 — analysis extended: inconclusive on latency\\_p99 (p=" in page, page  # Markdown-escaped
     summaries = await activities_and_replay(handle)
     assert len(summaries) == 3 and summaries[1].endswith("(look 2)")
-    markers = [e.marker_recorded_event_attributes.SerializeToString() for e in (await handle.fetch_history()).events
-               if e.HasField("marker_recorded_event_attributes")]
-    assert any(SEQUENTIAL_PATCH.encode() in m for m in markers)  # the new commands are behind the patch marker
 
 
 async def test_an_extension_that_finds_the_regression_fails_and_rolls_back(ts_env, task_queue, tmp_path):
