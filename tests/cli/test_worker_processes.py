@@ -64,7 +64,8 @@ async def test_worker_processes_poll_one_task_queue_and_stop_together_on_sigterm
     environ.pop("TEMPORAL_API_KEY", None)
     with open(log, "wb") as out:
         proc = subprocess.Popen([BIFROST, "worker", "--processes", "2", "--task-queue", task_queue,
-                                 "--reports", str(tmp_path / "reports")], stdout=out, stderr=subprocess.STDOUT, env=environ)
+                                 "--reports", str(tmp_path / "reports"), "--fleet-db", str(tmp_path / "fleet.db")],
+                                stdout=out, stderr=subprocess.STDOUT, env=environ)
     try:
         async with asyncio.timeout(120):  # two fresh interpreters import the SDK, numpy and scipy on a shared machine
             while len(started := _log_pids(log, "worker started")) < 2:
