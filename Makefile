@@ -1,10 +1,15 @@
 # Bifrost: two commands. `make demo` runs the staged rollout demo; `make test` runs the tests.
+# `make test-fast` runs, in about a minute, every test that needs no Temporal dev server (docs/testing.md).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+PYTEST := $(PY) -m pytest -q -p no:cacheprovider
+# pytest-xdist workers for `make test`; each starts its own dev servers. They mostly wait on timers and the
+# servers, so more workers than cores pays (measured on 2 cores in docs/testing.md). 0 runs in one process.
+TEST_WORKERS ?= 4
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test test-fast lint bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +27,11 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: lint
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PYTEST) -n $(TEST_WORKERS) --dist load
+
+# No lint, no dev server, no browser: the unit tests and the ones that start a process or component of their own.
+test-fast: $(STAMP)
+	$(PYTEST) -n 2 -m "not server and not ui"
 
 bench: $(STAMP)
 	$(PY) benchmarks/orchestration.py

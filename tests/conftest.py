@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import _posixsubprocess
 import atexit
+import multiprocessing.process
 import os
+import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,57 @@ from worker.server import DEV_SERVER_FLAGS
 from workflows import search
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
+
+
+# The test kinds (pyproject.toml's markers), given by pytest_collection_modifyitems below from what a test uses.
+SERVER_FIXTURES = frozenset({"env", "ts_env", "ui_server"})  # each starts a Temporal dev server
+# Each starts a real component beside the test: Prometheus, moto's HTTP server, the fake Kubernetes API.
+PROCESS_FIXTURES = frozenset({"prometheus", "moto_server", "kube"})
+KINDS = ("server", "process", "ui")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test `ui`, `server`, `process` or `unit`, so `make test-fast` can pick what needs no server.
+
+    `server`: uses a dev-server fixture, directly or through another fixture (item.fixturenames is the closure).
+    `ui`: everything under tests/ui/. `process`: uses a component fixture, or carries the mark by hand (tests
+    that spawn processes themselves). `unit`: none of these; the guard below fails a unit test that spawns one.
+    """
+    ui_dir = Path(__file__).parent / "ui"
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if item.path.is_relative_to(ui_dir):
+            item.add_marker(pytest.mark.ui)
+        if names & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)
+        if names & PROCESS_FIXTURES:
+            item.add_marker(pytest.mark.process)
+        if not any(item.get_closest_marker(kind) for kind in KINDS):
+            item.add_marker(pytest.mark.unit)
+
+
+class SpawnedInUnitTest(AssertionError):
+    """A test marked `unit` started a process: it belongs to `process` (or `server`), or `make test-fast` lies."""
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_spawn_nothing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Keep the `unit` mark honest: in a unit test, starting a subprocess (which is also how a dev server, a
+    CLI run or a process pool starts) or forking fails the test, naming the mark it needs."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise SpawnedInUnitTest(f"{request.node.nodeid} is marked unit but started a process: mark it "
+                                "@pytest.mark.process (tests/conftest.py gives the marks)")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(os, "posix_spawn", refuse)
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refuse)  # multiprocessing's spawn and forkserver start
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)  # a pool's worker, even via a forkserver
+    yield
 
 
 def require_or_skip(what: str, why: str) -> None:

@@ -86,6 +86,7 @@ async def test_a_worker_with_reports_off_judges_without_a_link():
     assert out.result.verdict == "fail" and out.report_url is None  # no link, so the stage starts no drawing
 
 
+@pytest.mark.process  # the render pool's processes
 async def test_render_report_stores_the_page_in_the_pool_and_a_retry_changes_nothing(
         store: LocalReportStore, pool: CountingPool):
     acts = AnalysisActivities(AdapterRegistry.simulated(fleet()), store, pool)
@@ -110,6 +111,7 @@ async def test_render_report_stores_the_page_in_the_pool_and_a_retry_changes_not
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary files left behind
 
 
+@pytest.mark.process  # the render pool's processes
 async def test_render_report_without_a_result_judges_the_same_samples_again(store: LocalReportStore, pool: CountingPool):
     acts = AnalysisActivities(AdapterRegistry.simulated(fleet()), store, pool)
     env = ActivityEnvironment()
@@ -119,6 +121,7 @@ async def test_render_report_without_a_result_judges_the_same_samples_again(stor
     assert f"{judged.result.verdict.upper()} — score {judged.result.score:.2f}" in page
 
 
+@pytest.mark.process  # the render pool's processes
 async def test_samples_never_enter_the_inputs_or_results(store: LocalReportStore, pool: CountingPool):
     """History holds inputs and results: their size must not grow with the window (the samples are re-fetched)."""
     acts = AnalysisActivities(AdapterRegistry.simulated(fleet()), store, pool)
@@ -136,6 +139,7 @@ async def test_samples_never_enter_the_inputs_or_results(store: LocalReportStore
     assert page_long > page_short  # while the page itself did draw the longer series
 
 
+@pytest.mark.process  # the render pool's processes
 async def test_an_alarming_soak_look_names_its_report_and_renders_it(store: LocalReportStore, pool: CountingPool):
     acts = AnalysisActivities(AdapterRegistry.simulated(fleet()), store, pool)
     env = ActivityEnvironment()
@@ -160,6 +164,7 @@ async def test_an_alarming_soak_look_names_its_report_and_renders_it(store: Loca
     assert page.count("<img alt='Time series of") == len(METRICS)
 
 
+@pytest.mark.process  # the render pool's processes
 async def test_a_store_that_cannot_write_fails_the_render_not_the_verdict(tmp_path: Path, pool: CountingPool):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

@@ -189,6 +189,7 @@ def test_plan_refuses_the_nastiest_files_in_one_line(tmp_path):
         assert problems and all(len(p) < 500 for p in problems), (key, res.output)
 
 
+@pytest.mark.process
 def test_the_real_command_refuses_them_with_exit_2_and_no_traceback(tmp_path):
     import subprocess
     import sys

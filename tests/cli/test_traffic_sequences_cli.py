@@ -7,10 +7,12 @@ own is never handed traffic by another region's change, and restoring every regi
 
 from __future__ import annotations
 
+import asyncio
 import random
 from fractions import Fraction
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from bifrost_cli import traffic
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_registry, wait_for
@@ -26,6 +28,14 @@ QUICK = {"health_baseline_minutes": 1, "health_interval_seconds": 1, "judge": {"
 def below_home(weights: dict[str, int]) -> set[str]:
     total = sum(weights.values())
     return {r for r, w in weights.items() if Fraction(w, total) < Fraction(HOME[r], sum(HOME.values())) - Fraction(1, total)}
+
+
+async def closed(handle: WorkflowHandle, timeout: float = 60.0) -> None:
+    """Wait until the run has closed, not only reported itself finished: the CLI refuses the next change of the
+    service while the previous run is still open (a loaded machine widens that gap to seconds)."""
+    async with asyncio.timeout(timeout):
+        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await asyncio.sleep(0.1)
 
 
 @pytest.mark.parametrize("seed", [7, 1234])
@@ -65,6 +75,7 @@ async def test_random_sequences_through_the_workflow(env, task_queue, tmp_path, 
             except Exception:  # noqa: BLE001 - ended already
                 pass
         state = await wait_for(handle, lambda s: s.finished, timeout=120)
+        await closed(handle)
         log.append(f"{how} {direction} {region}: {state.status} {state.weights_before} -> {state.weights_after} ({code})")
         for step in state.steps:
             assert sum(step.weights.values()) > 0, log

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -26,6 +27,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.server
 def test_dev_server_runs_with_the_fast_transfer_queue_flag(tmp_path):
     assert DEV_SERVER_FLAGS == ["--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000"]
     server = start_dev_server(port=_free_port(), ui_port=None, db_file=None, log_file=tmp_path / "temporal.log")
@@ -62,7 +64,8 @@ async def test_worker_processes_poll_one_task_queue_and_stop_together_on_sigterm
     environ.pop("TEMPORAL_API_KEY", None)
     with open(log, "wb") as out:
         proc = subprocess.Popen([BIFROST, "worker", "--processes", "2", "--task-queue", task_queue,
-                                 "--reports", str(tmp_path / "reports")], stdout=out, stderr=subprocess.STDOUT, env=environ)
+                                 "--reports", str(tmp_path / "reports"), "--fleet-db", str(tmp_path / "fleet.db")],
+                                stdout=out, stderr=subprocess.STDOUT, env=environ)
     try:
         async with asyncio.timeout(120):  # two fresh interpreters import the SDK, numpy and scipy on a shared machine
             while len(started := _log_pids(log, "worker started")) < 2:
@@ -85,6 +88,7 @@ async def test_worker_processes_poll_one_task_queue_and_stop_together_on_sigterm
             proc.wait()
 
 
+@pytest.mark.process
 def test_a_worker_that_exits_on_its_own_stops_the_others_and_its_code_is_returned(tmp_path):
     # the first copy to create the marker exits with 3; the others wait for a signal
     code = ("import os, signal, sys\n"

@@ -40,16 +40,19 @@ def _names(expr: str) -> set[str]:
     return {re.sub(r"_(bucket|count|sum)$", "", n) for n in re.findall(r"\bbifrost_[a-z_]+", expr)}
 
 
+@pytest.mark.process
 def test_the_rule_file_passes_promtool_check() -> None:
     out = _promtool("check", "rules", str(RULES))
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.process
 def test_the_rules_fire_when_they_should_and_not_before() -> None:
     out = _promtool("test", "rules", RULE_TESTS.name, cwd=RULE_TESTS.parent)
     assert out.returncode == 0 and "SUCCESS" in out.stdout, out.stdout + out.stderr
 
 
+@pytest.mark.process
 def test_the_rule_check_catches_a_broken_expression(tmp_path: Path) -> None:
     broken = RULES.read_text().replace("> 0\n        for: 6h", "> > 0\n        for: 6h")
     assert broken != RULES.read_text()
@@ -57,6 +60,7 @@ def test_the_rule_check_catches_a_broken_expression(tmp_path: Path) -> None:
     assert _promtool("check", "rules", str(tmp_path / "broken.yml")).returncode != 0
 
 
+@pytest.mark.process
 def test_every_dashboard_query_parses(tmp_path: Path) -> None:
     """promtool parses each query (Grafana's variables replaced by what they stand for), as a recording rule."""
     rules: list[dict[str, Any]] = []

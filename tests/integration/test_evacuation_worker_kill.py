@@ -50,7 +50,7 @@ def _workers(env, task_queue: str, tmp_path: Path, targets: dict[str, Any]) -> t
     def start_worker(name: str) -> subprocess.Popen[bytes]:
         with (tmp_path / f"{name}.log").open("wb") as out:
             procs.append(subprocess.Popen([BIFROST, "worker", "--task-queue", task_queue, "--targets", str(path),
-                                           "--fleet", str(fleet)],
+                                           "--fleet", str(fleet), "--fleet-db", str(tmp_path / "fleet.db")],
                                           env=worker_env, stdout=out, stderr=subprocess.STDOUT))
         return procs[-1]
 

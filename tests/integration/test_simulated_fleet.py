@@ -164,6 +164,7 @@ async def test_threads_on_two_fleets_sharing_a_file_never_lose_an_update(tmp_pat
         f.close()
 
 
+@pytest.mark.process
 async def test_processes_sharing_a_file_never_lose_an_update(tmp_path: Path):
     db = tmp_path / "fleet.db"
     SimulatedFleet(state_file=db).open().close()  # the schema exists before the racers start
@@ -198,6 +199,7 @@ def test_a_file_that_is_not_a_fleet_database_is_refused_naming_it(tmp_path: Path
         SimulatedFleet(state_file=newer).open()
 
 
+@pytest.mark.process
 def test_the_worker_refuses_a_bad_fleet_db_before_connecting(tmp_path: Path):
     bad = tmp_path / "notes.txt"
     bad.write_text("not a database\n" * 100)

@@ -19,11 +19,13 @@ def pool() -> Iterator[RenderPool]:
     p.shutdown()
 
 
+@pytest.mark.process
 def test_renders_run_in_another_process_at_a_lower_priority(pool: RenderPool):
     assert pool.submit(os.getpid).result(60) != os.getpid()
     assert pool.submit(os.nice, 0).result(60) == min(19, os.nice(0) + 10)
 
 
+@pytest.mark.process
 def test_a_killed_render_process_fails_its_render_and_the_next_one_gets_a_new_pool(pool: RenderPool):
     child = pool.submit(os.getpid).result(60)
     doomed = pool.submit(os.kill, child, signal.SIGKILL)  # as the kernel's OOM killer would

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from workflows.guard_models import guard_id
 from workflows.traffic_gate import GUARD_PREFIX, TrafficFacts
 
@@ -53,6 +55,7 @@ def test_the_guard_id_read_is_the_guards_own() -> None:
     assert GUARD_PREFIX + "payments" == guard_id("payments")
 
 
+@pytest.mark.process
 def test_the_rollout_workflow_does_not_import_the_statistics() -> None:
     # the CLI imports the workflows; the guard's judgement (numpy, scipy) is loaded by the worker only
     code = "import sys, workflows.rollout, workflows.stage; print(sorted(m for m in ('numpy', 'scipy') if m in sys.modules))"
