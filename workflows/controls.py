@@ -87,12 +87,12 @@ def check_approver(who: str, approvers: Sequence[str], *, field: str, source: st
     """The one approver check of every update that approves or decides (gates, soaks, windows, holds, evacuations,
     the guard's proposals): refuse `who` unless on `approvers`. An empty list lets anyone who may send updates
     decide (the request's, the evacuation's and the guard's documented default). The refusal names the field, the
-    name and the allowed names, each shown escaped (one line, no control characters)."""
+    name (escaped: one line, no control characters) and where the list is set, but not the names on it: whoever
+    may send an update should not learn from a refusal whose name would pass."""
     if not approvers or who in approvers:
         return
-    allowed = ", ".join(visible(a) for a in approvers)
     raise refused(f"{field}: {visible(who)!r} may not approve or decide here: the name is not on the list of "
-                  f"approvers ({source}: {allowed})")
+                  f"approvers ({source})")
 
 
 class Stopped(Exception):

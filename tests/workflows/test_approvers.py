@@ -32,15 +32,15 @@ def test_a_name_outside_the_list_is_refused_naming_the_field_and_the_allowed_nam
         check_approver("mallory", ["alice", "bob"], field="by", source="the guard's approvers")
     assert err.value.type == REFUSED and err.value.non_retryable
     assert err.value.message == ("by: 'mallory' may not approve or decide here: the name is not on the list of "
-                                 "approvers (the guard's approvers: alice, bob)")
+                                 "approvers (the guard's approvers)")
 
 
-def test_the_refusal_shows_names_escaped_on_one_line() -> None:
+def test_the_refusal_shows_the_name_escaped_on_one_line_and_not_the_list() -> None:
     with pytest.raises(ApplicationError) as err:
-        check_approver("eve\n- alice: approve", ["al\x1b[2Jice"], field="approver", source="x")
+        check_approver("eve\n- alice: approve", ["al\x1b[2Jice", "bob"], field="approver", source="x")
     assert "\n" not in err.value.message and "\x1b" not in err.value.message
     assert "'eve\\\\n- alice: approve'" in err.value.message or "eve\\n- alice: approve" in err.value.message
-    assert "al\\x1b[2Jice" in err.value.message
+    assert "Jice" not in err.value.message and "bob" not in err.value.message  # who would pass is not disclosed
 
 
 def test_a_name_differing_only_in_case_or_spaces_is_not_on_the_list() -> None:
@@ -78,7 +78,7 @@ async def test_the_guards_dismiss_and_approve_refuse_a_name_outside_its_approver
             with pytest.raises(WorkflowUpdateFailedError) as err:
                 await update(handle, fn, arg)
             assert err.value.cause.message == (f"{field}: 'mallory' may not approve or decide here: the name is not on "
-                                               "the list of approvers (the guard's approvers: alice)")
+                                               "the list of approvers (the guard's approvers)")
         # nothing changed: the same proposal stands, several looks later, proposed and notified once
         state = await wait_for(handle, lambda s: s.look >= state.look + 3)
         assert state.proposals == [proposal] and state.status == "awaiting_approval" and not state.approvals

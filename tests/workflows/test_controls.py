@@ -60,7 +60,7 @@ async def test_approval_gate_with_refusals_then_approve(env, task_queue, tmp_pat
         not_listed = await refused(h, RolloutWorkflow.approve, Approve(stage="us-east-1/prod", approver="mallory"))
         # the one approver check (workflows/controls.check_approver): the field, the name, the allowed names
         assert not_listed == ("approver: 'mallory' may not approve or decide here: the name is not on the list of "
-                              "approvers (approvals.approvers in the request: alice, bob)")
+                              "approvers (approvals.approvers in the request)")
         assert await refused(h, RolloutWorkflow.reject, Reject(stage="us-east-1/prod", approver="mallory",
                                                                reason="x")) == not_listed
         assert "wave 6 is not waiting for approval; wave 4 is (us-east-1/prod)" in await refused(
@@ -239,7 +239,7 @@ async def test_override_window_starts_a_frozen_stage(env, task_queue, tmp_path):
         h = await start(env.client, req, task_queue)
         state = await wait_for(h, lambda s: s.status == "waiting_window")
         assert "us-east-1/prod" in state.waiting_for
-        assert "by: 'hal' may not approve or decide here: the name is not on the list of approvers (approvals.approvers in the request: gina)" in await refused(
+        assert "by: 'hal' may not approve or decide here: the name is not on the list of approvers (approvals.approvers in the request)" in await refused(
             h, RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="hal", reason="x"))
         await h.execute_update(RolloutWorkflow.override_window, OverrideWindow(stage="us-east-1/prod", by="gina", reason="sev1 fix"))
         result = await outcome(h)

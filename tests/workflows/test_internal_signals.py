@@ -151,7 +151,7 @@ async def test_stage_signals_sent_by_hand_to_a_soaking_stage_change_nothing(env,
         with pytest.raises(WorkflowUpdateFailedError) as refused:  # the update refuses mallory
             await h.execute_update(RolloutWorkflow.skip_soak, SkipSoak(stage="us-east-1/prod", by="mallory", reason="x"))
         assert str(refused.value.cause).endswith("by: 'mallory' may not approve or decide here: the name is not on the "
-                                                 "list of approvers (approvals.approvers in the request: alice)")
+                                                 "list of approvers (approvals.approvers in the request)")
         stage = env.client.get_workflow_handle(f"{h.id}/us-east-1/prod")
         stage_before: StageDetail = await stage.query(StageWorkflow.progress)
         await stage.signal("skip_soak", "mallory: trust me")
