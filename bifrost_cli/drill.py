@@ -75,10 +75,15 @@ async def schedule_drill(inp: DrillInput, *, cron: str | None, every_hours: floa
 async def run_drill(inp: DrillInput, *, wait: bool, task_queue: str) -> int:
     import uuid
 
+    from bifrost_cli.claims import Claim, bifrost_run
     from worker.connect import connect
     from workflows.drill import DrillReport, DrillWorkflow
+    from workflows.traffic_models import evacuation_id
 
     client = await connect()
+    # the drill moves traffic under traffic/<service>: a run there no Bifrost worker will run would refuse every step
+    await bifrost_run(client, Claim(evacuation_id(inp.service), "EvacuationWorkflow", task_queue, "bifrost drill run",
+                                    inp.requested_by, "the drill can move traffic"))
     handle = await client.start_workflow(DrillWorkflow.run, inp, id=f"{drill_id(inp.service)}/{uuid.uuid4().hex[:8]}",
                                          task_queue=task_queue)
     click.echo(f"started {handle.id}")

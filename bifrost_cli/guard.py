@@ -98,15 +98,27 @@ def print_guard(state: GuardState) -> None:
         echo(f"note: {note}")
 
 
+def _already_running(service: str) -> int:
+    """Exit 3: a guard of the service runs already; say how to see or stop it."""
+    _fail(f"a region guard of {service} is already running ({guard_id(service)}); see `bifrost guard "
+          f"status {service}`, or stop it first (`bifrost guard stop {service} --reason ...`)", EXIT_ABORTED)
+    return EXIT_ABORTED
+
+
 async def start_guard(inp: GuardInput, task_queue: str) -> int:
     from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
+    from bifrost_cli.claims import Claim, bifrost_run
     from worker.connect import connect
     from workflows import search
     from workflows.guard import RegionGuardWorkflow
 
     client = await connect()
+    claim = Claim(guard_id(inp.service), RegionGuardWorkflow.__name__, task_queue, "bifrost guard start",
+                  inp.requested_by, "the region guard can start")
+    if await bifrost_run(client, claim) is not None:  # a run no Bifrost worker will run is ended first
+        return _already_running(inp.service)
     try:
         handle = await client.start_workflow(
             RegionGuardWorkflow.run, inp, id=guard_id(inp.service), task_queue=task_queue,
@@ -117,9 +129,7 @@ async def start_guard(inp: GuardInput, task_queue: str) -> int:
             static_summary=md(f"region guard of {inp.service} ({inp.rules.mode}) by {inp.requested_by}"),
         )
     except WorkflowAlreadyStartedError:
-        _fail(f"a region guard of {inp.service} is already running ({guard_id(inp.service)}); see `bifrost guard "
-              f"status {inp.service}`, or stop it first (`bifrost guard stop {inp.service} --reason ...`)", EXIT_ABORTED)
-        return EXIT_ABORTED
+        return _already_running(inp.service)
     click.echo(f"started {handle.id}: mode {inp.rules.mode}, restore {inp.rules.restore}, a look every "
                f"{inp.look_interval_seconds} s; follow it: bifrost guard status {inp.service}")
     return EXIT_OK

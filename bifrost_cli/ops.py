@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
 from bifrost_cli.canceled import canceled_outcome
+from bifrost_cli.claims import Claim, bifrost_run
 from bifrost_cli.exits import EXIT_OK, EXIT_ROLLED_BACK, exit_code_for
 from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
 from bifrost_cli.render import print_status, shown, state_table
@@ -75,7 +76,10 @@ async def outcome(handle: WorkflowHandle[Any, RolloutState]) -> RolloutState:
 
 
 async def start_rollout(client: Client, req: RolloutRequest, task_queue: str = "bifrost") -> WorkflowHandle[Any, RolloutState]:
-    """Start the rollout, or attach to the running one with the same service and version."""
+    """Start the rollout, or attach to the running one with the same service and version; a run under its id that
+    no Bifrost worker will run (another type or task queue) is terminated first (bifrost_cli/claims.py)."""
+    await bifrost_run(client, Claim(req.workflow_id, ROLLOUT_WORKFLOW, task_queue, "bifrost submit", req.requested_by,
+                                    "the rollout can start"))
     return await client.start_workflow(
         ROLLOUT_WORKFLOW,
         req,

@@ -76,11 +76,15 @@ def print_audit(state: RevertState, since: int = 0) -> int:
 
 
 async def start_revert(client: Any, inp: RevertInput, task_queue: str) -> Any:
-    """Start the revert, or attach to the running one of the same service and version."""
+    """Start the revert, or attach to the running one of the same service and version; a run under its id that no
+    Bifrost worker will run (another type or task queue) is terminated first (bifrost_cli/claims.py)."""
     from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
+    from bifrost_cli.claims import Claim, bifrost_run
     from workflows import search
 
+    await bifrost_run(client, Claim(inp.workflow_id, REVERT_WORKFLOW, task_queue, "bifrost revert", inp.requested_by,
+                                    "the revert can start"))
     return await client.start_workflow(
         REVERT_WORKFLOW, inp, id=inp.workflow_id, task_queue=task_queue, result_type=RevertState,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,

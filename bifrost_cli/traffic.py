@@ -201,18 +201,16 @@ async def traffic_moves(client: Any, service: str) -> list[EvacuationState | Non
             for wf in sorted(runs, key=lambda wf: wf.start_time)]
 
 
-async def running_change(client: Any, service: str) -> bool:
-    """Whether a run holds the service's traffic claim (`traffic/<service>`) now."""
-    from temporalio.client import WorkflowExecutionStatus
-    from temporalio.service import RPCError, RPCStatusCode
+async def running_change(client: Any, inp: EvacuationInput, task_queue: str) -> bool:
+    """Whether a Bifrost run holds the service's traffic claim (`traffic/<service>`) now. A run there that no Bifrost
+    worker will run (another type, another task queue) is terminated, so that it cannot block the service's traffic
+    changes for ever (bifrost_cli/claims.py)."""
+    from bifrost_cli.claims import Claim, bifrost_run
+    from workflows.evacuation import EvacuationWorkflow
 
-    try:
-        described = await client.get_workflow_handle(evacuation_id(service)).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return False
-        raise
-    return bool(described.status == WorkflowExecutionStatus.RUNNING)
+    claim = Claim(evacuation_id(inp.service), EvacuationWorkflow.__name__, task_queue, f"bifrost {inp.direction}",
+                  inp.requested_by, f"the {inp.direction} can start")
+    return await bifrost_run(client, claim) is not None
 
 
 async def refuse_busy(client: Any, service: str) -> None:
@@ -240,6 +238,8 @@ async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> i
     from workflows.evacuation import EvacuationWorkflow
 
     client = await connect()
+    if await running_change(client, inp, task_queue):  # a run no Bifrost worker will run is ended first
+        await refuse_busy(client, inp.service)
     try:
         handle: WorkflowHandle[Any, Any] = await start_traffic(client, inp, task_queue)
     except WorkflowAlreadyStartedError:
@@ -307,7 +307,7 @@ async def run_evacuate(inp: EvacuationInput, *, wait: bool, task_queue: str) -> 
     from worker.connect import connect
 
     client = await connect()
-    if await running_change(client, inp.service):  # refused at once: never wait for it to end and then drain a second region
+    if await running_change(client, inp, task_queue):  # refused at once: never wait for it to end and then drain a second region
         await refuse_busy(client, inp.service)
     home = home_from(await traffic_moves(client, inp.service), inp.environment)
     if home is not None:
