@@ -69,11 +69,17 @@ class ServiceLockWorkflow:
         self.outbox: list[tuple[str, str, str]] = []  # (workflow_id, signal, argument)
         self.check_holder_now = False  # someone is waiting: make sure the holder is still alive
         self.confirming = asyncio.Lock()  # confirm one signal at a time, in arrival order
+        # a fresh run (not its own continue-as-new) first recovers the claims of rollouts that already hold or wait for
+        # the lock (its last run may have been terminated under them); until then it admits and frees nobody
+        self.recovering = self.refusal is None and workflow.info().continued_run_id is None
 
     @workflow.run
     async def run(self, state: LockState) -> None:
         if self.refusal is not None:
             raise ApplicationError(self.refusal, type=INVALID_PAYLOAD, non_retryable=True)
+        if self.recovering:
+            await self._recover()
+            self.recovering = False
         while True:
             await self._flush()
             if self.state.holder is None and not self.state.queue:
@@ -99,6 +105,33 @@ class ServiceLockWorkflow:
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state, initial_versioning_behavior=options.upgrade_on_continue_as_new())
+
+    async def _recover(self) -> None:
+        """Take back the holder and the queue from the claims of the service's running rollouts and reverts on this
+        queue, each by its own word (a terminated lock run took its state with it); the queue keeps their order."""
+        try:
+            found = await workflow.execute_activity_method(
+                LockActivities.recover_claims, self.state.service,
+                summary=f"who holds or waits for the {self.state.service} lock?", **options.CONFIRM,
+            )
+        except ActivityError as err:
+            self.state.log.append(f"could not recover the claims of running rollouts ({err.cause or err}); "
+                                  "starting empty")
+            return
+        for req in found.holders:
+            if self.state.holder is None:
+                self.state.holder = req
+                self.state.log.append(f"recovered holder {req.workflow_id} (its own claim: granted)")
+            else:
+                self.state.log.append(f"{req.workflow_id} also claims to hold the lock; {self.state.holder.workflow_id}, "
+                                      "started first, is recovered as the holder")
+        for req in found.waiting:
+            if all(q.workflow_id != req.workflow_id for q in self.state.queue):
+                self.state.queue.append(req)
+                self.state.log.append(f"recovered {req.workflow_id} waiting (its own claim: waiting)")
+        for why in found.skipped:
+            self.state.log.append(f"not recovered: {why}")
+        self._grant_next()  # waiting rollouts whose holder has ended
 
     async def _check_holder(self) -> None:
         """A rollout that was terminated never releases the lock: free it so the queue moves on."""
@@ -127,6 +160,7 @@ class ServiceLockWorkflow:
     @workflow.signal(name=ACQUIRE_SIGNAL, description="Internal: a rollout asks for the service lock "
                                                        "(admitted once that rollout confirms it waits for it).")
     async def acquire(self, req: LockRequest) -> None:
+        await workflow.wait_condition(lambda: not self.recovering)
         async with self.confirming:
             claim, why = await self._claim(req.workflow_id)
             if claim is not None and claim.status != "waiting":
@@ -179,6 +213,7 @@ class ServiceLockWorkflow:
     @workflow.signal(name=RELEASE_SIGNAL, description="Internal: a rollout has finished and gives the lock back "
                                                        "(accepted once that rollout confirms it).")
     async def release(self, workflow_id: str) -> None:
+        await workflow.wait_condition(lambda: not self.recovering)
         async with self.confirming:
             holds = self.state.holder is not None and self.state.holder.workflow_id == workflow_id
             if not holds and all(q.workflow_id != workflow_id for q in self.state.queue):
@@ -306,9 +341,12 @@ class ServiceLock:
         """Give the lock back (also withdraws a request still waiting in the queue)."""
         if self.status in (LockStatus.WAITING, LockStatus.GRANTED):
             self.status = LockStatus.RELEASED
-            await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
-                RELEASE_SIGNAL, self.request.workflow_id
-            )
+            try:
+                await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
+                    RELEASE_SIGNAL, self.request.workflow_id
+                )
+            except ApplicationError as err:  # no lock runs (terminated, and nobody asked since): nothing to give back
+                workflow.logger.warning("release of the %s lock not delivered: %s", self.request.service, err)
 
     def refused(self, reason: str) -> None:
         self.status = LockStatus.REFUSED
