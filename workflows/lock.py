@@ -72,6 +72,7 @@ class ServiceLockWorkflow:
         # a fresh run (not its own continue-as-new) first recovers the claims of rollouts that already hold or wait for
         # the lock (its last run may have been terminated under them); until then it admits and frees nobody
         self.recovering = self.refusal is None and workflow.info().continued_run_id is None
+        self.recovered: set[str] = set()  # queued by recovery: an acquire of theirs that reaches this run is admitted anew
 
     @workflow.run
     async def run(self, state: LockState) -> None:
@@ -128,6 +129,7 @@ class ServiceLockWorkflow:
         for req in found.waiting:
             if all(q.workflow_id != req.workflow_id for q in self.state.queue):
                 self.state.queue.append(req)
+                self.recovered.add(req.workflow_id)
                 self.state.log.append(f"recovered {req.workflow_id} waiting (its own claim: waiting)")
         for why in found.skipped:
             self.state.log.append(f"not recovered: {why}")
@@ -171,6 +173,9 @@ class ServiceLockWorkflow:
             if claim is None or why:
                 self.state.log.append(f"ignored acquire from {req.workflow_id}: {why}")
                 return
+            if req.workflow_id in self.recovered:  # a request racing this run's start: its policy applies after all
+                self.recovered.discard(req.workflow_id)
+                self.state.queue = [q for q in self.state.queue if q.workflow_id != req.workflow_id]
             self._admit(req)
 
     def _admit(self, req: LockRequest) -> None:
