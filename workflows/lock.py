@@ -51,6 +51,7 @@ RELEASE_SIGNAL = "release"
 # The lock and the rollout confirm every lock signal against the other's own state before acting on it; a rollout
 # waiting for the lock re-checks the lock's own state at an interval.
 LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal within a second; this heals a lost one
+LOCK_CLOSED = "the lock no longer runs"  # what a re-check found of a lock terminated under its waiting rollouts
 
 # What a re-check found in the lock's state about this rollout: taken, refused (reason) or superseded (version).
 LockAnswer = tuple[Literal["granted", "refused", "superseded"], str]
@@ -175,6 +176,8 @@ class ServiceLockWorkflow:
                 return
             if req.workflow_id in self.recovered:  # a request racing this run's start: its policy applies after all
                 self.recovered.discard(req.workflow_id)
+                if req.policy == "queue":
+                    return  # it keeps its recovered place
                 self.state.queue = [q for q in self.state.queue if q.workflow_id != req.workflow_id]
             self._admit(req)
 
@@ -310,10 +313,7 @@ class ServiceLock:
         Every LOCK_RECHECK the wait asks the lock's own state, so an answer whose signal never arrived (or could
         not be confirmed) is still taken; `answered` hears of an answer found that way."""
         self.status = LockStatus.WAITING
-        await workflow.execute_activity_method(
-            LockActivities.request_service_lock, self.request,
-            summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
-        )
+        await self._request()
         while True:
             try:
                 await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up(),
@@ -325,10 +325,20 @@ class ServiceLock:
                     answered(answer)
         return self.status is LockStatus.GRANTED
 
+    async def _request(self) -> None:
+        await workflow.execute_activity_method(
+            LockActivities.request_service_lock, self.request,
+            summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
+        )
+
     async def _recheck(self) -> LockAnswer | None:
         """What the lock's own state says of this still-waiting rollout; None when nothing yet (or it could not be
-        asked: the next interval asks again)."""
-        state, _ = await self._lock_state(options.RECHECK)
+        asked: the next interval asks again). A lock that no longer runs (terminated under its queue) is asked
+        again: the fresh lock recovers this rollout's place from its claim."""
+        state, why = await self._lock_state(options.RECHECK, own_queue=True)
+        if why == LOCK_CLOSED and self.status is LockStatus.WAITING:
+            await self._request()
+            return None
         if state is None or self.status is not LockStatus.WAITING:
             return None
         me = self.request.workflow_id
@@ -407,16 +417,21 @@ class ServiceLock:
         ahead = [r.workflow_id for r in ([state.holder] if state.holder else []) + state.queue]
         return next((w for w in ahead if w != self.request.workflow_id), None)
 
-    async def _lock_state(self, opts: options.ActivityOptions = options.CONFIRM) -> tuple[LockState | None, str]:
-        """The lock's own state (asked by an activity), or None and why not."""
+    async def _lock_state(self, opts: options.ActivityOptions = options.CONFIRM,
+                          own_queue: bool = False) -> tuple[LockState | None, str]:
+        """The lock's own state (asked by an activity), or None and why not (LOCK_CLOSED: its latest run on this
+        rollout's task queue has ended, known only when asked with `own_queue`)."""
         lock = lock_id(self.request.service)
+        where = {"task_queue": workflow.info().task_queue, "workflow_type": LOCK_WORKFLOW} if own_queue else {}
         try:
             answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY),
+                PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY, **where),
                 summary=f"confirm with {lock}", **opts,
             )
         except ActivityError as err:
             return None, f"the lock could not be asked ({err.cause or err})"
+        if answer.running is False or (own_queue and not answer.found):
+            return None, LOCK_CLOSED
         if not answer.found or answer.error is not None:
             return None, f"the lock {lock} is not running" if not answer.found else f"the lock did not answer ({answer.error})"
         try:

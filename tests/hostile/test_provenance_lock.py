@@ -209,6 +209,22 @@ async def test_an_impostor_terminated_by_a_rollout_does_not_give_a_second_holder
     assert [r.status for r in results] == ["succeeded"] * 2, [(r.status, r.reason) for r in results]
 
 
+async def test_a_waiting_rollout_whose_lock_was_terminated_asks_again_and_runs(ts_env, task_queue, tmp_path):
+    """Nobody submits after the lock is terminated: the holder's release finds no lock (not an error), and the waiting
+    rollout's next re-check starts a fresh lock, which recovers its place and grants it (time skipping: minutes)."""
+    a = make_request(version="1.0.1", **GATED)
+    b = make_request(service=a.service, version="1.0.2", **ONE_REGION)
+    async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
+        ha = await holds_at_gate(ts_env.client, a, task_queue)
+        hb = await start_rollout(ts_env.client, b, task_queue)
+        await lock_knows(ts_env.client, a.service, hb.id)
+        await ts_env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        results = await approve_and_finish(ha, [hb])  # before: b waited for ever on the terminated lock's state
+        lock = await ts_env.client.get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
+    assert [r.status for r in results] == ["succeeded"] * 2, [(r.status, r.reason) for r in results]
+    assert f"recovered {hb.id} waiting (its own claim: waiting)" in lock.log and f"granted {hb.id}" in lock.log, lock.log
+
+
 # -- a stage and a report started by hand -----------------------------------------------------------------------
 
 async def test_a_stage_started_by_hand_deploys_nothing(env, task_queue, tmp_path):
