@@ -9,20 +9,34 @@ never blocks the service, and a rollout never waits on a run that will not answe
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+from datetime import datetime, timedelta
 
 from temporalio import activity
 from temporalio.api.enums.v1 import ContinueAsNewInitiator
 from temporalio.api.history.v1 import WorkflowExecutionStartedEventAttributes
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from common.lock import ACQUIRE_SIGNAL, LOCK_WORKFLOW, LockRequest, LockState, lock_id, own_fields_given
+from common.lock import (
+    ACQUIRE_SIGNAL,
+    CLAIMANT_TYPES,
+    LOCK_CLAIM_QUERY,
+    LOCK_WORKFLOW,
+    RECOVER_MAX_RUNS,
+    LockClaim,
+    LockRequest,
+    LockState,
+    RecoveredClaims,
+    lock_id,
+    own_fields_given,
+)
 from common.text import terminal
 
 IMPOSTOR_TRIES = 3  # impostors terminated before the activity gives up (and its retry policy tries again)
 CHAIN_HOPS = 20  # how far back a chain of continue-as-new runs is followed to the run that started it
+CLAIM_TIMEOUT = timedelta(seconds=10)  # a run that does not answer its claim in this time is skipped (under CONFIRM's 45 s)
 
 
 class LockActivities:
@@ -117,6 +131,49 @@ class LockActivities:
         return None
 
     @activity.defn
+    async def recover_claims(self, service: str) -> RecoveredClaims:
+        """The lock claims of `service`'s running rollouts and reverts on this lock's own task queue, each asked of
+        the run itself (the visibility list only says whom to ask), oldest first; at most RECOVER_MAX_RUNS runs."""
+        queue = activity.info().task_queue  # the lock's own: a run on another queue does not run Bifrost's code
+        types = " OR ".join(f"WorkflowType = {_quoted(t)}" for t in CLAIMANT_TYPES)
+        query = (f"({types}) AND BifrostService = {_quoted(service)} AND TaskQueue = {_quoted(queue)} "
+                 "AND ExecutionStatus = 'Running'")
+        listed: list[tuple[str, str]] = []
+        async for wf in self.client.list_workflows(query, page_size=RECOVER_MAX_RUNS):
+            listed.append((wf.id, wf.run_id))
+            if len(listed) >= RECOVER_MAX_RUNS:
+                break
+        asked = await asyncio.gather(*(self._claim_of(wid, run, service, queue) for wid, run in listed))
+        found = RecoveredClaims()
+        for (wid, _), (claim, _started, why) in sorted(zip(listed, asked, strict=True), key=lambda a: a[1][1]):
+            if why:
+                found.skipped.append(f"{wid}: {why}")
+            elif claim is not None and claim.status == "granted":
+                found.holders.append(claim.request)
+            elif claim is not None and claim.status == "waiting":
+                found.waiting.append(claim.request)
+        return found
+
+    async def _claim_of(self, workflow_id: str, run_id: str, service: str,
+                        queue: str) -> tuple[LockClaim | None, datetime, str]:
+        """One run's own claim for `service`'s lock, its start time, and why it was skipped ('' when asked)."""
+        never = datetime.max
+        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+        try:
+            desc = await handle.describe(rpc_timeout=CLAIM_TIMEOUT)
+            if desc.task_queue != queue or desc.workflow_type not in CLAIMANT_TYPES \
+                    or desc.status != WorkflowExecutionStatus.RUNNING:
+                return None, never, ""  # the list was stale or wrong: not a claimant here
+            answer = await asyncio.wait_for(handle.query(LOCK_CLAIM_QUERY, rpc_timeout=CLAIM_TIMEOUT),
+                                            CLAIM_TIMEOUT.total_seconds())
+            claim = LockClaim.model_validate(answer)
+        except (RPCError, WorkflowQueryFailedError, TimeoutError, ValueError) as err:
+            return None, never, f"its claim could not be read ({type(err).__name__}: {str(err)[:200]})"
+        if claim.request.workflow_id != workflow_id or claim.request.service != service:
+            return None, never, f"it claims a lock for {claim.request.workflow_id} of {claim.request.service}"
+        return claim, desc.start_time.replace(tzinfo=None), ""
+
+    @activity.defn
     async def rollout_is_running(self, workflow_id: str) -> bool:
         """False once the rollout has closed (completed, failed, terminated) or does not exist."""
         try:
@@ -126,3 +183,8 @@ class LockActivities:
                 return False
             raise
         return desc.status == WorkflowExecutionStatus.RUNNING
+
+
+def _quoted(value: str) -> str:
+    """A string literal for a visibility query."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -67,3 +67,16 @@ class LockClaim(BaseModel):
 
     request: LockRequest
     status: Literal["none", "waiting", "granted", "refused", "released"]
+
+
+RECOVER_MAX_RUNS = 100  # runs a fresh lock asks for their claims; more would not fit one activity (ordered oldest first)
+CLAIMANT_TYPES = ("RolloutWorkflow", "RevertWorkflow")  # the workflows that take a service's lock
+
+
+class RecoveredClaims(BaseModel):
+    """What a fresh lock found by asking its service's running rollouts and reverts for their own claims: who holds
+    the lock (by its own word), who waits (oldest first), and the runs that could not be asked (`skipped`: why)."""
+
+    holders: list[LockRequest] = Field(default_factory=list)
+    waiting: list[LockRequest] = Field(default_factory=list)
+    skipped: list[str] = Field(default_factory=list)

@@ -159,7 +159,7 @@ def activities_for(
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
-        lock.request_service_lock, lock.rollout_is_running, peers.query_workflow, peers.cancel_request, peers.cancel_run,
+        lock.request_service_lock, lock.rollout_is_running, lock.recover_claims, peers.query_workflow, peers.cancel_request, peers.cancel_run,
         notify.notify, traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
         releases.find_release, guard.guard_look, traffic.region_weights, policy.promote_hold_floor,
     ]

@@ -51,6 +51,7 @@ RELEASE_SIGNAL = "release"
 # The lock and the rollout confirm every lock signal against the other's own state before acting on it; a rollout
 # waiting for the lock re-checks the lock's own state at an interval.
 LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal within a second; this heals a lost one
+LOCK_CLOSED = "the lock no longer runs"  # what a re-check found of a lock terminated under its waiting rollouts
 
 # What a re-check found in the lock's state about this rollout: taken, refused (reason) or superseded (version).
 LockAnswer = tuple[Literal["granted", "refused", "superseded"], str]
@@ -69,11 +70,18 @@ class ServiceLockWorkflow:
         self.outbox: list[tuple[str, str, str]] = []  # (workflow_id, signal, argument)
         self.check_holder_now = False  # someone is waiting: make sure the holder is still alive
         self.confirming = asyncio.Lock()  # confirm one signal at a time, in arrival order
+        # a fresh run (not its own continue-as-new) first recovers the claims of rollouts that already hold or wait for
+        # the lock (its last run may have been terminated under them); until then it admits and frees nobody
+        self.recovering = self.refusal is None and workflow.info().continued_run_id is None
+        self.recovered: set[str] = set()  # queued by recovery: an acquire of theirs that reaches this run is admitted anew
 
     @workflow.run
     async def run(self, state: LockState) -> None:
         if self.refusal is not None:
             raise ApplicationError(self.refusal, type=INVALID_PAYLOAD, non_retryable=True)
+        if self.recovering:
+            await self._recover()
+            self.recovering = False
         while True:
             await self._flush()
             if self.state.holder is None and not self.state.queue:
@@ -99,6 +107,34 @@ class ServiceLockWorkflow:
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state, initial_versioning_behavior=options.upgrade_on_continue_as_new())
+
+    async def _recover(self) -> None:
+        """Take back the holder and the queue from the claims of the service's running rollouts and reverts on this
+        queue, each by its own word (a terminated lock run took its state with it); the queue keeps their order."""
+        try:
+            found = await workflow.execute_activity_method(
+                LockActivities.recover_claims, self.state.service,
+                summary=f"who holds or waits for the {self.state.service} lock?", **options.CONFIRM,
+            )
+        except ActivityError as err:
+            self.state.log.append(f"could not recover the claims of running rollouts ({err.cause or err}); "
+                                  "starting empty")
+            return
+        for req in found.holders:
+            if self.state.holder is None:
+                self.state.holder = req
+                self.state.log.append(f"recovered holder {req.workflow_id} (its own claim: granted)")
+            else:
+                self.state.log.append(f"{req.workflow_id} also claims to hold the lock; {self.state.holder.workflow_id}, "
+                                      "started first, is recovered as the holder")
+        for req in found.waiting:
+            if all(q.workflow_id != req.workflow_id for q in self.state.queue):
+                self.state.queue.append(req)
+                self.recovered.add(req.workflow_id)
+                self.state.log.append(f"recovered {req.workflow_id} waiting (its own claim: waiting)")
+        for why in found.skipped:
+            self.state.log.append(f"not recovered: {why}")
+        self._grant_next()  # waiting rollouts whose holder has ended
 
     async def _check_holder(self) -> None:
         """A rollout that was terminated never releases the lock: free it so the queue moves on."""
@@ -127,6 +163,7 @@ class ServiceLockWorkflow:
     @workflow.signal(name=ACQUIRE_SIGNAL, description="Internal: a rollout asks for the service lock "
                                                        "(admitted once that rollout confirms it waits for it).")
     async def acquire(self, req: LockRequest) -> None:
+        await workflow.wait_condition(lambda: not self.recovering)
         async with self.confirming:
             claim, why = await self._claim(req.workflow_id)
             if claim is not None and claim.status != "waiting":
@@ -137,6 +174,11 @@ class ServiceLockWorkflow:
             if claim is None or why:
                 self.state.log.append(f"ignored acquire from {req.workflow_id}: {why}")
                 return
+            if req.workflow_id in self.recovered:  # a request racing this run's start: its policy applies after all
+                self.recovered.discard(req.workflow_id)
+                if req.policy == "queue":
+                    return  # it keeps its recovered place
+                self.state.queue = [q for q in self.state.queue if q.workflow_id != req.workflow_id]
             self._admit(req)
 
     def _admit(self, req: LockRequest) -> None:
@@ -179,6 +221,7 @@ class ServiceLockWorkflow:
     @workflow.signal(name=RELEASE_SIGNAL, description="Internal: a rollout has finished and gives the lock back "
                                                        "(accepted once that rollout confirms it).")
     async def release(self, workflow_id: str) -> None:
+        await workflow.wait_condition(lambda: not self.recovering)
         async with self.confirming:
             holds = self.state.holder is not None and self.state.holder.workflow_id == workflow_id
             if not holds and all(q.workflow_id != workflow_id for q in self.state.queue):
@@ -270,10 +313,7 @@ class ServiceLock:
         Every LOCK_RECHECK the wait asks the lock's own state, so an answer whose signal never arrived (or could
         not be confirmed) is still taken; `answered` hears of an answer found that way."""
         self.status = LockStatus.WAITING
-        await workflow.execute_activity_method(
-            LockActivities.request_service_lock, self.request,
-            summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
-        )
+        await self._request()
         while True:
             try:
                 await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up(),
@@ -285,10 +325,20 @@ class ServiceLock:
                     answered(answer)
         return self.status is LockStatus.GRANTED
 
+    async def _request(self) -> None:
+        await workflow.execute_activity_method(
+            LockActivities.request_service_lock, self.request,
+            summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
+        )
+
     async def _recheck(self) -> LockAnswer | None:
         """What the lock's own state says of this still-waiting rollout; None when nothing yet (or it could not be
-        asked: the next interval asks again)."""
-        state, _ = await self._lock_state(options.RECHECK)
+        asked: the next interval asks again). A lock that no longer runs (terminated under its queue) is asked
+        again: the fresh lock recovers this rollout's place from its claim."""
+        state, why = await self._lock_state(options.RECHECK, own_queue=True)
+        if why == LOCK_CLOSED and self.status is LockStatus.WAITING:
+            await self._request()
+            return None
         if state is None or self.status is not LockStatus.WAITING:
             return None
         me = self.request.workflow_id
@@ -306,9 +356,12 @@ class ServiceLock:
         """Give the lock back (also withdraws a request still waiting in the queue)."""
         if self.status in (LockStatus.WAITING, LockStatus.GRANTED):
             self.status = LockStatus.RELEASED
-            await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
-                RELEASE_SIGNAL, self.request.workflow_id
-            )
+            try:
+                await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
+                    RELEASE_SIGNAL, self.request.workflow_id
+                )
+            except ApplicationError as err:  # no lock runs (terminated, and nobody asked since): nothing to give back
+                workflow.logger.warning("release of the %s lock not delivered: %s", self.request.service, err)
 
     def refused(self, reason: str) -> None:
         self.status = LockStatus.REFUSED
@@ -364,16 +417,21 @@ class ServiceLock:
         ahead = [r.workflow_id for r in ([state.holder] if state.holder else []) + state.queue]
         return next((w for w in ahead if w != self.request.workflow_id), None)
 
-    async def _lock_state(self, opts: options.ActivityOptions = options.CONFIRM) -> tuple[LockState | None, str]:
-        """The lock's own state (asked by an activity), or None and why not."""
+    async def _lock_state(self, opts: options.ActivityOptions = options.CONFIRM,
+                          own_queue: bool = False) -> tuple[LockState | None, str]:
+        """The lock's own state (asked by an activity), or None and why not (LOCK_CLOSED: its latest run on this
+        rollout's task queue has ended, known only when asked with `own_queue`)."""
         lock = lock_id(self.request.service)
+        where = {"task_queue": workflow.info().task_queue, "workflow_type": LOCK_WORKFLOW} if own_queue else {}
         try:
             answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY),
+                PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY, **where),
                 summary=f"confirm with {lock}", **opts,
             )
         except ActivityError as err:
             return None, f"the lock could not be asked ({err.cause or err})"
+        if answer.running is False or (own_queue and not answer.found):
+            return None, LOCK_CLOSED
         if not answer.found or answer.error is not None:
             return None, f"the lock {lock} is not running" if not answer.found else f"the lock did not answer ({answer.error})"
         try:

@@ -18,15 +18,19 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.workflow import Info, ParentInfo
 
 from bifrost_cli.ops import outcome, start_rollout
 from common.lock import LockRequest, LockState, lock_id
 from common.types import MetricWindow, StageRef
 from tests.workflows.helpers import fleet, make_request, running_worker
+from workflows.lock import ServiceLockWorkflow
 from workflows.models import RolloutState, StageInput
 from workflows.parentage import lock_refusal, report_refusal, stage_refusal
 from workflows.report import report_workflow_id
+from workflows.rollout import RolloutWorkflow
+from workflows.updates import Approve
 
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 FORGED = "security freeze until the audit closes, ticket INC-7"
@@ -114,6 +118,111 @@ async def test_an_impostor_lock_on_a_queue_nobody_polls_is_replaced_and_the_roll
     assert ended.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED
     reason = ended.workflow_execution_terminated_event_attributes.reason
     assert "not a Bifrost lock" in reason and nobody in reason and h.id in reason and "\n" not in reason, reason
+
+
+# -- a lock terminated under its holder --------------------------------------------------------------------------
+
+GATED = {**ONE_REGION, "approvals": {"gates": [{"stage": "us-east-1/test"}]}}
+
+
+async def holds_at_gate(client: Client, req: Any, task_queue: str) -> WorkflowHandle:
+    """Start `req` (gated) and wait until it holds its lock at the approval gate."""
+    h = await start_rollout(client, req, task_queue)
+    async with asyncio.timeout(30):
+        while (await h.query(RolloutWorkflow.status)).status != "awaiting_approval":
+            await asyncio.sleep(0.1)
+    return h
+
+
+async def lock_knows(client: Client, service: str, workflow_id: str) -> LockState:
+    """The running lock's state once it names `workflow_id` as holder, in its queue or as granted (polled, 30 s)."""
+    async with asyncio.timeout(30):
+        while True:
+            try:
+                state = await client.get_workflow_handle(lock_id(service)).query(
+                    ServiceLockWorkflow.lock_state, rpc_timeout=timedelta(seconds=2))
+            except RPCError:
+                state = None  # between the terminated run and the next, or an impostor nobody polls
+            known = [r.workflow_id for r in ([state.holder] if state.holder else []) + state.queue] if state else []
+            if state is not None and (workflow_id in known or f"granted {workflow_id}" in state.log):
+                return state  # the log too: a rollout granted at once may already have finished and released
+            await asyncio.sleep(0.2)
+
+
+async def approve_and_finish(a: WorkflowHandle, others: list[WorkflowHandle]) -> list[RolloutState]:
+    await a.execute_update(RolloutWorkflow.approve, Approve(stage="us-east-1/test", approver="alice"))
+    return [await until_done(h, 90) for h in (a, *others)]
+
+
+async def test_a_lock_terminated_under_its_holder_recovers_the_holder(env, task_queue, tmp_path):
+    a = make_request(version="1.0.1", **GATED)
+    b = make_request(service=a.service, version="1.0.2", **ONE_REGION)
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        ha = await holds_at_gate(env.client, a, task_queue)
+        await env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        hb = await start_rollout(env.client, b, task_queue)
+        state = await lock_knows(env.client, a.service, hb.id)
+        # before: the fresh lock was empty and granted b at once, while a still held it at its gate
+        assert state.holder is not None and state.holder.workflow_id == ha.id, state
+        assert [q.workflow_id for q in state.queue] == [hb.id], state
+        assert (await hb.query(RolloutWorkflow.status)).status != "running"
+        results = await approve_and_finish(ha, [hb])  # a's release reaches the new run and is confirmed
+        lock = await env.client.get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
+    assert [r.status for r in results] == ["succeeded"] * 2, [(r.status, r.reason) for r in results]
+    assert f"released by {ha.id}" in lock.log and any(ha.id in line and "recovered" in line for line in lock.log), lock.log
+
+
+async def test_a_waiting_rollout_keeps_its_place_when_the_lock_is_terminated(env, task_queue, tmp_path):
+    a = make_request(version="1.0.1", **GATED)
+    b, c = (make_request(service=a.service, version=v, **ONE_REGION) for v in ("1.0.2", "1.0.3"))
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        ha = await holds_at_gate(env.client, a, task_queue)
+        hb = await start_rollout(env.client, b, task_queue)
+        await lock_knows(env.client, a.service, hb.id)
+        await env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        hc = await start_rollout(env.client, c, task_queue)
+        state = await lock_knows(env.client, a.service, hc.id)
+        # before: the fresh lock granted c at once; b, waiting, had lost its place
+        assert state.holder is not None and state.holder.workflow_id == ha.id, state
+        assert [q.workflow_id for q in state.queue] == [hb.id, hc.id], state
+        results = await approve_and_finish(ha, [hb, hc])
+        lock = await env.client.get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
+    assert [r.status for r in results] == ["succeeded"] * 3, [(r.status, r.reason) for r in results]
+    granted = [line for line in lock.log if line.startswith("granted ")]
+    assert granted[-2:] == [f"granted {hb.id}", f"granted {hc.id}"], lock.log
+
+
+async def test_an_impostor_terminated_by_a_rollout_does_not_give_a_second_holder(env, task_queue, tmp_path):
+    a = make_request(version="1.0.1", **GATED)
+    b = make_request(service=a.service, version="1.0.2", **ONE_REGION)
+    nobody = f"nobody-polls-{uuid.uuid4().hex[:6]}"
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        ha = await holds_at_gate(env.client, a, task_queue)
+        await env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        await env.client.start_workflow("ServiceLockWorkflow", LockState(service=a.service), id=lock_id(a.service),
+                                        task_queue=nobody)
+        hb = await start_rollout(env.client, b, task_queue)  # its lock activity terminates the impostor, starts a true lock
+        state = await lock_knows(env.client, a.service, hb.id)
+        assert state.holder is not None and state.holder.workflow_id == ha.id, state  # before: b, at once
+        assert [q.workflow_id for q in state.queue] == [hb.id], state
+        results = await approve_and_finish(ha, [hb])
+    assert [r.status for r in results] == ["succeeded"] * 2, [(r.status, r.reason) for r in results]
+
+
+async def test_a_waiting_rollout_whose_lock_was_terminated_asks_again_and_runs(ts_env, task_queue, tmp_path):
+    """Nobody submits after the lock is terminated: the holder's release finds no lock (not an error), and the waiting
+    rollout's next re-check starts a fresh lock, which recovers its place and grants it (time skipping: minutes)."""
+    a = make_request(version="1.0.1", **GATED)
+    b = make_request(service=a.service, version="1.0.2", **ONE_REGION)
+    async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
+        ha = await holds_at_gate(ts_env.client, a, task_queue)
+        hb = await start_rollout(ts_env.client, b, task_queue)
+        await lock_knows(ts_env.client, a.service, hb.id)
+        await ts_env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        results = await approve_and_finish(ha, [hb])  # before: b waited for ever on the terminated lock's state
+        lock = await ts_env.client.get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
+    assert [r.status for r in results] == ["succeeded"] * 2, [(r.status, r.reason) for r in results]
+    assert f"recovered {hb.id} waiting (its own claim: waiting)" in lock.log and f"granted {hb.id}" in lock.log, lock.log
 
 
 # -- a stage and a report started by hand -----------------------------------------------------------------------
