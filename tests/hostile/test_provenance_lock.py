@@ -215,7 +215,8 @@ async def test_a_waiting_rollout_whose_lock_was_terminated_asks_again_and_runs(t
     a = make_request(version="1.0.1", **GATED)
     b = make_request(service=a.service, version="1.0.2", **ONE_REGION)
     async with running_worker(ts_env.client, fleet(), task_queue, tmp_path):
-        ha = await holds_at_gate(ts_env.client, a, task_queue)
+        with ts_env.with_time_skipping_disabled():  # a skipped clock would time out a's gate before it is approved
+            ha = await holds_at_gate(ts_env.client, a, task_queue)
         hb = await start_rollout(ts_env.client, b, task_queue)
         await lock_knows(ts_env.client, a.service, hb.id)
         await ts_env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
