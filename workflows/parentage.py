@@ -17,14 +17,10 @@ from temporalio import workflow
 
 from common.lock import LockState, lock_id, own_fields_given
 from common.types import stage_key
+from workflows.provenance import own_continue_as_new
 
 ROLLOUT_PREFIX = "rollout"  # a rollout's id is `rollout/<service>/<version>` (RolloutRequest.workflow_id), maybe `/<suffix>`
 REPORT_SEP = "/report/"  # a report's id is `<its parent's id>/report/<analysis id>` (workflows/report.report_workflow_id)
-
-
-def own_continue_as_new(info: workflow.Info) -> bool:
-    """This run was begun by its own previous run's continue-as-new (not by a client, a cron schedule or a retry)."""
-    return info.continued_run_id is not None and not info.cron_schedule and info.attempt == 1
 
 
 def lock_refusal(state: LockState, info: workflow.Info) -> str | None:

@@ -48,10 +48,16 @@ def require_drill_id(what: str, base: str) -> None:
                            f"schedule) or {base}/<run> (`bifrost drill run`), not {have}")
 
 
-def require_continued(what: str, field: str, carried: object) -> None:
-    """Fail the run if `field` is given to a run that is not a continue-as-new (only the workflow's own code
-    continues as new, so only it can have written what the field carries)."""
-    if carried is not None and workflow.info().continued_run_id is None:
+def own_continue_as_new(info: workflow.Info) -> bool:
+    """This run was begun by its own previous run's continue-as-new: not by a client (a start has no
+    `continued_run_id`), nor by a cron schedule or a retry, which also set it but run the first input again."""
+    return info.continued_run_id is not None and not info.cron_schedule and info.attempt == 1
+
+
+def require_continued(what: str, field: str, carried: object, info: workflow.Info | None = None) -> None:
+    """Fail the run if `field` is given to a run that is not its own continue-as-new (only the workflow's own code
+    continues as new, so only it can have written what the field carries). `info`: the run's (workflow.info())."""
+    if carried is not None and not own_continue_as_new(info or workflow.info()):
         raise refuse_start(what, field, "only the workflow's own continue-as-new carries it; leave it out")
 
 

@@ -28,6 +28,7 @@ from tests.workflows.helpers import fleet, make_request, running_worker
 from workflows.lock import ServiceLockWorkflow
 from workflows.models import RolloutState, StageInput
 from workflows.parentage import lock_refusal, report_refusal, stage_refusal
+from workflows.provenance import require_continued
 from workflows.report import report_workflow_id
 from workflows.rollout import RolloutWorkflow
 from workflows.updates import Approve
@@ -301,3 +302,16 @@ def test_a_stage_and_a_report_run_only_under_the_parent_and_id_it_gives():
     assert "analysis_id" in (report_refusal(args[0], "a2", "us-east-1/prod", info(report, parent=mine)) or "")
     assert "own key" in (report_refusal("rollout/pay/2.0.0", "a1", "us-east-1/prod", info(report, parent=mine)) or "")
     assert StageRef(service="pay", region="us-east-1", environment="prod").key == "us-east-1/prod"
+
+
+def test_a_guard_state_rides_only_on_the_guard_s_own_continue_as_new():
+    """A cron schedule or a retry also sets `continued_run_id`, but starts the first input again: a state typed into
+    a cron-started guard would otherwise be taken from its second run on."""
+    carried = object()
+    require_continued("guard", "state", carried, info("guard/pay", continued="r0"))
+    require_continued("guard", "state", None, info("guard/pay"))
+    for server_set in (info("guard/pay"), info("guard/pay", continued="r0", cron="* * * * *"),
+                       info("guard/pay", continued="r0", attempt=2)):
+        with pytest.raises(ApplicationError) as err:
+            require_continued("guard", "state", carried, server_set)
+        assert "state: only the workflow's own continue-as-new carries it" in err.value.message
