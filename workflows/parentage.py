@@ -17,7 +17,7 @@ from temporalio import workflow
 
 from common.lock import LockState, lock_id, own_fields_given
 from common.types import stage_key
-from workflows.provenance import own_continue_as_new
+from workflows.provenance import is_own_id, own_continue_as_new
 
 ROLLOUT_PREFIX = "rollout"  # a rollout's id is `rollout/<service>/<version>` (RolloutRequest.workflow_id), maybe `/<suffix>`
 REPORT_SEP = "/report/"  # a report's id is `<its parent's id>/report/<analysis id>` (workflows/report.report_workflow_id)
@@ -39,8 +39,7 @@ def lock_refusal(state: LockState, info: workflow.Info) -> str | None:
 def is_rollout_of(rollout_id: str, service: str, version: str) -> bool:
     """`rollout_id` is the id a rollout of `service` `version` runs under: `rollout/<service>/<version>`, or that
     followed by `/<suffix>` (a run started with a suffix, as the tests do)."""
-    base = f"{ROLLOUT_PREFIX}/{service}/{version}"
-    return rollout_id == base or rollout_id.startswith(base + "/")
+    return is_own_id(rollout_id, f"{ROLLOUT_PREFIX}/{service}/{version}", suffixed=True)
 
 
 def stage_refusal(rollout_id: str, service: str, version: str, region: str, environment: str,

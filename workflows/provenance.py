@@ -61,12 +61,16 @@ def require_continued(what: str, field: str, carried: object, info: workflow.Inf
         raise refuse_start(what, field, "only the workflow's own continue-as-new carries it; leave it out")
 
 
-def require_own_id(actual: str, expected: str, *, what: str, suffixed: bool = False) -> None:
-    """Fail the run unless it runs as `expected` (or, with `suffixed`, as `expected/<anything>`).
+def is_own_id(actual: str, expected: str, *, suffixed: bool = False) -> bool:
+    """`actual` is `expected`, or (with `suffixed`) `expected/<anything>`: ids that only add to the canonical one
+    (tests run several rollouts of one version side by side as `rollout/<service>/<version>/<n>`) still name their
+    own service and version truthfully."""
+    return actual == expected or (suffixed and actual.startswith(expected + "/"))
 
-    `suffixed` admits ids that only add to the canonical one (tests run several rollouts of one version side by
-    side as `rollout/<service>/<version>/<n>`); such an id still names its own service and version truthfully."""
-    if actual == expected or (suffixed and actual.startswith(expected + "/")):
+
+def require_own_id(actual: str, expected: str, *, what: str, suffixed: bool = False) -> None:
+    """Fail the run unless it runs as `expected` (or, with `suffixed`, as `expected/<anything>`: is_own_id)."""
+    if is_own_id(actual, expected, suffixed=suffixed):
         return
     raise ApplicationError(f"workflow id: {what} must run as {show(expected, 200)}, not {show(actual, 200)}; "
                            f"nothing was done", type=INVALID_PAYLOAD, non_retryable=True)
