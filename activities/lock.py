@@ -19,6 +19,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFail
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.peers import terminate_run
 from common.lock import (
     ACQUIRE_SIGNAL,
     CLAIMANT_TYPES,
@@ -73,11 +74,7 @@ class LockActivities:
                 return
             reason = terminal(f"not a Bifrost lock: {why}; terminated by {req.workflow_id} so that a true lock can start")
             activity.logger.warning("%s run %s: %s", lock, run_id, reason)
-            try:
-                await self.client.get_workflow_handle(lock, run_id=run_id).terminate(reason=reason)
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:  # already closed: nothing to end
-                    raise
+            await terminate_run(self.client, lock, run_id, reason)  # already closed: nothing to end
         raise ApplicationError(f"{lock} was started by someone else again and again ({IMPOSTOR_TRIES} times); "
                                f"terminate it and submit again")
 

@@ -19,6 +19,7 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
 from common.failures import WORKER_SHUTTING_DOWN
+from common.runs import foreign_run
 
 QUERY_RPC_TIMEOUT = timedelta(seconds=30)  # under the activity's start-to-close (options.CONFIRM); a busy server is slow, not gone
 
@@ -47,12 +48,20 @@ class PeerAnswer(BaseModel):
 
 def _foreign(q: PeerQuery, task_queue: str, workflow_type: str) -> str:
     """Why the run found is not the one asked for ('' when it is): another task queue or another workflow type."""
-    if q.task_queue is not None and task_queue != q.task_queue:
-        return (f"{q.workflow_id} runs on task queue {task_queue!r}, not Bifrost's {q.task_queue!r}: not asked, "
-                "its answer would not come from Bifrost's code")
-    if q.workflow_type is not None and workflow_type != q.workflow_type:
-        return f"{q.workflow_id} is a {workflow_type}, not a {q.workflow_type}: not asked"
-    return ""
+    why = foreign_run(workflow_type, task_queue, want_type=q.workflow_type, want_queue=q.task_queue)
+    return f"{q.workflow_id} {why}: not Bifrost's, not asked (its answer would not come from Bifrost's code)" if why else ""
+
+
+_GONE = (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)  # ended between a look and the terminate
+
+
+async def terminate_run(client: Client, workflow_id: str, run_id: str | None, reason: str) -> None:
+    """Terminate that very run; one that ended meanwhile (not found, already completed) is fine."""
+    try:
+        await client.get_workflow_handle(workflow_id, run_id=run_id).terminate(reason=reason)
+    except RPCError as err:
+        if err.status not in _GONE:
+            raise
 
 
 def _retrieved(task: asyncio.Task[PeerAnswer]) -> None:

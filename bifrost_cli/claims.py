@@ -14,16 +14,16 @@ type, its task queue, its status), never by search attributes or memo, which the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import click
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.peers import terminate_run
+from common.runs import foreign_run
 from common.text import terminal
 
 IMPOSTOR_TRIES = 3  # impostors ended in a row before the caller goes on anyway (its start then tells)
-_GONE = (RPCStatusCode.NOT_FOUND, RPCStatusCode.FAILED_PRECONDITION)  # ended between describe and terminate
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,8 @@ class Claim:
 
 def impostor_reason(described: WorkflowExecutionDescription, claim: Claim) -> str | None:
     """Why the running run is not Bifrost's, from server-set facts only; None when it is Bifrost's."""
-    if described.workflow_type != claim.workflow_type:
-        return f"runs workflow type {described.workflow_type!r}, not {claim.workflow_type!r}"
-    if described.task_queue != claim.task_queue:
-        return f"runs on task queue {described.task_queue!r}, not {claim.task_queue!r}"
-    return None
+    return foreign_run(described.workflow_type, described.task_queue, want_type=claim.workflow_type,
+                       want_queue=claim.task_queue)
 
 
 async def _running(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
@@ -70,15 +67,6 @@ async def bifrost_run(client: Client, claim: Claim) -> WorkflowExecutionDescript
             return described
         reason = terminal(f"not a Bifrost run: {why}; terminated by {claim.command} (by {claim.who}) so that "
                           f"{claim.purpose}")
-        await _terminate(client, claim.workflow_id, described.run_id, reason)
+        await terminate_run(client, claim.workflow_id, described.run_id, reason)
         click.echo(terminal(f"terminated {claim.workflow_id} (run {described.run_id}): {reason}"), err=True)
     return None  # started again and again: the start that follows tells what it finds
-
-
-async def _terminate(client: Client, workflow_id: str, run_id: Any, reason: str) -> None:
-    """Terminate that run; one that ended meanwhile (not found, already completed) is fine."""
-    try:
-        await client.get_workflow_handle(workflow_id, run_id=run_id).terminate(reason=reason)
-    except RPCError as err:
-        if err.status not in _GONE:
-            raise
