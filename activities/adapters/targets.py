@@ -9,6 +9,7 @@ the file into the lookup the activities use.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -400,38 +401,11 @@ class TargetsFile(_Model):
 
     def urls(self) -> set[str]:
         """Every URL written in the file (any string with `://`, at any depth), e.g. to remember their userinfo."""
-        found: set[str] = set()
-
-        def walk(node: object) -> None:
-            if isinstance(node, str) and "://" in node:
-                found.add(node)
-            elif isinstance(node, dict):
-                for v in node.values():
-                    walk(v)
-            elif isinstance(node, list):
-                for v in node:
-                    walk(v)
-
-        walk(self.model_dump())
-        return found
+        return {v for _, v in _strings(self.model_dump()) if "://" in v}
 
     def secret_env_names(self) -> set[str]:
         """Every environment variable the file names as holding a secret (every `*_env` field, at any depth)."""
-        names: set[str] = set()
-
-        def walk(node: object) -> None:
-            if isinstance(node, dict):
-                for k, v in node.items():
-                    if isinstance(v, str) and k.endswith("_env"):
-                        names.add(v)
-                    else:
-                        walk(v)
-            elif isinstance(node, list):
-                for v in node:
-                    walk(v)
-
-        walk(self.model_dump())
-        return names
+        return {v for k, v in _strings(self.model_dump()) if k.endswith("_env")}
 
 
 class TargetsError(FileProblems):
@@ -455,3 +429,15 @@ def parse_targets(data: object, source: str = "<targets>") -> TargetsFile:
 def load_targets(path: str | Path) -> TargetsFile:
     """Read a YAML targets file (JSON if it ends in .json), within the loader's limits, and validate it."""
     return parse_targets(load_document(path, TargetsError), str(path))
+
+
+def _strings(node: object, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every string in a dumped model, at any depth, with the key it is under ('' in a list or at the top)."""
+    if isinstance(node, str):
+        yield key, node
+    elif isinstance(node, dict):
+        for k, v in node.items():
+            yield from _strings(v, str(k))
+    elif isinstance(node, list):
+        for v in node:
+            yield from _strings(v)
