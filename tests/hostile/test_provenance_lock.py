@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 from temporalio.workflow import Info, ParentInfo
@@ -24,7 +24,7 @@ from temporalio.workflow import Info, ParentInfo
 from bifrost_cli.ops import outcome, start_rollout
 from common.lock import LockRequest, LockState, lock_id
 from common.types import MetricWindow, StageRef
-from tests.workflows.helpers import fleet, make_request, running_worker
+from tests.workflows.helpers import failed_at_once, fleet, make_request, running_worker
 from workflows.lock import ServiceLockWorkflow
 from workflows.models import RolloutState, StageInput
 from workflows.parentage import lock_refusal, report_refusal, stage_refusal
@@ -39,13 +39,8 @@ FORGED = "security freeze until the audit closes, ticket INC-7"
 
 async def refused_at_once(handle: WorkflowHandle, field: str) -> str:
     """The run failed on its first task with one InvalidPayload line naming `field`, and no stack trace."""
-    async with asyncio.timeout(20):  # before: a forged lock waited idle for 5 minutes, a stage deployed
-        with pytest.raises(WorkflowFailureError) as failed:
-            await handle.result()
-    cause = failed.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "InvalidPayload", cause
+    cause = await failed_at_once(handle, "InvalidPayload")  # before: a forged lock waited idle 5 min, a stage deployed
     assert f": {field}: " in cause.message and "\n" not in cause.message, cause.message
-    assert cause.failure is not None and cause.failure.stack_trace == ""
     return cause.message
 
 

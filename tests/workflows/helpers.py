@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
 from activities.adapters.registry import AdapterRegistry
@@ -120,3 +122,15 @@ async def cancel_as_release_manager(client: Client, workflow_id: str) -> None:
     rm = await Client.connect(client.service_client.config.target_host, namespace=client.namespace,
                               identity="rm@example.com")
     await rm.get_workflow_handle(workflow_id).cancel()
+
+
+async def failed_at_once(handle: WorkflowHandle[Any, Any], failure_type: str, deadline: float = 20) -> ApplicationError:
+    """The run failed within `deadline` seconds with a Bifrost failure of `failure_type` and no stack trace (one line
+    for the UI); its cause, for the caller's own checks of the message."""
+    async with asyncio.timeout(deadline):
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == failure_type, cause
+    assert cause.failure is not None and cause.failure.stack_trace == ""
+    return cause
