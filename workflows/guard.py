@@ -50,6 +50,19 @@ with workflow.unsafe.imports_passed_through():
 GUARD = "region-guard"  # who the guard's own actions are recorded as
 
 
+def refuse_foreign_start(inp: GuardInput) -> None:
+    """One guard per service, and its state only from its own previous run: refuse anything else at once.
+
+    A second guard under another id would evacuate beside this one; a `state` typed into a start would make
+    the guard restore regions it never evacuated (or forget those it did)."""
+    what = f"region guard of {inp.service}"
+    require_id(what, guard_id(inp.service))
+    require_continued(what, "state", inp.state)
+    if inp.state is not None and (inp.state.workflow_id, inp.state.service) != (guard_id(inp.service), inp.service):
+        raise refuse_start(what, "state", f"it is the state of {inp.state.workflow_id} ({inp.state.service}), "
+                           f"not of {guard_id(inp.service)}")
+
+
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
 class RegionGuardWorkflow:
     """Watches one service's regions and evacuates or restores them by the rules it was given."""
@@ -66,7 +79,7 @@ class RegionGuardWorkflow:
     # -- main loop ---------------------------------------------------------------------------------
     @workflow.run
     async def run(self, inp: GuardInput) -> GuardState:
-        self._own_start(inp)
+        refuse_foreign_start(inp)
         problems = inp.problems()
         if problems:
             self.state.reason = "refused:\n" + "\n".join(f"  - {p}" for p in problems)
@@ -104,18 +117,6 @@ class RegionGuardWorkflow:
             await self._flush()
             await workflow.wait_condition(workflow.all_handlers_finished)
             return self.state
-
-    def _own_start(self, inp: GuardInput) -> None:
-        """One guard per service, and its state only from its own previous run: refuse anything else at once.
-
-        A second guard under another id would evacuate beside this one; a `state` typed into a start would make
-        the guard restore regions it never evacuated (or forget those it did)."""
-        what = f"region guard of {inp.service}"
-        require_id(what, guard_id(inp.service))
-        require_continued(what, "state", inp.state)
-        if inp.state is not None and (inp.state.workflow_id, inp.state.service) != (guard_id(inp.service), inp.service):
-            raise refuse_start(what, "state", f"it is the state of {inp.state.workflow_id} ({inp.state.service}), "
-                               f"not of {guard_id(inp.service)}")
 
     async def _continue_as_new(self) -> None:
         """Start the next run with this run's state, unless a person's word is still to be acted on here.

@@ -116,6 +116,21 @@ class Stop:
     scope: RollbackScope | None = None
 
 
+async def hold_floor_problem(request: RolloutRequest) -> str | None:
+    """Why the request's holds may not promote on timeout this soon, by the floor in the worker's own targets
+    file (an activity: a hand-started run chooses its input, not the worker's file). Only a request whose holds
+    promote on timeout asks, so every other rollout's commands are as they were."""
+    if not promoting_holds(request):
+        return None
+    try:
+        floor: float = await workflow.execute_activity_method(
+            PolicyActivities.promote_hold_floor, summary="the platform's floor on hold.timeout_minutes", **options.QUICK)
+    except ActivityError as err:
+        return (f"hold.on_timeout: promote needs the platform's floor on hold.timeout_minutes, which could not be "
+                f"read ({error_text(err)})")
+    return promote_hold_floor_problem(request, floor)
+
+
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
 class RolloutWorkflow:
     """One rollout of one service version across all planned stages."""
@@ -155,7 +170,7 @@ class RolloutWorkflow:
         except PlanError as err:
             self._enter("failed", reason=f"invalid plan: {err}")
             raise ApplicationError(f"invalid plan: {err}", self.state, type=INVALID_REQUEST, non_retryable=True) from None
-        problem = await self._hold_floor_problem(request)
+        problem = await hold_floor_problem(request)
         if problem is not None:
             self._enter("failed", reason=f"invalid request: {problem}")
             raise ApplicationError(f"invalid request: {problem}", self.state, type=INVALID_REQUEST, non_retryable=True)
@@ -191,20 +206,6 @@ class RolloutWorkflow:
             raise ApplicationError(f"{self.state.status.replace('_', ' ')}: {self.state.reason}", self.state,
                                    type=OUTCOME_FAILURE_TYPES[self.state.status], non_retryable=True)
         return self.state
-
-    async def _hold_floor_problem(self, request: RolloutRequest) -> str | None:
-        """Why the request's holds may not promote on timeout this soon, by the floor in the worker's own targets
-        file (an activity: a hand-started run chooses its input, not the worker's file). Only a request whose holds
-        promote on timeout asks, so every other rollout's commands are as they were."""
-        if not promoting_holds(request):
-            return None
-        try:
-            floor: float = await workflow.execute_activity_method(
-                PolicyActivities.promote_hold_floor, summary="the platform's floor on hold.timeout_minutes", **options.QUICK)
-        except ActivityError as err:
-            return (f"hold.on_timeout: promote needs the platform's floor on hold.timeout_minutes, which could not be "
-                    f"read ({error_text(err)})")
-        return promote_hold_floor_problem(request, floor)
 
     async def _execute(self, plan: Plan) -> None:
         self.state.phase = "running"
