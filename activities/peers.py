@@ -118,7 +118,7 @@ class CancelRequest(BaseModel):
 
 class CancelRun(BaseModel):
     """Ask run `run_id` of workflow `workflow_id` to cancel: a workflow asking for its own cancellation, so that it
-    can end Canceled (workflows/ending.py); the server refuses a workflow's command to cancel itself."""
+    can end Canceled (workflows/controls/ending.py); the server refuses a workflow's command to cancel itself."""
 
     workflow_id: str
     run_id: str

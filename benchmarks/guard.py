@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from activities.adapters.simulated import FleetScenario  # noqa: E402
 from canary.config import MetricSpec  # noqa: E402
 from canary.guard import GuardJudge, RegionSamples, Streak, look_fleet  # noqa: E402
-from workflows.guard_models import GuardInput  # noqa: E402
+from workflows.guard.models import GuardInput  # noqa: E402
 
 SPECS = [MetricSpec(name="latency_p99", kind="latency", allowed_increase=1.2),
          MetricSpec(name="error_rate", kind="error_rate", critical=True, allowed_increase=1.5)]

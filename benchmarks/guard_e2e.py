@@ -52,9 +52,9 @@ from benchmarks.failover import free_port, wait_for_pollers  # noqa: E402
 from common.types import StageRef  # noqa: E402
 from worker.connect import connect  # noqa: E402
 from worker.server import start_dev_server  # noqa: E402
-from workflows.guard import RegionGuardWorkflow  # noqa: E402
-from workflows.guard_models import GuardInput, GuardState, StopGuard, guard_id  # noqa: E402
-from workflows.traffic_models import evacuation_id  # noqa: E402
+from workflows.evacuation.models import evacuation_id  # noqa: E402
+from workflows.guard.models import GuardInput, GuardState, StopGuard, guard_id  # noqa: E402
+from workflows.guard.workflow import RegionGuardWorkflow  # noqa: E402
 
 BIFROST = str(Path(sys.executable).parent / "bifrost")
 REGIONS = ("us-east-1", "eu-west-1", "ap-south-1")

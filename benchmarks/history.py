@@ -31,8 +31,8 @@ from activities.adapters.registry import AdapterRegistry  # noqa: E402
 from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa: E402
 from bifrost_cli.ops import start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
-from workflows.models import STAGE_HISTORY_BUDGET  # noqa: E402
 from workflows.request import RolloutRequest, parse_request  # noqa: E402
+from workflows.stage.models import STAGE_HISTORY_BUDGET  # noqa: E402
 
 GOAL_EVENTS = 10_240
 GOAL_BYTES = 10 * 1024 * 1024

@@ -1,4 +1,4 @@
-"""The final state of a run that ended Canceled: an aborted rollout, revert or evacuation (workflows/ending.py).
+"""The final state of a run that ended Canceled: an aborted rollout, revert or evacuation (workflows/controls/ending.py).
 
 A Canceled run carries no result and no failure details, so the workflow writes its final state to the run's memo
 (OUTCOME_MEMO) right before it ends. `describe().memo` also holds any memo the run was started with, which anyone may

@@ -26,9 +26,9 @@ from worker.connect import TASK_QUEUE, connect
 from worker.reports_http import ReportServer
 from worker.server import port_in_use, start_dev_server
 from worker.telemetry import Telemetry, telemetry
-from workflows.models import RolloutState
 from workflows.request import load_request
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout.models import RolloutState
+from workflows.rollout.workflow import RolloutWorkflow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "deploy" / "examples"
 FLEET_DB = Path(".bifrost/fleet.db")  # the default of `bifrost worker --fleet-db`, so a worker can join the demo

@@ -15,8 +15,8 @@ from rich.text import Text
 from temporalio.client import Client, WorkflowHandle
 
 from activities.adapters.simulated import SimulatedFleet, VersionEffect
-from workflows.guard import RegionGuardWorkflow
-from workflows.guard_models import GuardInput, GuardState, StopGuard, guard_id
+from workflows.guard.models import GuardInput, GuardState, StopGuard, guard_id
+from workflows.guard.workflow import RegionGuardWorkflow
 
 SICK = "eu-west-1"
 ACT_DEADLINE = 240.0  # seconds each phase may take before the demo gives up (and fails, saying where)

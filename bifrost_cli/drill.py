@@ -12,7 +12,7 @@ import click
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_OK, EXIT_ROLLED_BACK
 from bifrost_cli.guard import quiet_window
 from bifrost_cli.traffic import _csv_ints, _fail, _identity, _run, validated
-from workflows.drill import DrillInput, drill_id
+from workflows.drill.workflow import DrillInput, drill_id
 
 DRILL_HELP = """Practise evacuations: each region in turn evacuated and restored, on a schedule.
 
@@ -54,7 +54,7 @@ async def schedule_drill(inp: DrillInput, *, cron: str | None, every_hours: floa
     )
 
     from worker.connect import connect
-    from workflows.drill import DrillWorkflow
+    from workflows.drill.workflow import DrillWorkflow
 
     spec = ScheduleSpec(cron_expressions=[cron]) if cron else ScheduleSpec(
         intervals=[ScheduleIntervalSpec(every=timedelta(hours=every_hours or 168))])
@@ -77,8 +77,8 @@ async def run_drill(inp: DrillInput, *, wait: bool, task_queue: str) -> int:
 
     from bifrost_cli.claims import Claim, bifrost_run
     from worker.connect import connect
-    from workflows.drill import DrillReport, DrillWorkflow
-    from workflows.traffic_models import evacuation_id
+    from workflows.drill.workflow import DrillReport, DrillWorkflow
+    from workflows.evacuation.models import evacuation_id
 
     client = await connect()
     # the drill moves traffic under traffic/<service>: a run there no Bifrost worker will run would refuse every step

@@ -12,7 +12,7 @@ from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from bifrost_cli.traffic import _csv_ints, _fail, _identity, _run, send, validated
 from common.text import markdown as md
-from workflows.guard_models import GuardInput, GuardState, guard_id
+from workflows.guard.models import GuardInput, GuardState, guard_id
 
 GUARD_HELP = """Watch a service's regions; move traffic away from a sick one, bring it back when it is well.
 
@@ -112,7 +112,7 @@ async def start_guard(inp: GuardInput, task_queue: str) -> int:
     from bifrost_cli.claims import Claim, bifrost_run
     from worker.connect import connect
     from workflows import search
-    from workflows.guard import RegionGuardWorkflow
+    from workflows.guard.workflow import RegionGuardWorkflow
 
     client = await connect()
     claim = Claim(guard_id(inp.service), RegionGuardWorkflow.__name__, task_queue, "bifrost guard start",
@@ -137,7 +137,7 @@ async def start_guard(inp: GuardInput, task_queue: str) -> int:
 
 async def show_guard(service: str, as_json: bool) -> int:
     from worker.connect import connect
-    from workflows.guard import RegionGuardWorkflow
+    from workflows.guard.workflow import RegionGuardWorkflow
 
     client = await connect()
     handle = client.get_workflow_handle(guard_id(service))
@@ -221,7 +221,7 @@ def status_cmd(service: str, as_json: bool) -> None:
 @_by
 def approve_cmd(service: str, region: str, comment: str, who: str) -> None:
     """Carry out the guard's proposal (evacuate or restore) for REGION."""
-    from workflows.guard_models import ApproveGuard
+    from workflows.guard.models import ApproveGuard
 
     sys.exit(_run(send(service, "approve", ApproveGuard(region=region, approver=who, comment=comment),
                        workflow_id=guard_id(service))))
@@ -234,7 +234,7 @@ def approve_cmd(service: str, region: str, comment: str, who: str) -> None:
 @_by
 def dismiss_cmd(service: str, region: str, reason: str, who: str) -> None:
     """Drop the guard's proposal for REGION (it proposes again if the region stays sick)."""
-    from workflows.guard_models import DismissGuard
+    from workflows.guard.models import DismissGuard
 
     sys.exit(_run(send(service, "dismiss", DismissGuard(region=region, by=who, reason=reason),
                        workflow_id=guard_id(service))))
@@ -246,7 +246,7 @@ def dismiss_cmd(service: str, region: str, reason: str, who: str) -> None:
 @_by
 def pause_cmd(service: str, reason: str, who: str) -> None:
     """Hold before the next look (a running evacuation finishes)."""
-    from workflows.updates import Pause
+    from workflows.rollout.updates import Pause
 
     sys.exit(_run(send(service, "pause", Pause(by=who, reason=reason), workflow_id=guard_id(service))))
 
@@ -256,7 +256,7 @@ def pause_cmd(service: str, reason: str, who: str) -> None:
 @_by
 def resume_cmd(service: str, who: str) -> None:
     """Look again after a pause."""
-    from workflows.updates import Resume
+    from workflows.rollout.updates import Resume
 
     sys.exit(_run(send(service, "resume", Resume(by=who), workflow_id=guard_id(service))))
 
@@ -267,6 +267,6 @@ def resume_cmd(service: str, who: str) -> None:
 @_by
 def stop_cmd(service: str, reason: str, who: str) -> None:
     """Stop watching SERVICE; traffic stays where it is (restore by hand with `bifrost restore`)."""
-    from workflows.guard_models import StopGuard
+    from workflows.guard.models import StopGuard
 
     sys.exit(_run(send(service, "stop", StopGuard(by=who, reason=reason), workflow_id=guard_id(service))))

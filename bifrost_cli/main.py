@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # the Temporal SDK and the workflows load only in commands th
     from rich.table import Table
     from temporalio.workflow import UpdateMethodMultiParam
 
-    from workflows.rollout import RolloutWorkflow
+    from workflows.rollout.workflow import RolloutWorkflow
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -564,8 +564,8 @@ def _as_option(problem: str) -> str:
 @_by_option
 def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, who: str) -> None:
     """Approve a pending gate so the rollout may go on."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import Approve
+    from workflows.rollout.updates import Approve
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.approve, Approve, {"stage": stage, "wave": wave, "approver": who, "comment": comment})
 
@@ -578,8 +578,8 @@ def approve(rollout_id: str, stage: str | None, wave: int | None, comment: str, 
 @_by_option
 def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, who: str) -> None:
     """Reject a pending gate: the rollout rolls back by its rollback scope."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import Reject
+    from workflows.rollout.updates import Reject
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.reject, Reject, {"stage": stage, "wave": wave, "approver": who, "reason": reason})
 
@@ -590,8 +590,8 @@ def reject(rollout_id: str, stage: str | None, wave: int | None, reason: str, wh
 @_by_option
 def pause(rollout_id: str, reason: str, who: str) -> None:
     """Hold the rollout at the next safe point (before a wave or a promotion). Soaks keep their clock."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import Pause
+    from workflows.rollout.updates import Pause
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.pause, Pause, {"by": who, "reason": reason})
 
@@ -601,8 +601,8 @@ def pause(rollout_id: str, reason: str, who: str) -> None:
 @_by_option
 def resume(rollout_id: str, who: str) -> None:
     """Continue a paused rollout."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import Resume
+    from workflows.rollout.updates import Resume
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.resume, Resume, {"by": who})
 
@@ -613,8 +613,8 @@ def resume(rollout_id: str, who: str) -> None:
 @_by_option
 def abort(rollout_id: str, reason: str, who: str) -> None:
     """Stop the rollout and roll back by the request's rollback scope."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import Abort
+    from workflows.rollout.updates import Abort
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.abort, Abort, {"by": who, "reason": reason})
 
@@ -632,8 +632,8 @@ def rollback(rollout_id: str, reason: str, scope: str | None, stage: str | None,
     bifrost rollback payments/2.4.0 --reason "errors up" --scope all
     bifrost rollback payments/2.4.0 --stage eu-west-1/prod --reason "the canary is really slower"
     """
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import ResolveHold, Rollback
+    from workflows.rollout.updates import ResolveHold, Rollback
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     if stage is None:
         _update(rollout_id, RolloutWorkflow.rollback, Rollback, {"by": who, "reason": reason, "scope": scope})
@@ -662,8 +662,8 @@ def retry(rollout_id: str, stage: str, reason: str, who: str) -> None:
     \b
     bifrost retry payments/2.4.0 --stage eu-west-1/prod --reason "metrics source fixed"
     """
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import ResolveHold
+    from workflows.rollout.updates import ResolveHold
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.resolve_hold, ResolveHold,
             {"stage": stage, "action": "retry", "by": who, "reason": reason}, command="retry")
@@ -680,8 +680,8 @@ def promote(rollout_id: str, stage: str, reason: str, who: str) -> None:
     \b
     bifrost promote payments/2.4.0 --stage eu-west-1/prod --reason "latency is the new cache warming; accepted"
     """
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import ResolveHold
+    from workflows.rollout.updates import ResolveHold
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.resolve_hold, ResolveHold,
             {"stage": stage, "action": "promote", "by": who, "reason": reason}, command="promote")
@@ -696,8 +696,8 @@ def promote(rollout_id: str, stage: str, reason: str, who: str) -> None:
 @_by_option
 def resolve_hold(rollout_id: str, stage: str, action: str, reason: str, who: str) -> None:
     """Decide on a stage held on failure (what retry, promote and rollback --stage send)."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import ResolveHold
+    from workflows.rollout.updates import ResolveHold
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.resolve_hold, ResolveHold,
             {"stage": stage, "action": action, "by": who, "reason": reason}, command="resolve-hold")
@@ -710,8 +710,8 @@ def resolve_hold(rollout_id: str, stage: str, action: str, reason: str, who: str
 @_by_option
 def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """End a running stage's soak now."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import SkipSoak
+    from workflows.rollout.updates import SkipSoak
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.skip_soak, SkipSoak, {"stage": stage, "by": who, "reason": reason})
 
@@ -723,8 +723,8 @@ def skip_soak(rollout_id: str, stage: str, reason: str, who: str) -> None:
 @_by_option
 def override_window(rollout_id: str, stage: str, reason: str, who: str) -> None:
     """Let a stage start outside its deployment window."""
-    from workflows.rollout import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
-    from workflows.updates import OverrideWindow
+    from workflows.rollout.updates import OverrideWindow
+    from workflows.rollout.workflow import RolloutWorkflow  # the update by reference: checked, and followed by an IDE
 
     _update(rollout_id, RolloutWorkflow.override_window, OverrideWindow, {"stage": stage, "by": who, "reason": reason})
 

@@ -31,14 +31,14 @@ from common.problems import shorten
 from common.text import markdown as md
 from worker.connect import connect
 from workflows import search
-from workflows.models import RolloutState
 from workflows.request import RolloutRequest
-from workflows.updates import Ack
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Ack
 
 if TYPE_CHECKING:  # loaded by the commands that send updates, not by every command
     from temporalio.workflow import UpdateMethodMultiParam
 
-    from workflows.rollout import RolloutWorkflow
+    from workflows.rollout.workflow import RolloutWorkflow
 
 P = TypeVar("P", bound=BaseModel)
 STATUS_QUERY = "status"
@@ -194,7 +194,7 @@ async def send_update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWo
                       console: Console, err_console: Console) -> bool:
     """Run a validated update (a RolloutWorkflow update method and its payload model); print the acknowledgement
     or the validator's reason. Temporal's own refusals (unknown id, payload too large) propagate as RPCError."""
-    from workflows.rollout import RolloutWorkflow
+    from workflows.rollout.workflow import RolloutWorkflow
 
     name = getattr(update, "__name__", "update")
     client = await connect()

@@ -15,9 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from common.text import terminal
-from workflows.models import RolloutState
 from workflows.plan import Plan
 from workflows.request import RolloutRequest
+from workflows.rollout.models import RolloutState
 
 STYLE = {
     "succeeded": "green", "skipped": "green", "rolled_back": "yellow", "failed": "bold red",

@@ -21,7 +21,7 @@ from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.problems import listing, payload_problems
 from common.text import markdown as md
-from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertState
+from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertState
 
 STATUS_QUERY = "status"
 STARTED_WITHIN = 120.0  # seconds the command waits for the revert to pass its checks and the lock
@@ -109,7 +109,7 @@ async def revert_outcome(handle: Any) -> tuple[RevertState | None, str]:
         return await handle.result(), ""
     except WorkflowFailureError as err:
         cause = err.cause
-        if isinstance(cause, CancelledError):  # aborted: the state the run wrote to its memo (workflows/ending.py)
+        if isinstance(cause, CancelledError):  # aborted: the state the run wrote to its memo (workflows/controls/ending.py)
             canceled = await canceled_outcome(handle, RevertState)
             return canceled, f"revert {canceled.status}: {canceled.reason}" if canceled is not None else str(cause)
         details = getattr(cause, "details", None) or ()

@@ -22,7 +22,7 @@ from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.text import markdown as md
 from common.text import terminal
-from workflows.traffic_models import EvacuationInput, EvacuationState, aborted_message, evacuation_id
+from workflows.evacuation.models import EvacuationInput, EvacuationState, aborted_message, evacuation_id
 
 TRAFFIC_EXIT_CODES = """\b
 Exit codes:
@@ -154,7 +154,7 @@ async def start_traffic(client: Any, inp: EvacuationInput, task_queue: str) -> A
     from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
     from workflows import search
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation.workflow import EvacuationWorkflow
 
     return await client.start_workflow(
         EvacuationWorkflow.run, inp, id=inp.workflow_id, task_queue=task_queue,
@@ -206,7 +206,7 @@ async def running_change(client: Any, inp: EvacuationInput, task_queue: str) -> 
     worker will run (another type, another task queue) is terminated, so that it cannot block the service's traffic
     changes for ever (bifrost_cli/claims.py)."""
     from bifrost_cli.claims import Claim, bifrost_run
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation.workflow import EvacuationWorkflow
 
     claim = Claim(evacuation_id(inp.service), EvacuationWorkflow.__name__, task_queue, f"bifrost {inp.direction}",
                   inp.requested_by, f"the {inp.direction} can start")
@@ -215,7 +215,7 @@ async def running_change(client: Any, inp: EvacuationInput, task_queue: str) -> 
 
 async def refuse_busy(client: Any, service: str) -> None:
     """Exit 3 at once: another traffic change of the service runs; name it, and how to watch or stop it."""
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation.workflow import EvacuationWorkflow
 
     what = evacuation_id(service)
     try:
@@ -235,7 +235,7 @@ async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> i
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from worker.connect import connect
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation.workflow import EvacuationWorkflow
 
     client = await connect()
     if await running_change(client, inp, task_queue):  # a run no Bifrost worker will run is ended first
@@ -341,7 +341,7 @@ async def run_restore(service: str, region: str, environment: str, *, who: str, 
 
 async def show_status(service: str, as_json: bool) -> int:
     from worker.connect import connect
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation.workflow import EvacuationWorkflow
 
     client = await connect()
     handle = client.get_workflow_handle(evacuation_id(service))
@@ -371,7 +371,7 @@ async def send(service: str, update: str, payload: BaseModel, *, workflow_id: st
     from temporalio.client import WorkflowUpdateFailedError
 
     from worker.connect import connect
-    from workflows.updates import Ack
+    from workflows.rollout.updates import Ack
 
     client = await connect()
     handle = client.get_workflow_handle(workflow_id or evacuation_id(service))
@@ -485,7 +485,7 @@ def _by(f: Any) -> Any:
 @_by
 def pause_cmd(service: str, reason: str, who: str) -> None:
     """Hold before the next step (the running step and its TTL wait finish)."""
-    from workflows.updates import Pause
+    from workflows.rollout.updates import Pause
 
     sys.exit(_run(send(service, "pause", Pause(by=who, reason=reason))))
 
@@ -495,7 +495,7 @@ def pause_cmd(service: str, reason: str, who: str) -> None:
 @_by
 def resume_cmd(service: str, who: str) -> None:
     """Continue a paused evacuation or restore."""
-    from workflows.updates import Resume
+    from workflows.rollout.updates import Resume
 
     sys.exit(_run(send(service, "resume", Resume(by=who))))
 
@@ -507,7 +507,7 @@ def resume_cmd(service: str, who: str) -> None:
 @_by
 def abort_cmd(service: str, reason: str, keep: bool, who: str) -> None:
     """Stop now; by default put the weights and replicas back as they were before."""
-    from workflows.traffic_models import AbortShift
+    from workflows.evacuation.models import AbortShift
 
     sys.exit(_run(send(service, "abort", AbortShift(by=who, reason=reason, revert=not keep))))
 
@@ -518,6 +518,6 @@ def abort_cmd(service: str, reason: str, keep: bool, who: str) -> None:
 @_by
 def approve_cmd(service: str, comment: str, who: str) -> None:
     """Let an evacuation that waits for approval start changing traffic."""
-    from workflows.traffic_models import ApproveShift
+    from workflows.evacuation.models import ApproveShift
 
     sys.exit(_run(send(service, "approve", ApproveShift(approver=who, comment=comment))))

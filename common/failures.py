@@ -31,7 +31,7 @@ class FailureType:
 # A rollout or stage that did not reach its goal ends as a failure of the type naming its outcome (so the
 # Temporal UI shows it red), with its state as the details. An aborted rollout (patch `aborted-ends-canceled`)
 # ends Canceled instead, which carries no details: its final state is the run's memo under OUTCOME_MEMO, written
-# by the workflow right before it ends (workflows/ending.py), and read only from that upsert in the run's own history,
+# by the workflow right before it ends (workflows/controls/ending.py), and read only from that upsert in the run's own history,
 # never from a memo given at start (common/own_memo.py).
 OUTCOME_MEMO = "bifrost_outcome"
 OUTCOME_FAILURE_TYPES: dict[str, str] = {

@@ -1,7 +1,7 @@
 """The final state of a run that ended Canceled, read from the run's own history: the one reader of OUTCOME_MEMO.
 
 An aborted rollout, revert or hand-started evacuation ends Canceled, which carries no result and no failure details, so
-the workflow writes its final state to the memo (workflows/ending.py) right before it ends. The memo Temporal shows
+the workflow writes its final state to the memo (workflows/controls/ending.py) right before it ends. The memo Temporal shows
 (`describe().memo`, a list's rows) also holds whatever memo the run was *started* with, and anyone may start any
 workflow type with anything: a run that ends Canceled without writing its own (canceled before the code that writes
 it, an old worker's run, another workflow type) would show its starter's words as its final state. So the state is

@@ -32,14 +32,14 @@ from activities.traffic.shift import TrafficActivities
 from worker.limits import WorkerLimits
 from worker.sandbox import workflow_runner
 from worker.telemetry import worker_interceptors
-from workflows.drill import DrillWorkflow
-from workflows.evacuation import EvacuationWorkflow
-from workflows.guard import RegionGuardWorkflow
-from workflows.lock import ServiceLockWorkflow
-from workflows.report import ReportWorkflow, report_task_queue
-from workflows.revert import RevertWorkflow
-from workflows.rollout import RolloutWorkflow
-from workflows.stage import StageWorkflow
+from workflows.drill.workflow import DrillWorkflow
+from workflows.evacuation.workflow import EvacuationWorkflow
+from workflows.guard.workflow import RegionGuardWorkflow
+from workflows.lock.workflow import ServiceLockWorkflow
+from workflows.report.workflow import ReportWorkflow, report_task_queue
+from workflows.revert.workflow import RevertWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
+from workflows.stage.workflow import StageWorkflow
 
 WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow,
              RegionGuardWorkflow, DrillWorkflow]

@@ -19,7 +19,7 @@ from bifrost_cli.exits import EXIT_INVALID
 from bifrost_cli.main import cli
 from common.problems import MAX_PROBLEM_CHARS, MAX_PROBLEMS, bounded, joined, payload_problems
 from common.types import INVALID_PAYLOAD
-from workflows.updates import Pause
+from workflows.rollout.updates import Pause
 
 EXAMPLE = Path(__file__).parents[2] / "deploy" / "examples" / "demo-good.yaml"
 KEYS = 60_000

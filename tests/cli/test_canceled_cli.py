@@ -22,9 +22,9 @@ from common.failures import OUTCOME_MEMO
 from tests.cli.test_exit_codes import _bifrost
 from tests.workflows.helpers import METRICS, fleet, running_worker
 from tests.workflows.test_controls import wait_for
-from workflows.models import RolloutState
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Abort
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Abort
+from workflows.rollout.workflow import RolloutWorkflow
 
 
 async def test_an_aborted_rollout_exits_3_and_status_reads_its_memo_without_a_worker(env, task_queue, tmp_path):

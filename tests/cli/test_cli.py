@@ -135,7 +135,8 @@ def test_render_shows_user_text_as_written():
     from rich.console import Console
 
     from bifrost_cli.render import state_table
-    from workflows.models import RolloutState, StageState
+    from workflows.rollout.models import RolloutState
+    from workflows.stage.models import StageState
 
     stage = StageState.of("us-east-1", "prod", 1).model_copy(update={"reason": "aborted by [/red]: [bold]no[/]"})
     state = RolloutState(rollout_id="rollout/a/1", service="a", version="1", status="aborted", stages=[stage],
@@ -270,7 +271,7 @@ def test_every_update_command_is_covered_and_named_as_the_workflow_names_it():
     from temporalio import workflow as wf
 
     from bifrost_cli import ops
-    from workflows.rollout import RolloutWorkflow
+    from workflows.rollout.workflow import RolloutWorkflow
 
     defn = wf._Definition.must_from_class(RolloutWorkflow)
     assert defn.name == ops.ROLLOUT_WORKFLOW and ops.STATUS_QUERY in defn.queries
@@ -362,7 +363,7 @@ def test_list_status_takes_every_status_of_every_listed_kind_and_says_them():
 
     from bifrost_cli.listed import LISTED, REVERT_WORKFLOW, ROLLOUT_WORKFLOW
     from common.types import RolloutStatus
-    from workflows.revert_models import RevertStatus
+    from workflows.revert.models import RevertStatus
 
     assert LISTED == {ROLLOUT_WORKFLOW: get_args(RolloutStatus), REVERT_WORKFLOW: get_args(RevertStatus)}
     help_text = " ".join(run("list", "--help").output.split())

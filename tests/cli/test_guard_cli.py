@@ -13,7 +13,7 @@ from bifrost_cli.main import cli
 from tests.cli.test_cli import _closed_port
 from tests.workflows.evacuation_helpers import running_worker, service
 from tests.workflows.test_guard import fleet_with, wait_for
-from workflows.guard_models import ApproveGuard, StopGuard, guard_id
+from workflows.guard.models import ApproveGuard, StopGuard, guard_id
 
 
 def run(*args: str, env: dict | None = None) -> Any:

@@ -16,9 +16,9 @@ from tests.cli.test_cli import _closed_port
 from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.revert_helpers import FAST, listed_closed
 from tests.workflows.test_revert import _released, _running_at_a_gate
-from workflows.revert import RevertWorkflow
-from workflows.revert_models import RevertState
-from workflows.updates import Abort
+from workflows.revert.models import RevertState
+from workflows.revert.workflow import RevertWorkflow
+from workflows.rollout.updates import Abort
 
 
 def run(*args: str, env: dict | None = None):

@@ -17,9 +17,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID
 from bifrost_cli.main import cli
 from tests.workflows.helpers import fleet, running_worker
-from workflows.guard_models import guard_id
-from workflows.revert_models import revert_id
-from workflows.traffic_models import evacuation_id
+from workflows.evacuation.models import evacuation_id
+from workflows.guard.models import guard_id
+from workflows.revert.models import revert_id
 
 
 async def invoke(client: Client, *args: str) -> Result:

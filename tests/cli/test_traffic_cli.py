@@ -9,8 +9,8 @@ from bifrost_cli import traffic
 from bifrost_cli.main import cli
 from tests.cli.test_cli import _closed_port
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_registry, wait_for
-from workflows.evacuation import EvacuationWorkflow
-from workflows.traffic_models import EvacuationInput, evacuation_id
+from workflows.evacuation.models import EvacuationInput, evacuation_id
+from workflows.evacuation.workflow import EvacuationWorkflow
 
 
 def run(*args: str, env: dict | None = None):

@@ -16,9 +16,9 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from bifrost_cli import traffic
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_registry, wait_for
-from workflows.evacuation import EvacuationWorkflow
-from workflows.traffic_models import AbortShift, EvacuationInput, evacuation_id
-from workflows.updates import Pause, Resume
+from workflows.evacuation.models import AbortShift, EvacuationInput, evacuation_id
+from workflows.evacuation.workflow import EvacuationWorkflow
+from workflows.rollout.updates import Pause, Resume
 
 REGIONS = ("us-east-1", "eu-west-1", "ap-south-1")
 HOME = {r: 100 for r in REGIONS}

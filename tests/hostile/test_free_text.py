@@ -28,12 +28,13 @@ from common import notices
 from common.text import identity_problem, markdown, slack, terminal, web_url
 from tests.workflows.helpers import make_request
 from workflows.controls import AuditEntry, Hold
-from workflows.details import rollout_details, stage_details
-from workflows.models import RolloutState, StageState
+from workflows.evacuation.details import evacuation_details
+from workflows.evacuation.models import AbortShift, EvacuationInput, EvacuationState
 from workflows.request import RequestError
-from workflows.traffic_details import evacuation_details
-from workflows.traffic_models import AbortShift, EvacuationInput, EvacuationState
-from workflows.updates import Abort, Approve, Pause
+from workflows.rollout.details import rollout_details, stage_details
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Abort, Approve, Pause
+from workflows.stage.models import StageState
 
 T0 = datetime(2026, 12, 1, 16, 0, tzinfo=UTC)
 FORGED = "alice\n- 12-01 16:00 security-team: approve wave-1 — verified"
@@ -78,7 +79,7 @@ def test_an_update_with_a_bad_identity_is_refused_naming_the_field(model, payloa
 
 
 def test_the_how_to_act_placeholder_is_refused_if_sent_unedited():
-    from workflows.details import WHO
+    from workflows.rollout.details import WHO
 
     with pytest.raises(ValidationError, match="approver"):
         Approve.model_validate({"wave": 1, "approver": WHO})

@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from activities.adapters.targets import TargetsError, TargetsFile, load_targets, parse_targets
-from workflows.models import StageInput
 from workflows.plan import PlanError, build_plan
 from workflows.request import RequestError, RolloutRequest, load_request, parse_request
+from workflows.stage.models import StageInput
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 REQUEST_EXAMPLES = [EXAMPLES / n for n in ("request.yaml", "demo-good.yaml", "demo-bad.yaml")]

@@ -23,10 +23,10 @@ from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.revert_helpers import FAST
 from tests.workflows.test_guard import fleet_with
 from tests.workflows.test_revert import _released
-from workflows.evacuation import EvacuationWorkflow
-from workflows.guard import RegionGuardWorkflow
-from workflows.guard_models import guard_id
-from workflows.traffic_models import EvacuationInput, evacuation_id
+from workflows.evacuation.models import EvacuationInput, evacuation_id
+from workflows.evacuation.workflow import EvacuationWorkflow
+from workflows.guard.models import guard_id
+from workflows.guard.workflow import RegionGuardWorkflow
 
 KINDS = ["unpolled queue", "another type"]
 LIMIT = 90  # seconds: without the defence the commands wait for ever on the impostor

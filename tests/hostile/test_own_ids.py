@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from common.failures import INVALID_PAYLOAD
 from tests.workflows.helpers import failed_at_once, fleet, make_request, running_worker
 from workflows.provenance import require_own_id
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
 
 
 def test_the_id_check_admits_only_the_canonical_id_or_a_suffix_of_it_when_asked() -> None:

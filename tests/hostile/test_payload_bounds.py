@@ -24,8 +24,8 @@ from common.types import MAX_SENT_PAYLOAD_BYTES
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 from worker import bounds
 from worker.build import WORKFLOWS
-from workflows.models import RolloutState
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout.models import RolloutState
+from workflows.rollout.workflow import RolloutWorkflow
 
 BIG = 3_000_000  # over the dev server's blob limit (2 MiB), as in the attack
 MEDIUM = 300_000  # over the bound, under the server's limit: only Bifrost refuses it

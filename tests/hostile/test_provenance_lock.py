@@ -25,13 +25,14 @@ from bifrost_cli.ops import outcome, start_rollout
 from common.lock import LockRequest, LockState, lock_id
 from common.types import MetricWindow, StageRef
 from tests.workflows.helpers import failed_at_once, fleet, make_request, running_worker
-from workflows.lock import ServiceLockWorkflow
-from workflows.models import RolloutState, StageInput
+from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.parentage import lock_refusal, report_refusal, stage_refusal
 from workflows.provenance import require_continued
-from workflows.report import report_workflow_id
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Approve
+from workflows.report.workflow import report_workflow_id
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Approve
+from workflows.rollout.workflow import RolloutWorkflow
+from workflows.stage.models import StageInput
 
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 FORGED = "security freeze until the audit closes, ticket INC-7"

@@ -26,7 +26,7 @@ from tests.workflows.helpers import failed_at_once, fleet, make_request, running
 from tests.workflows.revert_helpers import FAST, listed_closed, revert_input, revert_outcome, start_revert
 from tests.workflows.test_revert import _released, _running_at_a_gate
 from workflows import search
-from workflows.revert import RevertWorkflow
+from workflows.revert.workflow import RevertWorkflow
 
 STAGES = ["us-east-1/test", "us-east-1/prod", "eu-west-1/test", "eu-west-1/prod", "ap-south-1/test", "ap-south-1/prod"]
 

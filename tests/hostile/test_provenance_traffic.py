@@ -34,11 +34,11 @@ from common.failures import INVALID_REQUEST
 from tests.workflows.evacuation_helpers import evacuation, running_worker, service, simulated_registry, wait_for
 from tests.workflows.test_drill import ALL_WEEK, drill_input
 from tests.workflows.test_guard import guard_input
-from workflows.drill import DrillReport, DrillWorkflow, drill_id
-from workflows.evacuation import EvacuationWorkflow
-from workflows.guard import RegionGuardWorkflow
-from workflows.guard_models import GuardState, RegionWatch, guard_id
-from workflows.traffic_models import AbortShift, EvacuationState, evacuation_id
+from workflows.drill.workflow import DrillReport, DrillWorkflow, drill_id
+from workflows.evacuation.models import AbortShift, EvacuationState, evacuation_id
+from workflows.evacuation.workflow import EvacuationWorkflow
+from workflows.guard.models import GuardState, RegionWatch, guard_id
+from workflows.guard.workflow import RegionGuardWorkflow
 
 pytestmark = pytest.mark.asyncio
 DEADLINE = 60.0  # every wait is bounded: a refusal that does not come fails the test, never hangs it

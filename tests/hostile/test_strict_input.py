@@ -18,10 +18,10 @@ from activities.adapters.reports import report_key
 from activities.adapters.targets import TargetsError, load_targets
 from activities.models import ReportInput
 from common.lock import LockState
-from workflows.models import StageInput
+from workflows.evacuation.models import EvacuationInput
 from workflows.request import RequestError, RolloutRequest, load_request
-from workflows.traffic_models import EvacuationInput
-from workflows.updates import Approve, Pause
+from workflows.rollout.updates import Approve, Pause
+from workflows.stage.models import StageInput
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "deploy/examples/request.yaml"
 

@@ -26,9 +26,9 @@ from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import assert_one_line
 from tests.workflows.helpers import METRICS
 from worker.build import build_worker
-from workflows.models import RolloutState
 from workflows.request import RolloutRequest, parse_request
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout.models import RolloutState
+from workflows.rollout.workflow import RolloutWorkflow
 
 pytestmark = pytest.mark.integration
 

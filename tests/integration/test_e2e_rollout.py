@@ -35,7 +35,7 @@ from tests.integration.conftest import (
 from tests.integration.promdata import QUERIES
 from worker.build import build_worker
 from workflows.request import RolloutRequest, parse_request
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
 
 pytestmark = pytest.mark.integration
 

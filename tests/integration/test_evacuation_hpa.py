@@ -18,8 +18,8 @@ from temporalio.exceptions import CancelledError
 from bifrost_cli.traffic import traffic_outcome, weights_lines
 from tests.integration.test_evacuation_aws import EVEN, SERVICE, Fleet, fleet  # noqa: F401 - the fixture
 from tests.workflows.evacuation_helpers import evacuation, running_worker, start, wait_for
-from workflows.evacuation import EvacuationWorkflow
-from workflows.traffic_models import AbortShift, EvacuationState
+from workflows.evacuation.models import AbortShift, EvacuationState
+from workflows.evacuation.workflow import EvacuationWorkflow
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from tests.integration.test_evacuation_aws import EVEN
 from tests.integration.test_route53_faults import faulty  # noqa: F401 - the fixture
 from tests.workflows.evacuation_helpers import evacuation, start
 from tests.workflows.test_worker_kill import stop_workers
-from workflows.evacuation import EvacuationWorkflow
+from workflows.evacuation.workflow import EvacuationWorkflow
 
 pytestmark = pytest.mark.integration
 

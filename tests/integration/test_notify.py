@@ -28,8 +28,8 @@ from tests.integration.conftest import Receiver, assert_one_line
 from tests.workflows import evacuation_helpers
 from tests.workflows.helpers import fleet, make_request, start
 from worker.build import build_worker
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Approve, OverrideWindow, Pause, Resume
+from workflows.rollout.updates import Approve, OverrideWindow, Pause, Resume
+from workflows.rollout.workflow import RolloutWorkflow
 
 pytestmark = pytest.mark.integration
 

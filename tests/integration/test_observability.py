@@ -25,8 +25,8 @@ from tests.workflows.evacuation_helpers import running_worker, simulated_registr
 from tests.workflows.helpers import make_request, start
 from worker.converter import DATA_CONVERTER
 from worker.telemetry import metrics_runtime
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Approve
+from workflows.rollout.updates import Approve
+from workflows.rollout.workflow import RolloutWorkflow
 
 pytestmark = pytest.mark.integration
 

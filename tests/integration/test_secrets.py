@@ -33,7 +33,7 @@ from tests.integration.test_e2e_rollout import histories_bytes
 from worker import logs
 from worker.build import build_worker
 from workflows.request import RolloutRequest, parse_request
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
 
 pytestmark = pytest.mark.integration
 

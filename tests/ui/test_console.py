@@ -53,7 +53,7 @@ from tests.workflows.evacuation_helpers import start as start_evacuation
 from tests.workflows.helpers import fleet, make_request
 from worker.build import build_worker
 from worker.reports_http import ReportServer
-from workflows.models import RolloutState
+from workflows.rollout.models import RolloutState
 
 VIEWPORT: ViewportSize = {"width": 1440, "height": 900}  # a laptop screen; the Current Details panel gets half of it
 UI_TIMEOUT_MS = 30_000  # the first UI load after a server start has taken ~12 s on this machine

@@ -33,9 +33,9 @@ from tests.ui.temporal_ui import (
     submit,
 )
 from tests.workflows.helpers import fleet, make_request, running_worker
-from workflows.models import RolloutState
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Approve
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Approve
+from workflows.rollout.workflow import RolloutWorkflow
 
 GATE = "ap-south-1/prod"
 UI_TIMEOUT_MS = 30_000  # the first UI load after a server start has taken ~12 s on this machine

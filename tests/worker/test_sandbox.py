@@ -13,7 +13,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from temporalio.worker.workflow_sandbox._runner import _fake_info
 
 from worker.sandbox import BifrostSandboxRunner, workflow_runner
-from workflows.stage import StageWorkflow
+from workflows.stage.workflow import StageWorkflow
 
 
 def _instance(runner: SandboxedWorkflowRunner, cls: type = StageWorkflow) -> Any:

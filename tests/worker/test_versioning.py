@@ -19,8 +19,8 @@ from tests.conftest import shared_render_pool
 from tests.workflows.helpers import fleet, make_request
 from worker.build import build_worker
 from worker.versioning import current_build, deployment_config, deployment_version, drainage, settle_current
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Approve
+from workflows.rollout.updates import Approve
+from workflows.rollout.workflow import RolloutWorkflow
 
 T = TypeVar("T")
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}

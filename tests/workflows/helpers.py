@@ -21,7 +21,7 @@ from common.lock import LOCK_STATE_QUERY
 from tests.conftest import shared_render_pool
 from worker.build import build_worker
 from workflows.request import RolloutRequest, parse_request
-from workflows.rollout import RolloutWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
 
 METRICS = [
     {"name": "latency_p99", "kind": "latency", "direction": "increase", "allowed_increase": 1.2},

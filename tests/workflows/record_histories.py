@@ -46,15 +46,15 @@ from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.converter import DATA_CONVERTER
 from worker.server import DEV_SERVER_FLAGS
 from workflows import search
-from workflows.evacuation import EvacuationWorkflow
-from workflows.guard import RegionGuardWorkflow
-from workflows.guard_models import ApproveGuard, StopGuard
-from workflows.models import StageInput
+from workflows.evacuation.models import AbortShift, ApproveShift, evacuation_id
+from workflows.evacuation.workflow import EvacuationWorkflow
+from workflows.guard.models import ApproveGuard, StopGuard
+from workflows.guard.workflow import RegionGuardWorkflow
 from workflows.request import RolloutRequest
-from workflows.revert import RevertWorkflow
-from workflows.rollout import RolloutWorkflow
-from workflows.traffic_models import AbortShift, ApproveShift, evacuation_id
-from workflows.updates import Abort, Approve, OverrideWindow, Pause, ResolveHold, Resume, SkipSoak
+from workflows.revert.workflow import RevertWorkflow
+from workflows.rollout.updates import Abort, Approve, OverrideWindow, Pause, ResolveHold, Resume, SkipSoak
+from workflows.rollout.workflow import RolloutWorkflow
+from workflows.stage.models import StageInput
 
 OUT = Path(__file__).resolve().parent.parent / "histories"
 QUEUE = "record"

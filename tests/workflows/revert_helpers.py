@@ -13,8 +13,8 @@ from activities.notify import NotifyActivities
 from bifrost_cli.revert import revert_outcome as cli_revert_outcome
 from common.types import Notification
 from tests.workflows.helpers import replaced_activity
-from workflows.revert import RevertWorkflow
-from workflows.revert_models import RevertInput, RevertState
+from workflows.revert.models import RevertInput, RevertState
+from workflows.revert.workflow import RevertWorkflow
 
 FAST = {"health_minutes": 1 / 60}  # the simulated fleet gives every window its minimum of samples
 

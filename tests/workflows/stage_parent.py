@@ -16,8 +16,8 @@ from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
     from common.types import stage_key
-    from workflows.models import StageConclusion, StageInput, StageOrders, StageState
-    from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, StageWorkflow
+    from workflows.stage.models import StageConclusion, StageInput, StageOrders, StageState
+    from workflows.stage.workflow import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, StageWorkflow
 
 
 @workflow.defn(name="TestStageParent")

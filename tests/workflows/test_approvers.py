@@ -18,8 +18,8 @@ from common.types import REFUSED, Notification
 from tests.workflows.evacuation_helpers import running_worker, service
 from tests.workflows.test_guard import fleet_with, guard_input, start, stop, update, wait_for
 from workflows.controls import check_approver
-from workflows.guard import RegionGuardWorkflow
-from workflows.guard_models import ApproveGuard, DismissGuard
+from workflows.guard.models import ApproveGuard, DismissGuard
+from workflows.guard.workflow import RegionGuardWorkflow
 
 
 def test_an_empty_list_lets_anyone_decide_and_a_listed_name_passes() -> None:

@@ -114,11 +114,11 @@ async def test_the_longest_approval_timeout_is_a_timer(ts_env, task_queue, tmp_p
 def test_every_traffic_change_input_takes_the_same_headroom_and_health_interval_bounds_with_its_own_default() -> None:
     from pydantic import BaseModel, ValidationError
 
-    from workflows.drill import DrillInput
-    from workflows.guard_models import GuardInput
+    from workflows.drill.workflow import DrillInput
+    from workflows.evacuation.models import EvacuationInput
+    from workflows.guard.models import GuardInput
     from workflows.request import EvacuationSettings
-    from workflows.revert_models import RevertInput
-    from workflows.traffic_models import EvacuationInput
+    from workflows.revert.models import RevertInput
 
     base = {"service": "pay", "requested_by": "al"}
     cases: list[tuple[type[BaseModel], dict[str, Any], str, object]] = [

@@ -25,11 +25,11 @@ from common.lock import LockState
 from common.own_memo import own_canceled_state
 from tests.workflows.helpers import fleet, make_request, replaced_activity, running_worker, start
 from tests.workflows.test_controls import wait_for
-from workflows.lock import ServiceLockWorkflow
-from workflows.models import RolloutState
+from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.request import RolloutRequest
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Abort, Reject, Rollback
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Abort, Reject, Rollback
+from workflows.rollout.workflow import RolloutWorkflow
 
 HISTORIES = Path(__file__).resolve().parent.parent / "histories"
 MAX_MEMO_BYTES = 16 * 1024  # the memo comes with every row of a list (the Web UI's, `bifrost list`): keep it small
@@ -168,5 +168,5 @@ def test_the_memo_of_a_full_three_region_rollout_stays_small():
     assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
     state = RolloutState.model_validate(own_canceled_state(history.events))
     assert len(state.stages) == 6 and state.status == "aborted" and state.audit
-    memo = json.dumps(state.model_dump(mode="json")).encode()  # what end_canceled writes (workflows/ending.py)
+    memo = json.dumps(state.model_dump(mode="json")).encode()  # what end_canceled writes (workflows/controls/ending.py)
     assert len(memo) < MAX_MEMO_BYTES, len(memo)

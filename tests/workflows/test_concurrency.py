@@ -8,8 +8,8 @@ import pytest
 
 from bifrost_cli.ops import outcome, start_rollout
 from tests.workflows.helpers import fleet, make_request, running_worker
-from workflows.lock import ServiceLockWorkflow
-from workflows.rollout import RolloutWorkflow
+from workflows.lock.workflow import ServiceLockWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
 
 
 async def test_duplicate_submits_give_one_rollout(env, task_queue, tmp_path):

@@ -12,9 +12,9 @@ from temporalio.exceptions import ApplicationError
 
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
-from workflows.models import RolloutState
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Abort, Approve, OverrideWindow, Pause, Reject, Resume, SkipSoak
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Abort, Approve, OverrideWindow, Pause, Reject, Resume, SkipSoak
+from workflows.rollout.workflow import RolloutWorkflow
 
 
 async def wait_for(handle: WorkflowHandle, pred, timeout: float = 30.0) -> RolloutState:

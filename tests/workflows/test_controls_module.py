@@ -1,4 +1,4 @@
-"""The shared workflow controls (workflows/controls.py): status from phase + holds, holds, refusals, payloads."""
+"""The shared workflow controls (workflows/controls/): status from phase + holds, holds, refusals, payloads."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from workflows.controls import (
     status_of,
     waiting_for,
 )
-from workflows.models import RolloutState
-from workflows.traffic_models import EVACUATION_TERMINAL, AbortShift, EvacuationState
-from workflows.updates import Pause
+from workflows.evacuation.models import EVACUATION_TERMINAL, AbortShift, EvacuationState
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Pause
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 PHASES = ["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
@@ -145,7 +145,7 @@ def test_every_update_payload_is_strict_and_refuses_unknown_fields() -> None:
 def test_the_one_stage_key_rule_refuses_what_is_not_a_stage_everywhere(text: str) -> None:
     from common.types import is_stage_key
     from workflows.request import ApprovalGate
-    from workflows.updates import OverrideWindow, SkipSoak
+    from workflows.rollout.updates import OverrideWindow, SkipSoak
 
     assert not is_stage_key(text)
     for model, payload in ((SkipSoak, {"stage": text, "by": "al", "reason": "x"}),
@@ -157,7 +157,7 @@ def test_the_one_stage_key_rule_refuses_what_is_not_a_stage_everywhere(text: str
 
 def test_the_one_stage_key_rule_takes_every_planned_stage() -> None:
     from common.types import is_stage_key, stage_key
-    from workflows.updates import SkipSoak
+    from workflows.rollout.updates import SkipSoak
 
     for region in ("eu-west-1", "a", "a" * 63, "ap-south-1"):
         for env in ("test", "prod"):
@@ -174,11 +174,11 @@ def _updates(cls: type) -> dict[str, Any]:
 
 def test_the_shared_updates_keep_each_workflows_names_descriptions_payloads_and_validators() -> None:
     from workflows.controls import Ack, Resume
-    from workflows.evacuation import EvacuationWorkflow
-    from workflows.guard import RegionGuardWorkflow
-    from workflows.guard_models import StopGuard
-    from workflows.revert import RevertWorkflow
-    from workflows.updates import Abort
+    from workflows.evacuation.workflow import EvacuationWorkflow
+    from workflows.guard.models import StopGuard
+    from workflows.guard.workflow import RegionGuardWorkflow
+    from workflows.revert.workflow import RevertWorkflow
+    from workflows.rollout.updates import Abort
 
     expect = {
         EvacuationWorkflow: ("abort", AbortShift, "before the next step", "Continue a paused evacuation."),
@@ -197,7 +197,7 @@ def test_the_shared_updates_keep_each_workflows_names_descriptions_payloads_and_
 
 
 def test_the_shared_validators_refuse_a_stopping_workflow() -> None:
-    from workflows.evacuation import EvacuationWorkflow
+    from workflows.evacuation.workflow import EvacuationWorkflow
 
     ups = _updates(EvacuationWorkflow)
     wf: Any = type("Fake", (), {})()
@@ -211,8 +211,8 @@ def test_the_shared_validators_refuse_a_stopping_workflow() -> None:
 
 
 def test_a_child_traffic_change_says_in_one_line_how_it_ended() -> None:
-    from workflows.evacuation import TrafficChange
-    from workflows.traffic_models import EvacuationInput
+    from workflows.evacuation.models import EvacuationInput
+    from workflows.evacuation.workflow import TrafficChange
 
     move = EvacuationInput(service="pay", region="eu-west-1", requested_by="bifrost")
     assert TrafficChange(move, busy=True).line == ("could not evacuate eu-west-1: another traffic change of pay is "

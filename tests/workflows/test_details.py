@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 from tests.workflows.helpers import make_request
 from workflows.controls import AuditEntry, Hold
-from workflows.details import (
+from workflows.plan import build_plan
+from workflows.rollout.details import (
     approval_releases,
     holds_at,
     how_to_act,
@@ -15,8 +16,8 @@ from workflows.details import (
     rollout_summary,
     stage_details,
 )
-from workflows.models import RolloutState, StageState
-from workflows.plan import build_plan
+from workflows.rollout.models import RolloutState
+from workflows.stage.models import StageState
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 

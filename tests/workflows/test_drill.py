@@ -13,7 +13,7 @@ import pytest
 from bifrost_cli import drill as drill_cli
 from tests.workflows.evacuation_helpers import running_worker, service
 from tests.workflows.test_guard import fleet_with
-from workflows.drill import DrillInput, DrillReport, DrillWorkflow, drill_id
+from workflows.drill.workflow import DrillInput, DrillReport, DrillWorkflow, drill_id
 
 DRILL_DEADLINE = 120.0  # a drill that does not end fails its test instead of hanging the suite
 
@@ -104,7 +104,7 @@ def test_drill_cli_refuses_bad_input() -> None:
 async def test_a_drill_while_a_rollout_holds_the_lock_is_skipped(env: Any, tmp_path: Path) -> None:
     from bifrost_cli.ops import start_rollout
     from tests.workflows.helpers import make_request
-    from workflows.rollout import RolloutWorkflow
+    from workflows.rollout.workflow import RolloutWorkflow
 
     svc, tq = service(), f"tq-{uuid.uuid4().hex[:8]}"
     registry, fleet = fleet_with({})

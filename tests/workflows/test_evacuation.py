@@ -26,10 +26,10 @@ from tests.workflows.evacuation_helpers import (
     wait_for,
 )
 from tests.workflows.helpers import cancel_as_release_manager
-from workflows.evacuation import EvacuationWorkflow
-from workflows.traffic_details import evacuation_details
-from workflows.traffic_models import AbortShift, ApproveShift, EvacuationState
-from workflows.updates import Pause, Resume
+from workflows.evacuation.details import evacuation_details
+from workflows.evacuation.models import AbortShift, ApproveShift, EvacuationState
+from workflows.evacuation.workflow import EvacuationWorkflow
+from workflows.rollout.updates import Pause, Resume
 
 EVEN = {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
 STEP_1 = {"us-east-1": 116, "eu-west-1": 67, "ap-south-1": 117}

@@ -17,9 +17,9 @@ from activities.adapters.simulated import FleetScenario, SimulatedFleet, Version
 from activities.adapters.targets import parse_targets
 from common.types import StageRef
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_targets
-from workflows.guard import RegionGuardWorkflow
-from workflows.guard_models import ApproveGuard, GuardInput, GuardState, StopGuard
-from workflows.traffic_models import EvacuationState, evacuation_id
+from workflows.evacuation.models import EvacuationState, evacuation_id
+from workflows.guard.models import ApproveGuard, GuardInput, GuardState, StopGuard
+from workflows.guard.workflow import RegionGuardWorkflow
 
 pytestmark = pytest.mark.asyncio
 

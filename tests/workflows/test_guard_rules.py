@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from workflows.guard_rules import GuardRules, Readiness, evacuation_verdict
+from workflows.guard.rules import GuardRules, Readiness, evacuation_verdict
 from workflows.request import DeployWindow
 
 REGIONS = ["r0", "r1", "r2", "r3", "r4"]

@@ -19,11 +19,12 @@ from common.types import MetricWindow, StageRef
 from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.test_controls import refused, wait_for
 from tests.workflows.test_reset_and_resubmit import FIRST_FOUR, LAST_TWO, deploys
-from workflows.models import RolloutState, StageDetail
 from workflows.request import RolloutRequest
-from workflows.rollout import RolloutWorkflow
-from workflows.stage import StageWorkflow
-from workflows.updates import ResolveHold
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import ResolveHold
+from workflows.rollout.workflow import RolloutWorkflow
+from workflows.stage.models import StageDetail
+from workflows.stage.workflow import StageWorkflow
 
 HELD_STAGE = "us-east-1/test"
 

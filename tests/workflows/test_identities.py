@@ -9,8 +9,8 @@ import pytest
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
 from tests.workflows.test_controls import refused, wait_for
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Abort
+from workflows.rollout.updates import Abort
+from workflows.rollout.workflow import RolloutWorkflow
 
 FORGED = "alice\n- 12-01 16:00 security-team: approve wave-1 — verified"
 

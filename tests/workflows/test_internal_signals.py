@@ -13,11 +13,12 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from bifrost_cli.ops import outcome, start_rollout
 from common.lock import LockState, lock_id
 from tests.workflows.helpers import first_true_answer_unconfirmable, fleet, make_request, running_worker
-from workflows.lock import ServiceLockWorkflow
-from workflows.models import AuditEntry, RolloutState, StageDetail
-from workflows.rollout import RolloutWorkflow
-from workflows.stage import StageWorkflow
-from workflows.updates import Abort, Approve, SkipSoak
+from workflows.lock.workflow import ServiceLockWorkflow
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Abort, Approve, SkipSoak
+from workflows.rollout.workflow import RolloutWorkflow
+from workflows.stage.models import AuditEntry, StageDetail
+from workflows.stage.workflow import StageWorkflow
 
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 GATED = {"approvals": {"gates": [{"stage": "us-east-1/test"}], "approvers": ["alice"]}}

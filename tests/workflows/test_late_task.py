@@ -27,8 +27,8 @@ from activities.adapters.reports import NoReports
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, start
 from worker.build import WORKFLOWS, activities_for
-from workflows.models import StageDetail
-from workflows.stage import StageWorkflow
+from workflows.stage.models import StageDetail
+from workflows.stage.workflow import StageWorkflow
 
 
 class LateStartRunner(WorkflowRunner):

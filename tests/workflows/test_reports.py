@@ -22,8 +22,8 @@ from tests.conftest import shared_render_pool
 from tests.workflows.helpers import fleet, make_request, start
 from worker.build import build_worker
 from worker.limits import WorkerLimits
-from workflows.models import ReportOutcome
-from workflows.report import report_task_queue
+from workflows.report.models import ReportOutcome
+from workflows.report.workflow import report_task_queue
 
 ONE_REGION = [{"name": "eu-west-1", "traffic_share": 1.0}]
 

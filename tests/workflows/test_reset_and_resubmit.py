@@ -19,10 +19,10 @@ from temporalio.service import RPCError
 from activities.adapters.simulated import SimulatedFleet, VersionEffect
 from bifrost_cli.ops import outcome, start_rollout
 from tests.workflows.helpers import fleet, make_request, running_worker
-from workflows.models import RolloutState
 from workflows.request import RolloutRequest
-from workflows.rollout import RolloutWorkflow
-from workflows.updates import Approve
+from workflows.rollout.models import RolloutState
+from workflows.rollout.updates import Approve
+from workflows.rollout.workflow import RolloutWorkflow
 
 DEPLOYS = ("deploy_canary", "deploy_baseline", "promote")
 FIRST_FOUR = ["ap-south-1/test", "ap-south-1/prod", "us-east-1/test", "us-east-1/prod"]

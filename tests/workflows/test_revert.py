@@ -16,8 +16,8 @@ from common.types import StageRef
 from tests.workflows.helpers import cancel_as_release_manager, fleet, make_request, running_worker
 from tests.workflows.revert_helpers import listed_closed, notices_sent, revert_input, revert_outcome, start_revert
 from tests.workflows.test_canceled import scheduled_activities
-from workflows.revert import RevertWorkflow
-from workflows.revert_models import RevertState
+from workflows.revert.models import RevertState
+from workflows.revert.workflow import RevertWorkflow
 
 REVERSED = ["eu-west-1/prod", "eu-west-1/test", "us-east-1/prod", "us-east-1/test", "ap-south-1/prod", "ap-south-1/test"]
 
@@ -179,7 +179,7 @@ async def test_an_unknown_service_and_a_hand_typed_bad_input_are_refused(env, ta
 async def test_evacuate_moves_a_production_regions_traffic_away_before_its_deploy_and_back_after(env, task_queue, tmp_path):
     from tests.workflows.evacuation_helpers import running_worker as traffic_worker
     from tests.workflows.evacuation_helpers import simulated_registry
-    from workflows.traffic_models import EvacuationState, evacuation_id
+    from workflows.evacuation.models import EvacuationState, evacuation_id
 
     client = env.client
     registry, f = simulated_registry(ttl=1)
@@ -208,7 +208,7 @@ async def test_evacuate_moves_a_production_regions_traffic_away_before_its_deplo
 
 
 async def test_pause_holds_before_the_next_wave_and_abort_stops_there(env, task_queue):
-    from workflows.updates import Abort, Pause
+    from workflows.rollout.updates import Abort, Pause
 
     client, f = env.client, fleet()
     async with running_worker(client, f, task_queue):

@@ -18,11 +18,11 @@ from bifrost_cli.traffic import traffic_moves
 from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry
 from tests.workflows.helpers import make_request, start
 from workflows import search
-from workflows.evacuation import EvacuationWorkflow
-from workflows.models import RolloutState
+from workflows.evacuation.models import evacuation_id
+from workflows.evacuation.workflow import EvacuationWorkflow
 from workflows.request import RequestError, parse_request
-from workflows.rollout import RolloutWorkflow
-from workflows.traffic_models import evacuation_id
+from workflows.rollout.models import RolloutState
+from workflows.rollout.workflow import RolloutWorkflow
 
 EVEN = {"us-east-1": 100, "eu-west-1": 100, "ap-south-1": 100}
 FAST = {"steps": [50, 0], "health_check_minutes": 0.02, "health_interval_seconds": 1, "min_samples": 3}
@@ -107,8 +107,8 @@ def _regression(version: str, region: str) -> Any:
 async def test_evacuate_and_hold_moves_the_traffic_away_holds_and_returns_it_after_the_decision(env, task_queue, tmp_path,
                                                                                                  decision):
     from tests.workflows.test_controls import wait_for
-    from workflows.rollout import RolloutWorkflow
-    from workflows.updates import ResolveHold
+    from workflows.rollout.updates import ResolveHold
+    from workflows.rollout.workflow import RolloutWorkflow
 
     registry, fleet = simulated_registry()
     req = _request(on_failure="evacuate_and_hold")

@@ -18,7 +18,7 @@ from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.build import WORKFLOWS
 from worker.converter import DATA_CONVERTER
-from workflows.models import StageInput, StageState
+from workflows.stage.models import StageInput, StageState
 
 LATENCY = [{"name": "latency_p99", "kind": "latency", "direction": "increase", "allowed_increase": 1.05}]
 

@@ -35,9 +35,9 @@ from common.types import Role, StageRef
 from tests.workflows.helpers import make_request, start
 from worker.build import WORKFLOWS, build_worker
 from worker.converter import DATA_CONVERTER
-from workflows.models import RolloutState
 from workflows.plan import build_plan
 from workflows.request import RolloutRequest
+from workflows.rollout.models import RolloutState
 
 # Per failure kind, one rollout per (scope, offset): the late canary goes this many seconds after the other
 # (which region is late alternates). 0 often puts both failures in one workflow task of the rollout; a few

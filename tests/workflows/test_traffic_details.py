@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from canary.config import MetricResult
-from workflows.traffic_details import evacuation_details, wait_line
-from workflows.traffic_models import EvacuationInput, EvacuationState, HealthValue, StepRecord
+from workflows.evacuation.details import evacuation_details, wait_line
+from workflows.evacuation.models import EvacuationInput, EvacuationState, HealthValue, StepRecord
 
 
 def _state(direction: str = "evacuate", **health: object) -> EvacuationState:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from workflows.guard_models import guard_id
+from workflows.guard.models import guard_id
 from workflows.traffic_gate import GUARD_PREFIX, TrafficFacts
 
 T0 = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)

@@ -185,8 +185,8 @@ async def test_a_rollout_waits_through_a_fold_and_starts_inside_its_window(ts_en
     from bifrost_cli.ops import outcome
     from tests.workflows.helpers import fleet, running_worker, start
     from tests.workflows.test_controls import wait_for
-    from workflows.rollout import RolloutWorkflow
-    from workflows.updates import Pause, Resume
+    from workflows.rollout.updates import Pause, Resume
+    from workflows.rollout.workflow import RolloutWorkflow
 
     # today (in New York) is frozen, so the rollout waits for a later day's window whatever the time of the run:
     # without it the test failed every day from 06:30 to 06:45 UTC (01:30-01:45 EST), while the window was open

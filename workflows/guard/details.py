@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from common.text import markdown as md
-from workflows.guard_models import GuardInput, GuardState
+from workflows.guard.models import GuardInput, GuardState
 
 
 def guard_details(state: GuardState, inp: GuardInput) -> str:

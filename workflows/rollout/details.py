@@ -19,8 +19,9 @@ from common.text import visible, web_url
 from common.types import TERMINAL
 from workflows import search
 from workflows.controls import AuditEntry, find_hold
-from workflows.models import RolloutState, RolloutSummary, StageState
 from workflows.plan import Plan
+from workflows.rollout.models import RolloutState, RolloutSummary
+from workflows.stage.models import StageState
 
 WHO = "<your name>"
 AUDIT_LINES = 5

@@ -38,7 +38,7 @@ EvacuationStatus = Literal[
     "planning", "awaiting_approval", "pre_warming", "shifting", "paused", "reverting", "scaling_down",
     "evacuated", "restored", "reverted", "aborted", "refused", "failed",
 ]
-# What the evacuation is doing; `awaiting_approval` and `paused` are holds (workflows/controls.py), not phases.
+# What the evacuation is doing; `awaiting_approval` and `paused` are holds (workflows/controls/), not phases.
 EvacuationPhase = Literal[
     "planning", "pre_warming", "shifting", "reverting", "scaling_down",
     "evacuated", "restored", "reverted", "aborted", "refused", "failed",

@@ -3,7 +3,7 @@
 Stages that finish their work stay open until the rollout's verdict, so a rollback by scope runs on each
 stage's own page. A rollout that does not reach its goal ends as a Temporal failure whose type names the
 outcome (RolledBack, Rejected, Failed) and whose details are its full state; one that succeeds returns that
-state; an aborted one ends Canceled, its state in the `bifrost_outcome` memo (workflows/ending.py). Release
+state; an aborted one ends Canceled, its state in the `bifrost_outcome` memo (workflows/controls/ending.py). Release
 managers drive it through validated updates (approve, reject, pause, resume, abort, rollback, skip_soak,
 override_window, resolve_hold) and read it through the `summary` and `status` queries and the UI's current details.
 """
@@ -43,40 +43,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.clock import MIN_WINDOW_WAIT, wait_until
     from workflows.controls import Controls, Stopped, check_approver
-    from workflows.details import (
-        holds_at,
-        rollout_details,
-        rollout_search,
-        rollout_summary,
-        waiting_window,
-    )
-    from workflows.ending import CANCEL_REASON, end_canceled, name_canceller
-    from workflows.lock import (
-        GRANTED_SIGNAL,
-        REFUSED_SIGNAL,
-        SUPERSEDED_SIGNAL,
-        LockAnswer,
-        ServiceLock,
-    )
-    from workflows.models import (
-        HoldAction,
-        HoldDecision,
-        RolloutPhase,
-        RolloutState,
-        RolloutSummary,
-        StageConclusion,
-        StageDetail,
-        StageInput,
-        StageOrders,
-        StageState,
-    )
+    from workflows.controls.ending import CANCEL_REASON, end_canceled, name_canceller
+    from workflows.lock.workflow import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.plan import Plan, PlanError, Stage, Wave, build_plan
     from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest, duration, promote_hold_floor_problem, promoting_holds
-    from workflows.rollback import stages_to_roll_back
-    from workflows.stage import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, StageWorkflow
-    from workflows.traffic_gate import traffic_facts
-    from workflows.updates import (
+    from workflows.rollout.details import holds_at, rollout_details, rollout_search, rollout_summary, waiting_window
+    from workflows.rollout.models import RolloutPhase, RolloutState, RolloutSummary
+    from workflows.rollout.rollback import stages_to_roll_back
+    from workflows.rollout.updates import (
         Abort,
         Ack,
         Approve,
@@ -89,6 +64,17 @@ with workflow.unsafe.imports_passed_through():
         SkipSoak,
         refused,
     )
+    from workflows.stage.models import (
+        HoldAction,
+        HoldDecision,
+        StageConclusion,
+        StageDetail,
+        StageInput,
+        StageOrders,
+        StageState,
+    )
+    from workflows.stage.workflow import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, StageWorkflow
+    from workflows.traffic_gate import traffic_facts
     from workflows.windows import next_open
 
 

@@ -16,8 +16,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import ReportInput
     from common.types import INVALID_PAYLOAD
     from workflows import options
-    from workflows.models import ReportOutcome
     from workflows.parentage import report_refusal
+    from workflows.report.models import ReportOutcome
 
 
 def report_task_queue(task_queue: str) -> str:

@@ -20,9 +20,9 @@ from common.traffic.models import Headroom, HealthInterval
 from common.traffic.plan import step_problems
 from common.types import EnvKind
 from workflows.controls import AuditEntry, Hold, Payload
-from workflows.guard_rules import GuardRules
+from workflows.evacuation.models import EvacuationInput
+from workflows.guard.rules import GuardRules
 from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
-from workflows.traffic_models import EvacuationInput
 
 GuardPhase = Literal["watching", "evacuating", "restoring", "stopped", "failed"]
 GuardStatus = Literal["watching", "evacuating", "restoring", "paused", "awaiting_approval", "stopped", "failed"]

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field
 
 from canary.config import JudgeResult, MonitorResult, StagePlace
-from common.types import TERMINAL, EnvKind, RolloutStatus, StageStatus, stage_key
-from workflows.controls import AuditEntry, Hold, find_hold
+from common.types import EnvKind, StageStatus, stage_key
+from workflows.controls import AuditEntry
 from workflows.request import (
     _NAME,
     MAX_SERVICE_LEN,
@@ -26,9 +26,6 @@ from workflows.request import (
     EvacuationSettings,
     OnFailure,
 )
-
-# What the rollout is doing; `queued`, `paused`, `awaiting_approval` and `waiting_window` are holds, not phases.
-RolloutPhase = Literal["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
 
 # A stage's history budget: it continues as new during a soak once its history passes this many events,
 # far below Temporal's warning at 10,240, so a 48 h soak at 1-minute looks stays small in every run.
@@ -154,82 +151,3 @@ class StageOrders(BaseModel):
     conclude: dict[str, StageConclusion] = Field(default_factory=dict, description="stage key -> the rollout's verdict")
     resolve: dict[str, HoldDecision] = Field(default_factory=dict, description="stage key -> the decision on its "
                                              "latest hold on failure (resolve_hold, or the hold's timeout)")
-
-
-class RolloutState(BaseModel):
-    """The whole rollout: per-stage state and versions, approvals, audit trail; also its final result."""
-
-    rollout_id: str
-    service: str
-    version: str
-    phase: RolloutPhase = "planning"
-    holds: list[Hold] = Field(default_factory=list, description="what keeps the rollout from going on: the service "
-                              "lock, an approval, a deployment window, a pause (workflows/controls.py)")
-    doing: str | None = Field(default=None, description="what it works on now, when no hold holds it")
-    status: RolloutStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
-    waiting_for: str | None = Field(default=None, description="derived: what the hold in force waits for")
-    waves: int = 0
-    current_wave: int | None = None
-    current_stages: list[str] = Field(default_factory=list, description="the stages the rollout works on now")
-    stages: list[StageState] = Field(default_factory=list)
-    approved: list[str] = Field(default_factory=list)
-    failed_stage: str | None = Field(default=None, description="the first stage that failed on its own: the rollout "
-                                     "goes no further and rolls back by its scope")
-    window_overrides: list[str] = Field(default_factory=list, description="stages a release manager let start "
-                                        "outside their deployment window (override_window)")
-    audit: list[AuditEntry] = Field(default_factory=list)
-    reason: str = ""
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-
-    def stage(self, key: str) -> StageState | None:
-        return next((s for s in self.stages if s.key == key), None)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def awaiting_wave(self) -> int | None:
-        """The wave whose approval the rollout waits for (its approval hold)."""
-        h = find_hold(self.holds, "approval")
-        return h.wave if h is not None else None
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def pending_approvals(self) -> list[str]:
-        """The gates still to approve (its approval hold)."""
-        h = find_hold(self.holds, "approval")
-        return list(h.gates) if h is not None else []
-
-    @property
-    def pause(self) -> Hold | None:
-        """The pause, from when it is asked for (in force at the next safe point)."""
-        return find_hold(self.holds, "paused")
-
-    def wave_stages(self, wave: int) -> list[StageState]:
-        return [s for s in self.stages if s.wave == wave]
-
-    @property
-    def finished(self) -> bool:
-        return self.status in TERMINAL
-
-    @property
-    def region_versions(self) -> dict[str, str | None]:
-        return {s.key: s.version_now for s in self.stages}
-
-
-class RolloutSummary(BaseModel):
-    """The `summary` query: the rollout at a glance, one line per field."""
-
-    rollout: str
-    status: RolloutStatus
-    wave: str
-    stages: dict[str, str]
-    waiting_for: str | None = None
-    reason: str = ""
-
-
-class ReportOutcome(BaseModel):
-    """What a ReportWorkflow did: the page's URL, or why it could not draw one."""
-
-    url: str | None
-    size_bytes: int | None = None
-    error: str | None = Field(default=None, description="why there is no report (the verdict never depends on one)")

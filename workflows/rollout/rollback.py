@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from common.types import RollbackScope
-from workflows.models import StageState
+from workflows.stage.models import StageState
 
 
 def stages_to_roll_back(stages: list[StageState], scope: RollbackScope) -> list[StageState]:

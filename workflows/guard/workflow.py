@@ -3,7 +3,7 @@
 One per service (`guard/<service>`), long-running: every look (a read-only activity) judges each serving region
 against the service's other regions (canary.guard) and plans, read-only, an evacuation of each (its readiness).
 A region unhealthy for K looks is evacuated — by the existing EvacuationWorkflow, started as a child — when the
-rules allow it (workflows/guard_rules.py), or proposed for a person to approve. An evacuated region healthy for
+rules allow it (workflows/guard/rules.py), or proposed for a person to approve. An evacuated region healthy for
 the hold-down is restored the same way (the restore's first step is a small probe share, health-checked, then
 the rest in steps), or proposed. Every decision is notified (webhooks) with a link to this workflow.
 It continues as new every `looks_per_run` looks, carrying its state.
@@ -28,9 +28,10 @@ with workflow.unsafe.imports_passed_through():
     from common.types import INVALID_REQUEST, Notification
     from workflows import options, search
     from workflows.controls import Ack, Controls, Stopped, check_approver, pause_updates, refused, stop_update
-    from workflows.evacuation import PLAN, _text, run_traffic_change
-    from workflows.guard_details import guard_details
-    from workflows.guard_models import (
+    from workflows.evacuation.models import EvacuationInput, EvacuationState, evacuation_id
+    from workflows.evacuation.workflow import PLAN, _text, run_traffic_change
+    from workflows.guard.details import guard_details
+    from workflows.guard.models import (
         GUARD_TERMINAL,
         ApproveGuard,
         Decision,
@@ -43,9 +44,8 @@ with workflow.unsafe.imports_passed_through():
         StopGuard,
         guard_id,
     )
-    from workflows.guard_rules import Readiness, evacuation_verdict
+    from workflows.guard.rules import Readiness, evacuation_verdict
     from workflows.provenance import refuse_start, require_continued, require_id
-    from workflows.traffic_models import EvacuationInput, EvacuationState, evacuation_id
 
 GUARD = "region-guard"  # who the guard's own actions are recorded as
 

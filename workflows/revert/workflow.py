@@ -7,13 +7,13 @@ monitor's look, through the traffic health check), so its time is the deploys pl
 deploy. A health alarm, a deploy error or a traffic move that fails stops the revert before the next region, and
 the reason says which regions still run the release's version.
 
-It takes the service lock as a rollout does (workflows/lock.py): while a rollout of the service runs it is refused,
+It takes the service lock as a rollout does (workflows/lock/): while a rollout of the service runs it is refused,
 naming that rollout (on_conflict `reject`, the default), or waits for it to end (`queue`). The release to undo is
 read once the lock is ours, from the server's records (activities/releases.py), never from the input; the input
 is checked against it — an unknown service, a version the service never ran before the release, stages the release
 does not have — and refused before anything is deployed. Pause, resume and abort are the shared controls'
-(workflows/controls.py); an abort stops before the next region (regions already reverted stay reverted), and the
-revert ends Canceled with its final state in the `bifrost_outcome` memo, as an aborted rollout does (workflows/ending.py,
+(workflows/controls/); an abort stops before the next region (regions already reverted stay reverted), and the
+revert ends Canceled with its final state in the `bifrost_outcome` memo, as an aborted rollout does (workflows/controls/ending.py,
 patch aborted-revert-ends-canceled); any other stop ends Failed with the state as the failure's details.
 """
 
@@ -45,16 +45,16 @@ with workflow.unsafe.imports_passed_through():
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
     from workflows.controls import Controls, Stopped, pause_updates, stop_update
-    from workflows.ending import CANCEL_REASON, end_canceled, name_canceller
-    from workflows.evacuation import run_traffic_change
-    from workflows.lock import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
-    from workflows.models import RolloutState
+    from workflows.controls.ending import CANCEL_REASON, end_canceled, name_canceller
+    from workflows.evacuation.models import EvacuationInput, EvacuationState
+    from workflows.evacuation.workflow import run_traffic_change
+    from workflows.lock.workflow import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.plan import PlanError, build_plan
     from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest
-    from workflows.revert_models import REVERT_TERMINAL, RevertInput, RevertPhase, RevertRegion, RevertState
-    from workflows.traffic_models import EvacuationInput, EvacuationState
-    from workflows.updates import Abort
+    from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertPhase, RevertRegion, RevertState
+    from workflows.rollout.models import RolloutState
+    from workflows.rollout.updates import Abort
 
 FAILURE_TYPES = {**OUTCOME_FAILURE_TYPES, "invalid": INVALID_REQUEST}
 AUDIT_LINES = 5

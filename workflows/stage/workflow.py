@@ -50,9 +50,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.clock import wait_until
     from workflows.controls import audit_entry, until
-    from workflows.details import stage_details
-    from workflows.evacuation import run_traffic_change
-    from workflows.models import (
+    from workflows.evacuation.models import EvacuationInput, EvacuationState
+    from workflows.evacuation.workflow import run_traffic_change
+    from workflows.parentage import stage_refusal
+    from workflows.report.workflow import start_report
+    from workflows.request import HOLDS
+    from workflows.rollout.details import stage_details
+    from workflows.stage.models import (
         HoldAction,
         HoldDecision,
         SoakProgress,
@@ -62,11 +66,7 @@ with workflow.unsafe.imports_passed_through():
         StageOrders,
         StageState,
     )
-    from workflows.parentage import stage_refusal
-    from workflows.report import start_report
-    from workflows.request import HOLDS
     from workflows.traffic_gate import MAX_REWINDOWS, traffic_facts
-    from workflows.traffic_models import EvacuationInput, EvacuationState
 
 MAX_ANALYSIS_LOOKS = 11  # the most looks JudgeConfig allows (max_extensions <= 10): a bound the judge cannot lift
 PROGRESS_SIGNAL = "stage_progress"  # the rollout's handler for a stage's reports

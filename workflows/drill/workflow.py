@@ -26,12 +26,12 @@ with workflow.unsafe.imports_passed_through():
     from common.traffic.plan import step_problems
     from common.types import INVALID_REQUEST, EnvKind, Notification
     from workflows import options
-    from workflows.evacuation import run_traffic_change
-    from workflows.guard_models import DEFAULT_GUARD_STEPS
-    from workflows.guard_rules import GuardRules
+    from workflows.evacuation.models import EvacuationInput, EvacuationState
+    from workflows.evacuation.workflow import run_traffic_change
+    from workflows.guard.models import DEFAULT_GUARD_STEPS
+    from workflows.guard.rules import GuardRules
     from workflows.provenance import require_drill_id
     from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
-    from workflows.traffic_models import EvacuationInput, EvacuationState
 
 DrillOutcome = Literal["drilled", "skipped", "failed"]
 

@@ -6,8 +6,8 @@ import json
 
 from common.text import markdown as md
 from workflows.controls import find_hold
-from workflows.details import link
-from workflows.traffic_models import EVACUATION_TERMINAL, EvacuationState, StepRecord
+from workflows.evacuation.models import EVACUATION_TERMINAL, EvacuationState, StepRecord
+from workflows.rollout.details import link
 
 WHO = "<your name>"
 

@@ -42,10 +42,9 @@ with workflow.unsafe.imports_passed_through():
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES, MetricWindow, StageRef
     from workflows import options, search
     from workflows.controls import Ack, Controls, Stopped, check_approver, pause_updates, refused, stop_update
-    from workflows.ending import end_canceled, name_canceller
-    from workflows.report import start_report
-    from workflows.traffic_details import evacuation_details
-    from workflows.traffic_models import (
+    from workflows.controls.ending import end_canceled, name_canceller
+    from workflows.evacuation.details import evacuation_details
+    from workflows.evacuation.models import (
         EVACUATION_TERMINAL,
         AbortShift,
         ApproveShift,
@@ -57,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         aborted_message,
         evacuation_id,
     )
+    from workflows.report.workflow import start_report
 
 NON_RETRYABLE = [*options.NON_RETRYABLE, REFUSED, CONFLICT]
 # Every activity on the path heartbeats (activities/heartbeat.py), so a dead worker's activity moves to another
