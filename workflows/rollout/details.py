@@ -9,6 +9,7 @@ verdict and report, and whether the rollout may still roll it back.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -205,6 +206,13 @@ def rollout_search(state: RolloutState, requested_by: str) -> list[SearchAttribu
         search.ENVIRONMENT.value_set(env),
         search.REQUESTED_BY.value_set(requested_by),
     ]
+
+
+def published(state: RolloutState, *, requested_by: str, plan: Plan | None = None,
+              soaking: Sequence[str] = ()) -> tuple[list[SearchAttributeUpdate[Any]], str]:
+    """What a rollout shows, all from its state: its search attributes and the UI's current details. The workflow
+    publishes this on every change; the CLI sets these attributes when it submits one (models.submitted)."""
+    return rollout_search(state, requested_by), rollout_details(state, plan, soaking=list(soaking))
 
 
 def rollout_summary(state: RolloutState) -> RolloutSummary:
