@@ -25,16 +25,17 @@ How a workflow uses it (the rollout, the evacuation, the revert and the region g
 
 from __future__ import annotations
 
-from workflows.controls.approval import check_approver
+from workflows.controls.approval import Approval, check_approver
 from workflows.controls.audit import AuditEntry, audit_entry
 from workflows.controls.controller import Controlled, Controls, StopT
 from workflows.controls.holds import HOLD_PRECEDENCE, HOLD_STATUS, Hold, HoldReason, find_hold, status_of, waiting_for
+from workflows.controls.outbox import Outbox
 from workflows.controls.payloads import Ack, Name, Pause, Payload, Resume, refused
 from workflows.controls.stopping import Stopped, until
 from workflows.controls.updates import ControlledWorkflow, pause_updates, stop_update
 
 __all__ = [
-    "HOLD_PRECEDENCE", "HOLD_STATUS", "Ack", "AuditEntry", "Controlled", "ControlledWorkflow", "Controls", "Hold",
-    "HoldReason", "Name", "Pause", "Payload", "Resume", "StopT", "Stopped", "audit_entry", "check_approver",
+    "HOLD_PRECEDENCE", "HOLD_STATUS", "Ack", "Approval", "AuditEntry", "Controlled", "ControlledWorkflow", "Controls", "Hold",
+    "HoldReason", "Name", "Outbox", "Pause", "Payload", "Resume", "StopT", "Stopped", "audit_entry", "check_approver",
     "find_hold", "pause_updates", "refused", "status_of", "stop_update", "until", "waiting_for",
 ]
