@@ -16,9 +16,10 @@ from tests.workflows.test_revert import _released, _running_at_a_gate
 from workflows.controls.lock_client import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockHolder
 from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.revert.workflow import RevertWorkflow
+from workflows.rollout.workflow import RolloutWorkflow
 
-# Every workflow that takes its service's lock (the rollout joins once it inherits LockHolder).
-HOLDERS = [RevertWorkflow]
+# Every workflow that takes its service's lock.
+HOLDERS = [RevertWorkflow, RolloutWorkflow]
 
 
 @pytest.mark.parametrize("cls", HOLDERS)

@@ -72,10 +72,10 @@ class Conclusion:
         end Canceled (aborted) or fail with the outcome's type."""
         r = self.r
         state = r.state
-        r.notify(f"rollout_{state.status}", state.reason)
+        r.outbox.tell(f"rollout_{state.status}", state.reason)
         state.ended_at = workflow.now()
         r.publish()
-        await r.sent()
+        await r.outbox.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if state.status == "aborted":
             await end_canceled(state, "rollout")  # Canceled, its state in the memo (returns if it cannot)

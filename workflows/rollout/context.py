@@ -1,5 +1,6 @@
 """What every part of a running rollout shares: its request and state, its controls, what it told its stages and
-their workflows, and the one way it publishes its state and sends notices and signals.
+their workflows, its outbox (notices and signals sent without waiting), who may decide (Approval), and the one way
+it publishes its state.
 
 Each concern (start, gates, waits, stages, progress, holds, conclude) holds this one `Rollout` and nothing of the
 others but what it is given in its constructor, so the workflow class only validates and delegates.
@@ -7,19 +8,15 @@ others but what it is given in its constructor, so the workflow class only valid
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
 from datetime import datetime
 from typing import Any
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.notify import NotifyActivities
     from common import metrics
-    from common.types import TERMINAL, Notification, RolloutStatus
-    from workflows import options
-    from workflows.controls import Controls, check_approver, refused
+    from common.types import TERMINAL, RolloutStatus
+    from workflows.controls import Approval, Controls, Outbox, refused
     from workflows.controls.ending import CANCEL_REASON
     from workflows.plan import Plan
     from workflows.request import RolloutRequest
@@ -29,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 class Rollout:
-    """One rollout's shared parts: request, state, controls, stage workflows and orders, outbox, publication."""
+    """One rollout's shared parts: request, state, controls, stage workflows and orders, outbox, approval, publication."""
 
     def __init__(self, request: RolloutRequest, state: RolloutState) -> None:
         self.req = request
@@ -43,8 +40,9 @@ class Rollout:
         self.collected: set[str] = set()  # stages whose workflow has closed and whose end is recorded
         # what the rollout told its stages (the `stage_orders` query): a stage obeys a signal only as far as this says
         self.orders = StageOrders()  # its `hold` is computed when asked (holds.Holds.stages_hold)
-        self._outbox: list[asyncio.Future[Any]] = []
-        self._watchers: list[asyncio.Task[None]] = []  # notices that wait for a hold to last (queued, reminders)
+        # notices to people and signals to stages, sent without waiting; watchers that wait for a hold to last
+        self.outbox = Outbox(about={"rollout_id": state.rollout_id, "service": request.service, "version": request.version})
+        self.approval = Approval(self.controls, request.approvals.approvers, source="approvals.approvers in the request")
         self._metered: tuple[RolloutStatus, datetime] | None = None  # the status last counted (metrics), and since when
 
     # -- stopping ----------------------------------------------------------------------------------
@@ -75,9 +73,6 @@ class Rollout:
                       if st.status == "soaking" and st.key in self.children and not self.children[st.key].done())
 
     # -- what updates are checked against ----------------------------------------------------------
-    def check_approver(self, who: str, field: str) -> None:
-        check_approver(who, self.req.approvals.approvers, field=field, source="approvals.approvers in the request")
-
     def check_stage(self, key: str) -> None:
         if self.state.stage(key) is None:
             raise refused(f"unknown stage {key!r}; stages: {', '.join(s.key for s in self.state.stages)}")
@@ -112,29 +107,7 @@ class Rollout:
         self.controls.publish(*published(self.state, requested_by=self.req.requested_by, plan=self.plan,
                                          soaking=self.soaking()))
 
-    # -- the outbox: notices and signals sent without waiting --------------------------------------
-    def about(self) -> dict[str, str]:
-        return {"rollout_id": self.state.rollout_id, "service": self.req.service, "version": self.req.version}
-
-    def notify(self, event: str, text: str, stage: str | None = None) -> None:
-        """Tell humans (chat webhooks) without waiting: a notification never delays or fails the rollout."""
-        self.tell(Notification(rollout_id=self.state.rollout_id, service=self.req.service, version=self.req.version,
-                               event=event, text=text, stage=stage))
-
-    def tell(self, n: Notification) -> None:
-        """Send a notice without waiting: it never delays or fails the rollout."""
-        self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
-            NotifyActivities.notify, n, summary=f"notify {n.event}", **options.NOTIFY)))
-
+    # -- signals to the stages, sent without waiting (the outbox) -----------------------------------
     def signal_stage(self, key: str, signal: Any, arg: Any) -> None:
         """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
-        handle = workflow.get_external_workflow_handle(self.child_id(key))
-        self._outbox.append(asyncio.ensure_future(handle.signal(signal, arg)))
-
-    def background(self, watcher: Coroutine[Any, Any, None]) -> None:
-        """Run a watcher (a notice that waits for a hold to last) beside the rollout."""
-        self._watchers.append(asyncio.ensure_future(watcher))
-
-    async def sent(self) -> None:
-        """Wait until every notice and signal has gone out (or failed: none fails the rollout)."""
-        await asyncio.gather(*self._outbox, return_exceptions=True)
+        self.outbox.add(workflow.get_external_workflow_handle(self.child_id(key)).signal(signal, arg))

@@ -38,7 +38,7 @@ class Gates:
                         targets=[s.key for s in wave.stages], wave=wave.index, gates=pending)
         r.publish()
         hours = r.req.approvals.timeout_hours
-        r.background(self._remind(wave, pending, workflow.now() + timedelta(hours=hours)))
+        r.outbox.watch(self._remind(wave, pending, workflow.now() + timedelta(hours=hours)))
         try:
             await workflow.wait_condition(
                 lambda: r.controls.held("approval") is None or r.stop is not None,
@@ -60,14 +60,14 @@ class Gates:
 
         def notice(reminder: int) -> Notification:
             left = max(a.max_reminders - reminder, 0) if a.remind_every_minutes else None
-            return notices.approval_pending(**r.about(), wave=wave.index, gates=gates, stages=stages,
+            return notices.approval_pending(**r.outbox.about, wave=wave.index, gates=gates, stages=stages,
                                             approvers=list(a.approvers), times_out_at=times_out_at,
                                             reminder=reminder, reminders_left=left)
 
         def answered() -> bool:
             return r.state.awaiting_wave != wave.index or not r.state.pending_approvals or r.stop is not None
 
-        r.tell(notice(0))
+        r.outbox.send(notice(0))
         if not a.remind_every_minutes:
             return
         for reminder in range(1, a.max_reminders + 1):
@@ -80,7 +80,7 @@ class Gates:
             except TimeoutError:
                 if answered():
                     return
-                r.tell(notice(reminder))
+                r.outbox.send(notice(reminder))
 
     # -- the approve and reject updates ------------------------------------------------------------
     def waiting_wave(self, stage: str | None, wave: int | None) -> int:
@@ -101,8 +101,7 @@ class Gates:
 
     def check(self, req: Approve | Reject) -> None:
         """approve's and reject's validator: a running rollout, an approver, the wave waiting at its gate."""
-        self.r.controls.check_running()
-        self.r.check_approver(req.approver, "approver")
+        self.r.approval.check(req.approver)
         self.waiting_wave(req.stage, req.wave)
 
     def approve(self, req: Approve) -> Ack:
@@ -110,14 +109,12 @@ class Gates:
         wave = self.waiting_wave(req.stage, req.wave)
         gates = list(r.state.pending_approvals)
         r.state.approved.extend(gates)
-        r.controls.release("approval")
-        r.audit(req.approver, "approve", f"wave-{wave}", req.comment)
+        r.approval.decided(req.approver, "approve", f"wave-{wave}", req.comment, release="approval")
         return Ack(message=f"approved wave {wave} ({', '.join(gates)}) by {req.approver}")
 
     def reject(self, req: Reject) -> Ack:
         r = self.r
         wave = self.waiting_wave(req.stage, req.wave)
-        r.audit(req.approver, "reject", f"wave-{wave}", req.reason)
+        r.approval.decided(req.approver, "reject", f"wave-{wave}", req.reason, release="approval")
         r.halt(Stop("rejected", f"wave {wave} rejected by {req.approver}: {req.reason}"))
-        r.controls.release("approval")
         return Ack(message=f"rejected wave {wave}; rolling back")

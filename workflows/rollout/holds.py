@@ -72,8 +72,8 @@ class Holds:
         self._place()
         r.audit("bifrost", "hold", key, row.reason)
         self.tell_stages()
-        r.background(self._times_out(key, row.holds, timeout))
-        r.tell(notices.held(**r.about(), stage=key, wave=row.wave, reason=row.reason,
+        r.outbox.watch(self._times_out(key, row.holds, timeout))
+        r.outbox.send(notices.held(**r.outbox.about, stage=key, wave=row.wave, reason=row.reason,
                             approvers=list(r.req.approvals.approvers), times_out_at=self.held[key],
                             on_timeout=r.req.hold.on_timeout))
 
@@ -120,14 +120,13 @@ class Holds:
         score = f"{row.score:g}" if row.score is not None else "none"
         line = (f"promoted a FAILED canary (score {score}, verdict {row.verdict or 'none'}) because the hold timed out "
                 f"after {duration(minutes)}; {why}")
-        self.r.tell(notices.promoted_on_timeout(**self.r.about(), stage=key, wave=row.wave, text=line))
+        self.r.outbox.send(notices.promoted_on_timeout(**self.r.outbox.about, stage=key, wave=row.wave, text=line))
         return line
 
     # -- the resolve_hold update -------------------------------------------------------------------
     def check_decision(self, req: ResolveHold) -> None:
         """resolve_hold's validator: a running rollout, an approver, a stage held on failure now."""
-        self.r.controls.check_running()
-        self.r.check_approver(req.by, "by")
+        self.r.approval.check(req.by, field="by")
         self.r.check_stage(req.stage)
         if req.stage not in self.held:
             held = ", ".join(sorted(self.held)) or "none"

@@ -134,7 +134,7 @@ class Stages:
                 r.audit("bifrost", "stage-failed", key, st.reason)
             if st.status in ("rolled_back", "failed") and r.state.failed_stage is None and r.stop is None:
                 r.state.failed_stage = key
-            r.notify(f"stage_{st.status}", st.reason or f"{key} now on {st.version_now}", stage=key)
+            r.outbox.tell(f"stage_{st.status}", st.reason or f"{key} now on {st.version_now}", stage=key)
 
     def conclude(self, key: str, conclusion: StageConclusion) -> None:
         """Record the verdict (what the stage confirms against), then tell the stage."""
@@ -153,8 +153,7 @@ class Stages:
     def check_skip(self, req: SkipSoak) -> None:
         """skip_soak's validator: a running rollout, an approver, a stage soaking now."""
         r = self.r
-        r.controls.check_running()
-        r.check_approver(req.by, "by")
+        r.approval.check(req.by, field="by")
         r.check_stage(req.stage)
         soaking = r.soaking()
         if req.stage not in soaking:

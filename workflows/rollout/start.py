@@ -1,10 +1,11 @@
 """How a rollout starts, before its first wave: its plan and the request's checks, its place in the queue for the
-service's lock (and the lock's three signals, each confirmed with the lock), and the versions every stage runs
+service's lock (whose signals LockHolder takes: workflows/controls/lock_client.py), and the versions every stage runs
 before anything changes."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 from typing import NoReturn
 
@@ -20,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import INVALID_REQUEST, StageRef
     from workflows import options
     from workflows.controls import Stopped
-    from workflows.lock.workflow import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
+    from workflows.controls.lock_client import LockAnswer, ServiceLock
     from workflows.plan import Plan, PlanError, Stage, build_plan
     from workflows.request import RolloutRequest, promote_hold_floor_problem, promoting_holds
     from workflows.rollout.context import Rollout
@@ -48,9 +49,10 @@ async def hold_floor_problem(request: RolloutRequest) -> str | None:
 class Start:
     """The rollout's plan, its turn at the service's lock, and the versions before it."""
 
-    def __init__(self, rollout: Rollout, lock: ServiceLock) -> None:
+    def __init__(self, rollout: Rollout, lock: ServiceLock, *, answered: Callable[[LockAnswer], None]) -> None:
         self.r = rollout
         self.lock = lock
+        self._answered = answered  # what a re-check of the lock found (LockHolder._lock_answered)
 
     async def plan(self, request: RolloutRequest) -> Plan:
         """The plan of a valid request, its stages' rows, the submit audit line; an invalid request fails the run."""
@@ -80,13 +82,13 @@ class Start:
         r.state.phase = "running"
         r.controls.hold("lock", releases=lock_releases(r.req.service))
         r.publish()
-        r.background(self._notice_if_queued())
-        acquired = await self.lock.acquire(give_up=lambda: r.controls.stopping, answered=self.answered)
+        r.outbox.watch(self._notice_if_queued())
+        acquired = await self.lock.acquire(give_up=lambda: r.controls.stopping, answered=self._answered)
         r.controls.release("lock")
         if not acquired:
             raise Stopped()
         r.publish()
-        r.notify("rollout_started", f"rolling out across {len(plan.waves)} waves")
+        r.outbox.tell("rollout_started", f"rolling out across {len(plan.waves)} waves")
 
     async def _notice_if_queued(self) -> None:
         """Tell people the rollout waits behind another one, if the lock is not granted soon."""
@@ -95,47 +97,7 @@ class Start:
             await workflow.wait_condition(lambda: r.controls.held("lock") is None or r.stop is not None,
                                           timeout=QUEUED_NOTICE_AFTER, timeout_summary="notice if still queued")
         except TimeoutError:
-            r.tell(notices.queued(**r.about()))
-
-    # -- the lock's answers ------------------------------------------------------------------------
-    def answered(self, answer: LockAnswer) -> None:
-        """The rollout's own re-check found the lock's answer in the lock's state (its signal was lost or unconfirmed)."""
-        r = self.r
-        kind, detail = answer
-        found = "found by re-checking the lock; its signal never arrived or could not be confirmed"
-        if kind == "granted":
-            r.audit("bifrost", "lock-granted", None, f"{r.req.service} lock acquired ({found})")
-        elif kind == "refused":
-            r.halt(Stop("rejected", f"not started: {detail} (on_conflict: reject)"))
-        elif r.stop is None:
-            r.audit("bifrost", "superseded", None, f"by version {detail} ({found})")
-            r.halt(Stop("aborted", f"superseded by {r.req.service} {detail}"))
-
-    async def granted(self) -> None:
-        why = await self.lock.confirm_grant()
-        if why:
-            self.r.ignored(GRANTED_SIGNAL, None, why)
-        else:
-            self.r.audit("bifrost", "lock-granted", None, f"{self.r.req.service} lock acquired")
-
-    async def refused(self) -> None:
-        confirmed, why = await self.lock.confirm_refusal()
-        if confirmed is None:
-            self.r.ignored(REFUSED_SIGNAL, None, why)
-        else:
-            self.r.halt(Stop("rejected", f"not started: {confirmed} (on_conflict: reject)"))
-
-    async def superseded(self) -> None:
-        r = self.r
-        if r.stop is not None or r.controls.finished:
-            r.ignored(SUPERSEDED_SIGNAL, None, f"the rollout is already {r.stop.status if r.stop else r.state.status}")
-            return
-        confirmed, why = await self.lock.confirm_supersession()
-        if confirmed is None:
-            r.ignored(SUPERSEDED_SIGNAL, None, why)
-        elif r.stop is None:
-            r.audit("bifrost", "superseded", None, f"by version {confirmed}")
-            r.halt(Stop("aborted", f"superseded by {r.req.service} {confirmed}"))
+            r.outbox.send(notices.queued(**r.outbox.about))
 
     # -- before anything changes -------------------------------------------------------------------
     async def inventory(self, plan: Plan) -> None:

@@ -58,7 +58,7 @@ class Waits:
             r.publish()
             p = r.controls.paused
             assert p is not None
-            r.tell(notices.paused(**r.about(), by=p.by, reason=p.why, where=where))
+            r.outbox.send(notices.paused(**r.outbox.about, by=p.by, reason=p.why, where=where))
 
         if await r.controls.wait_unpaused(where, held):
             r.publish()
@@ -86,7 +86,7 @@ class Waits:
             r.publish()
             if set(closed) != self._window_noticed:
                 self._window_noticed = set(closed)
-                r.tell(notices.window_closed(**r.about(), wave=wave.index, stages=sorted(closed), opens_at=until))
+                r.outbox.send(notices.window_closed(**r.outbox.about, wave=wave.index, stages=sorted(closed), opens_at=until))
             overrides = len(r.state.window_overrides)
             try:
                 await workflow.wait_condition(
@@ -155,8 +155,7 @@ class Waits:
     def check_override(self, req: OverrideWindow) -> None:
         """override_window's validator: a running rollout, an approver, a stage waiting for its window now."""
         r = self.r
-        r.controls.check_running()
-        r.check_approver(req.by, "by")
+        r.approval.check(req.by, field="by")
         r.check_stage(req.stage)
         window = waiting_window(r.state)
         if req.stage not in window:

@@ -15,11 +15,10 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from workflows import options
     from workflows.controls import Stopped
     from workflows.controls.ending import CANCEL_REASON
-    from workflows.lock.workflow import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, ServiceLock
+    from workflows.controls.lock_client import LockHolder, ServiceLock
     from workflows.plan import Plan
     from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest
@@ -50,17 +49,19 @@ with workflow.unsafe.imports_passed_through():
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
-class RolloutWorkflow:
+class RolloutWorkflow(LockHolder):
     """One rollout of one service version across all planned stages: the run's order of things, and the handlers
-    that check a message and hand it to the part of the rollout it concerns."""
+    that check a message and hand it to the part of the rollout it concerns. The service lock's signals and claim
+    query are LockHolder's (workflows/controls/lock_client.py)."""
 
     @workflow.init
     def __init__(self, request: RolloutRequest) -> None:
         info = workflow.info()
         self.state = RolloutState(rollout_id=info.workflow_id, service=request.service, version=request.version)
         self.rollout = r = Rollout(request, self.state)
+        self.controls = r.controls
         self.lock = ServiceLock(info.workflow_id, request.service, request.version, request.on_conflict)
-        self.start = Start(r, self.lock)  # the plan, the lock, the versions before
+        self.start = Start(r, self.lock, answered=self._lock_answered)  # the plan, the lock, the versions before
         self.holds = Holds(r)  # stages held on failure
         self.gates = Gates(r)  # approvals before a wave
         self.waits = Waits(r, self.gates, self.holds)  # pause, gates, windows, traffic before a wave
@@ -106,23 +107,20 @@ class RolloutWorkflow:
             if self.state.failed_stage is not None or self.rollout.controls.stopping:
                 return
 
-    # -- messages from stages and the lock (each confirmed with its supposed sender) -----------------
+    # -- what the lock and the stages say (each confirmed with its supposed sender) -------------------
+    def _publish(self) -> None:
+        self.rollout.publish()
+
+    def _refused_by_lock(self, reason: str) -> None:
+        self.rollout.halt(Stop("rejected", f"not started: {reason} (on_conflict: reject)"))
+
+    def _superseded_by(self, version: str) -> None:
+        self.rollout.halt(Stop("aborted", f"superseded by {self.rollout.req.service} {version}"))
+
     @workflow.signal(name=PROGRESS_SIGNAL, description="Internal: a stage says its status changed; the rollout takes "
                                                         "the stage's own answer to its progress query, not the report.")
     async def stage_progress(self, report: StageState) -> None:
         await self.progress.reported(report)
-
-    @workflow.signal(name=GRANTED_SIGNAL, description="Internal: the service lock is ours (confirmed with the lock).")
-    async def lock_granted(self, service: str) -> None:
-        await self.start.granted()
-
-    @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (policy 'reject'; confirmed with the lock).")
-    async def lock_refused(self, reason: str) -> None:
-        await self.start.refused()
-
-    @workflow.signal(name=SUPERSEDED_SIGNAL, description="Internal: a newer version superseded this rollout (policy 'supersede'; confirmed with the lock).")
-    async def superseded(self, version: str) -> None:
-        await self.start.superseded()
 
     # -- queries -----------------------------------------------------------------------------------
     @workflow.query(description="At a glance: status, wave, each stage's status and version, what the rollout waits for.")
@@ -137,11 +135,6 @@ class RolloutWorkflow:
                                                          "soak, keep or roll back); a stage obeys a signal only as far as this says.")
     def stage_orders(self) -> StageOrders:
         return self.rollout.orders.model_copy(update={"hold": self.holds.stages_hold()})
-
-    @workflow.query(name=LOCK_CLAIM_QUERY, description="Internal: this rollout's service-lock request and where it stands "
-                                                       "(the lock confirms acquire and release signals against it).")
-    def lock_claim(self) -> LockClaim:
-        return self.lock.claim()
 
     # -- updates: each validator checks, each handler delegates --------------------------------------
     @workflow.update(description='Approve the pending gate. JSON: {"wave": 4, "approver": "alice", "comment": "ok"} '
