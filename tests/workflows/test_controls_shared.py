@@ -7,24 +7,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from common.types import TERMINAL, Notification
 from workflows import options
-from workflows.controls import Approval, AuditEntry, Controls, Hold, Outbox
+from workflows.controls import Approval, AuditEntry, ControlledState, Controls, Hold, Outbox
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
 
-class _State(BaseModel):
+class _State(ControlledState[str]):
+    TERMINAL = TERMINAL
     phase: str = "running"
     holds: list[Hold] = Field(default_factory=list)
     audit: list[AuditEntry] = Field(default_factory=list)
     doing: str | None = None
-    status: str = "running"
-    waiting_for: str | None = None
 
 
 @pytest.fixture
