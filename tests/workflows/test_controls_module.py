@@ -257,3 +257,17 @@ def test_a_state_given_only_its_status_word_takes_it_as_its_phase() -> None:
     assert (held.phase, held.status) == ("planning", "planning")
     with pytest.raises(AttributeError):
         held.status = "running"  # type: ignore[misc]  # not stored: nothing to set
+
+
+def test_each_status_list_is_its_phases_and_the_words_of_the_holds_it_places() -> None:
+    from common import vocabulary as v
+
+    for phase, status, terminal, holds_placed in (
+        (v.RolloutPhase, v.RolloutStatus, v.ROLLOUT_TERMINAL, HOLD_PRECEDENCE),
+        (v.EvacuationPhase, v.EvacuationStatus, v.EVACUATION_TERMINAL, ("paused", "approval")),
+        (v.RevertPhase, v.RevertStatus, v.REVERT_TERMINAL, ("paused", "lock")),
+        (v.GuardPhase, v.GuardStatus, v.GUARD_TERMINAL, ("paused", "approval")),
+    ):
+        assert set(get_args(status)) == set(get_args(phase)) | {HOLD_STATUS[r] for r in holds_placed}, status
+        assert terminal <= set(get_args(phase))
+    assert set(HOLD_PRECEDENCE) == set(get_args(v.HoldReason)) == set(HOLD_STATUS)
