@@ -8,6 +8,7 @@ judge's scipy and matplotlib: a command starts in a fraction of a second.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -32,7 +33,8 @@ from common.text import markdown as md
 from worker.connect import connect
 from workflows import search
 from workflows.request import RolloutRequest
-from workflows.rollout.models import RolloutState
+from workflows.rollout.details import published
+from workflows.rollout.models import RolloutState, submitted
 from workflows.rollout.updates import Ack
 
 if TYPE_CHECKING:  # loaded by the commands that send updates, not by every command
@@ -88,17 +90,17 @@ async def start_rollout(client: Client, req: RolloutRequest, task_queue: str = "
         result_type=RolloutState,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        search_attributes=TypedSearchAttributes([
-            SearchAttributePair(search.SERVICE, req.service),
-            SearchAttributePair(search.VERSION, req.version),
-            SearchAttributePair(search.STATUS, "queued"),
-            SearchAttributePair(search.STAGE, "-"),
-            SearchAttributePair(search.ENVIRONMENT, "-"),
-            SearchAttributePair(search.REQUESTED_BY, req.requested_by),
-        ]),
+        search_attributes=_submitted_attributes(req),
         static_summary=f"{req.service} {req.version} by {md(req.requested_by)}",
         static_details=_static_details(req),
     )
+
+
+def _submitted_attributes(req: RolloutRequest) -> TypedSearchAttributes:
+    """The search attributes of a rollout just submitted (queued for its lock), by the rollout's own mapping."""
+    state = submitted(req.workflow_id, req.service, req.version, at=datetime.now(UTC))
+    attributes, _ = published(state, requested_by=req.requested_by)
+    return TypedSearchAttributes([SearchAttributePair(u.key, u.value) for u in attributes])
 
 
 def _static_details(req: RolloutRequest) -> str:

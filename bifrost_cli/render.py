@@ -17,6 +17,7 @@ from rich.text import Text
 from common.text import terminal
 from workflows.plan import Plan
 from workflows.request import RolloutRequest
+from workflows.rollout.details import rollout_summary
 from workflows.rollout.models import RolloutState
 
 STYLE = {
@@ -89,9 +90,10 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
 
 
 def state_table(state: RolloutState) -> Table:
-    """Per-stage status, versions and verdicts of a rollout."""
-    title = Text.assemble(f"{state.service} {state.version}: ", styled(state.status))
-    caption = shown(f"waiting for {state.waiting_for}") if state.waiting_for else None
+    """Per-stage status, versions and verdicts of a rollout; its title and caption are the rollout's own summary."""
+    summary = rollout_summary(state)
+    title = Text.assemble(f"{summary.rollout}: ", styled(summary.status))
+    caption = shown(f"waiting for {summary.waiting_for}") if summary.waiting_for else None
     t = Table(title=title, title_justify="left", caption=caption)
     for col in ("wave", "stage", "status", "before", "now", "verdict"):
         t.add_column(col, no_wrap=col != "stage")

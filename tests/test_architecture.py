@@ -140,4 +140,4 @@ def test_the_checker_sees_the_request_reach_into_activities_and_activities_reach
         "activities.traffic.shift -> activities.adapters.simulated_traffic (only the registry wires the simulated fleet)",
         "workflows.request -> activities.traffic.shift (the request model may import only ['canary', 'common'])",
     ]
-    assert "workflows.lock.workflow" in _imports(ROOT / "workflows" / "rollout" / "workflow.py")
+    assert "workflows.controls.lock_client" in _imports(ROOT / "workflows" / "rollout" / "workflow.py")

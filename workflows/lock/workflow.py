@@ -1,4 +1,4 @@
-"""One rollout per service: the lock workflow, and `ServiceLock`, the rollout's side of its protocol.
+"""One rollout per service: the lock workflow (its client, `ServiceLock`, is workflows/controls/lock_client.py).
 
 Rollouts reach the lock with signal-with-start (an activity, atomic, so racing submissions are ordered by the
 server); the lock answers each rollout with a signal: granted, refused, or superseded.
@@ -14,10 +14,7 @@ grant, refusal or supersession whose signal was lost, or could not be confirmed,
 from __future__ import annotations
 
 import asyncio
-import enum
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Literal
 
 from pydantic import ValidationError
 from temporalio import workflow
@@ -35,27 +32,20 @@ with workflow.unsafe.imports_passed_through():
         LockClaim,
         LockRequest,
         LockState,
-        lock_id,
     )
-    from common.types import INVALID_PAYLOAD, ConcurrencyPolicy
+    from common.types import INVALID_PAYLOAD
     from workflows import options
+
+    # the rollout's names from here until it imports workflows.controls.lock_client itself
+    from workflows.controls.lock_client import GRANTED_SIGNAL as GRANTED_SIGNAL
+    from workflows.controls.lock_client import REFUSED_SIGNAL as REFUSED_SIGNAL
+    from workflows.controls.lock_client import RELEASE_SIGNAL
+    from workflows.controls.lock_client import SUPERSEDED_SIGNAL as SUPERSEDED_SIGNAL
+    from workflows.controls.lock_client import LockAnswer as LockAnswer
+    from workflows.controls.lock_client import ServiceLock as ServiceLock
     from workflows.parentage import lock_refusal
 
 IDLE_BEFORE_EXIT = timedelta(minutes=5)
-
-# What the lock sends back to a rollout; the rollout's handlers carry these names.
-GRANTED_SIGNAL = "lock_granted"
-REFUSED_SIGNAL = "lock_refused"
-SUPERSEDED_SIGNAL = "superseded"
-RELEASE_SIGNAL = "release"
-# The lock and the rollout confirm every lock signal against the other's own state before acting on it; a rollout
-# waiting for the lock re-checks the lock's own state at an interval.
-LOCK_RECHECK = timedelta(minutes=3)  # a grant normally arrives as a signal within a second; this heals a lost one
-LOCK_CLOSED = "the lock no longer runs"  # what a re-check found of a lock terminated under its waiting rollouts
-
-# What a re-check found in the lock's state about this rollout: taken, refused (reason) or superseded (version).
-LockAnswer = tuple[Literal["granted", "refused", "superseded"], str]
-
 
 @workflow.defn(name=LOCK_WORKFLOW, failure_exception_types=options.FAIL_ON_BUGS)
 class ServiceLockWorkflow:
@@ -279,170 +269,3 @@ def _remember(record: dict[str, str], workflow_id: str, what: str) -> None:
     record[workflow_id] = what
     while len(record) > DROPPED_KEPT:
         del record[next(iter(record))]
-
-
-class LockStatus(enum.Enum):
-    """Where a rollout stands with its service's lock."""
-
-    NONE = "none"
-    WAITING = "waiting"
-    GRANTED = "granted"
-    REFUSED = "refused"
-    RELEASED = "released"
-
-
-class ServiceLock:
-    """The rollout's side of the lock protocol: ask, wait for the answer, give it back.
-
-    The rollout's signal handlers for GRANTED_SIGNAL, REFUSED_SIGNAL and SUPERSEDED_SIGNAL call `confirm_grant`,
-    `confirm_refusal` and `confirm_supersession` here (`granted` and `refused` on histories from before the
-    confirmation), which act only on what the lock's own state says."""
-
-    def __init__(self, rollout_id: str, service: str, version: str, policy: ConcurrencyPolicy) -> None:
-        self.request = LockRequest(workflow_id=rollout_id, service=service, version=version, policy=policy)
-        self.status = LockStatus.NONE
-        self.refusal: str | None = None
-
-    def claim(self) -> LockClaim:
-        """This rollout's own account of its request: what the lock confirms an acquire or a release against."""
-        return LockClaim(request=self.request, status=self.status.value)
-
-    async def acquire(self, give_up: Callable[[], bool], answered: Callable[[LockAnswer], None]) -> bool:
-        """Ask for the lock and wait for the answer (or until `give_up()`); True when it is ours.
-
-        Every LOCK_RECHECK the wait asks the lock's own state, so an answer whose signal never arrived (or could
-        not be confirmed) is still taken; `answered` hears of an answer found that way."""
-        self.status = LockStatus.WAITING
-        await self._request()
-        while True:
-            try:
-                await workflow.wait_condition(lambda: self.status is not LockStatus.WAITING or give_up(),
-                                              timeout=LOCK_RECHECK, timeout_summary="re-check the lock's own state")
-                break
-            except TimeoutError:
-                answer = await self._recheck()
-                if answer is not None:
-                    answered(answer)
-        return self.status is LockStatus.GRANTED
-
-    async def _request(self) -> None:
-        await workflow.execute_activity_method(
-            LockActivities.request_service_lock, self.request,
-            summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK,
-        )
-
-    async def _recheck(self) -> LockAnswer | None:
-        """What the lock's own state says of this still-waiting rollout; None when nothing yet (or it could not be
-        asked: the next interval asks again). A lock that no longer runs (terminated under its queue) is asked
-        again: the fresh lock recovers this rollout's place from its claim."""
-        state, why = await self._lock_state(options.RECHECK, own_queue=True)
-        if why == LOCK_CLOSED and self.status is LockStatus.WAITING:
-            await self._request()
-            return None
-        if state is None or self.status is not LockStatus.WAITING:
-            return None
-        me = self.request.workflow_id
-        if state.holder is not None and state.holder.workflow_id == me:
-            self.status = LockStatus.GRANTED
-            return "granted", ""
-        if me in state.refused:
-            self.refused(state.refused[me])
-            return "refused", state.refused[me]
-        if me in state.superseded:
-            return "superseded", state.superseded[me]
-        return None
-
-    async def release(self) -> None:
-        """Give the lock back (also withdraws a request still waiting in the queue)."""
-        if self.status in (LockStatus.WAITING, LockStatus.GRANTED):
-            self.status = LockStatus.RELEASED
-            try:
-                await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
-                    RELEASE_SIGNAL, self.request.workflow_id
-                )
-            except ApplicationError as err:  # no lock runs (terminated, and nobody asked since): nothing to give back
-                workflow.logger.warning("release of the %s lock not delivered: %s", self.request.service, err)
-
-    def refused(self, reason: str) -> None:
-        self.status = LockStatus.REFUSED
-        self.refusal = reason
-
-    async def confirm_grant(self) -> str:
-        """Take the lock if the lock's own state names this rollout as its holder; else say why not ('' = taken)."""
-        if self.status is not LockStatus.WAITING:
-            return f"this rollout is not waiting for the lock (its request is {self.status.value})"
-        state, why = await self._lock_state()
-        if state is None:
-            return why
-        holder = state.holder.workflow_id if state.holder is not None else None
-        if holder != self.request.workflow_id:
-            return f"the lock's holder is {holder or 'nobody'}"
-        if self.status is not LockStatus.WAITING:
-            return f"this rollout is not waiting for the lock (its request is {self.status.value})"
-        self.status = LockStatus.GRANTED
-        return ""
-
-    async def confirm_refusal(self) -> tuple[str | None, str]:
-        """The lock's own reason if it refused this rollout (which then counts as refused), else None and why not."""
-        if self.status is not LockStatus.WAITING:
-            return None, f"this rollout is not waiting for the lock (its request is {self.status.value})"
-        state, why = await self._lock_state()
-        if state is None:
-            return None, why
-        reason = state.refused.get(self.request.workflow_id)
-        if reason is None:
-            return None, f"the lock has not refused this rollout ({_standing(state, self.request.workflow_id)})"
-        if self.status is LockStatus.WAITING:
-            self.refused(reason)
-        return reason, ""
-
-    async def confirm_supersession(self) -> tuple[str | None, str]:
-        """The version that superseded this rollout by the lock's own state, else None and why not."""
-        if self.status not in (LockStatus.WAITING, LockStatus.GRANTED):
-            return None, f"this rollout neither holds nor waits for the lock (its request is {self.status.value})"
-        state, why = await self._lock_state()
-        if state is None:
-            return None, why
-        version = state.superseded.get(self.request.workflow_id)
-        if version is None:
-            return None, f"the lock has not superseded this rollout ({_standing(state, self.request.workflow_id)})"
-        return version, ""
-
-    async def holder(self) -> str | None:
-        """The workflow this request waits behind, as the lock's own state says (its holder, else the first in
-        line); None when the lock cannot be asked or nobody is ahead."""
-        state, _ = await self._lock_state()
-        if state is None:
-            return None
-        ahead = [r.workflow_id for r in ([state.holder] if state.holder else []) + state.queue]
-        return next((w for w in ahead if w != self.request.workflow_id), None)
-
-    async def _lock_state(self, opts: options.ActivityOptions = options.CONFIRM,
-                          own_queue: bool = False) -> tuple[LockState | None, str]:
-        """The lock's own state (asked by an activity), or None and why not (LOCK_CLOSED: its latest run on this
-        rollout's task queue has ended, known only when asked with `own_queue`)."""
-        lock = lock_id(self.request.service)
-        where = {"task_queue": workflow.info().task_queue, "workflow_type": LOCK_WORKFLOW} if own_queue else {}
-        try:
-            answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY, **where),
-                summary=f"confirm with {lock}", **opts,
-            )
-        except ActivityError as err:
-            return None, f"the lock could not be asked ({err.cause or err})"
-        if answer.running is False or (own_queue and not answer.found):
-            return None, LOCK_CLOSED
-        if not answer.found or answer.error is not None:
-            return None, f"the lock {lock} is not running" if not answer.found else f"the lock did not answer ({answer.error})"
-        try:
-            return LockState.model_validate(answer.answer), ""
-        except ValidationError:
-            return None, f"the lock {lock} answered with something else than its state"
-
-
-def _standing(state: LockState, workflow_id: str) -> str:
-    holder = state.holder.workflow_id if state.holder is not None else "nobody"
-    queued = [q.workflow_id for q in state.queue]
-    where = "it holds the lock" if holder == workflow_id else (
-        f"it is number {queued.index(workflow_id) + 1} in the queue" if workflow_id in queued else "it is not queued")
-    return f"{where}; holder {holder}"

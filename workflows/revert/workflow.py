@@ -40,15 +40,14 @@ with workflow.unsafe.imports_passed_through():
     from canary.config import JudgeConfig
     from common import notices
     from common.failures import INVALID_REQUEST, OUTCOME_FAILURE_TYPES
-    from common.lock import LOCK_CLAIM_QUERY, LockClaim
     from common.text import markdown as md
     from common.types import MetricWindow, Notification, StageRef
     from workflows import options, search
     from workflows.controls import Controls, Stopped, pause_updates, stop_update
     from workflows.controls.ending import CANCEL_REASON, end_canceled, name_canceller
+    from workflows.controls.lock_client import LockHolder, ServiceLock
     from workflows.evacuation.models import EvacuationInput, EvacuationState
     from workflows.evacuation.workflow import run_traffic_change
-    from workflows.lock.workflow import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockAnswer, ServiceLock
     from workflows.plan import PlanError, build_plan
     from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest
@@ -75,7 +74,7 @@ class _Invalid(Exception):
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
-class RevertWorkflow:
+class RevertWorkflow(LockHolder):
     """Put one service back on an earlier version everywhere a finished release changed it."""
 
     @workflow.init
@@ -403,7 +402,6 @@ class RevertWorkflow:
                                                 version=self.inp.to_version, waits_for=ahead))
 
     def _publish(self) -> None:
-        self.controls.sync()
         st = self.state
         envs = {r.environment for r in st.regions if r.key in st.current}
         self.controls.publish([
@@ -415,57 +413,19 @@ class RevertWorkflow:
             search.REQUESTED_BY.value_set(st.requested_by),
         ], revert_details(st))
 
-    # -- the lock ----------------------------------------------------------------------------------
-    @workflow.signal(name=GRANTED_SIGNAL, description="Internal: the service lock is ours (confirmed with the lock).")
-    async def lock_granted(self, service: str) -> None:
-        why = await self.lock.confirm_grant()
-        self.controls.audit("bifrost", f"ignored {GRANTED_SIGNAL}" if why else "lock-granted", None,
-                            why or f"{self.inp.service} lock acquired")
-
-    @workflow.signal(name=REFUSED_SIGNAL, description="Internal: the service lock was refused (a rollout runs; confirmed with the lock).")
-    async def lock_refused(self, reason: str) -> None:
-        confirmed, why = await self.lock.confirm_refusal()
-        if confirmed is None:
-            self.controls.audit("bifrost", f"ignored {REFUSED_SIGNAL}", None, why)
-        else:
-            self._refused(confirmed)
-
-    @workflow.signal(name=SUPERSEDED_SIGNAL, description="Internal: a rollout superseded this revert (confirmed with the lock).")
-    async def superseded(self, version: str) -> None:
-        if self.controls.stopping or self.controls.finished:
-            return
-        confirmed, why = await self.lock.confirm_supersession()
-        if confirmed is None:
-            self.controls.audit("bifrost", f"ignored {SUPERSEDED_SIGNAL}", None, why)
-        else:
-            self._superseded(confirmed)
-
-    def _refused(self, reason: str) -> None:
+    # -- the lock (its signal handlers and claim query: LockHolder) -------------------------------
+    def _refused_by_lock(self, reason: str) -> None:
         self.controls.halt(RevertStop("rejected", f"not started, nothing was deployed: {reason}; revert once it has "
                                                   "ended, or ask again with --queue to wait for it"))
 
-    def _superseded(self, version: str) -> None:
-        self.controls.audit("bifrost", "superseded", None, f"by {self.inp.service} {version}")
+    def _superseded_by(self, version: str) -> None:
         self.controls.halt(RevertStop("aborted", f"superseded by a rollout of {self.inp.service} {version} "
                                                  "(on_conflict: supersede); stopped before the next region"))
-
-    def _lock_answered(self, answer: LockAnswer) -> None:
-        kind, detail = answer
-        if kind == "granted":
-            self.controls.audit("bifrost", "lock-granted", None, f"{self.inp.service} lock acquired (found by re-checking)")
-        elif kind == "refused":
-            self._refused(detail)
-        elif not self.controls.stopping:
-            self._superseded(detail)
 
     # -- queries and updates ----------------------------------------------------------------------
     @workflow.query(description="Everything: the release undone, each region's versions, health and traffic, the audit trail.")
     def status(self) -> RevertState:
         return self.state
-
-    @workflow.query(name=LOCK_CLAIM_QUERY, description="Internal: this revert's service-lock request and where it stands.")
-    def lock_claim(self) -> LockClaim:
-        return self.lock.claim()
 
     pause, resume = pause_updates(
         holds_at="before the next wave",

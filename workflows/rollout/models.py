@@ -1,24 +1,33 @@
 """What the rollout carries, reports and returns: `RolloutState` (the `status` query's answer and the
-workflow's result) and its one-line summary."""
+workflow's result), its one-line summary, and `Stop` (why it stops early)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
-from common.types import TERMINAL, RolloutStatus
+from common.types import TERMINAL, RollbackScope, RolloutStatus
+from common.vocabulary import RolloutPhase as RolloutPhase  # what the rollout is doing; holds are not phases
 from workflows.controls import AuditEntry, Hold, find_hold
+from workflows.controls.state import ControlledState
 from workflows.stage.models import StageState
 
-# What the rollout is doing; `queued`, `paused`, `awaiting_approval` and `waiting_window` are holds, not phases.
-RolloutPhase = Literal["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the rollout must stop early: the final status, the reason, and a rollback scope if one was chosen."""
+
+    status: RolloutPhase
+    reason: str
+    scope: RollbackScope | None = None
 
 
-class RolloutState(BaseModel):
+class RolloutState(ControlledState[RolloutStatus]):
     """The whole rollout: per-stage state and versions, approvals, audit trail; also its final result."""
 
+    TERMINAL = TERMINAL
     rollout_id: str
     service: str
     version: str
@@ -26,8 +35,6 @@ class RolloutState(BaseModel):
     holds: list[Hold] = Field(default_factory=list, description="what keeps the rollout from going on: the service "
                               "lock, an approval, a deployment window, a pause (workflows/controls/)")
     doing: str | None = Field(default=None, description="what it works on now, when no hold holds it")
-    status: RolloutStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
-    waiting_for: str | None = Field(default=None, description="derived: what the hold in force waits for")
     waves: int = 0
     current_wave: int | None = None
     current_stages: list[str] = Field(default_factory=list, description="the stages the rollout works on now")
@@ -85,3 +92,15 @@ class RolloutSummary(BaseModel):
     stages: dict[str, str]
     waiting_for: str | None = None
     reason: str = ""
+
+
+def lock_releases(service: str) -> str:
+    """What releases a rollout's `lock` hold (queued behind another rollout of the service)."""
+    return f"the {service} lock (another version may be rolling out)"
+
+
+def submitted(rollout_id: str, service: str, version: str, *, at: datetime) -> RolloutState:
+    """The state a rollout is submitted in, queued for its service's lock: what the CLI publishes when it starts
+    one, before the workflow's own first publication."""
+    lock = Hold(reason="lock", since=at, by="bifrost", releases=lock_releases(service))
+    return RolloutState(rollout_id=rollout_id, service=service, version=version, phase="running", holds=[lock])
