@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.parentage import stage_refusal
     from workflows.report.workflow import start_report
     from workflows.request import HOLDS
-    from workflows.rollout.details import stage_details
+    from workflows.stage.details import stage_details
     from workflows.stage.models import (
         HoldAction,
         HoldDecision,
