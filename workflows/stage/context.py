@@ -16,7 +16,7 @@ from temporalio import workflow
 
 from activities.models import ReportInput
 from common.types import OUTCOME_FAILURE_TYPES, StageRef, StageStatus
-from workflows.controls import until
+from workflows.controls import Outbox, until
 from workflows.report.workflow import start_report
 from workflows.stage.details import stage_details
 from workflows.stage.models import StageDetail, StageInput
@@ -52,8 +52,7 @@ class StageContext:
         self.state = detail.state
         self.cancelled = False
         self.reported: StageStatus | None = None  # the last status the rollout was told
-        self.outbox: list[asyncio.Task[None]] = []
-        self.background: list[asyncio.Task[object]] = []
+        self.outbox = Outbox()  # its reports to the rollout and the report workflows it starts, flushed before it ends
 
     @property
     def key(self) -> str:
@@ -69,16 +68,12 @@ class StageContext:
             return  # how a stage ends reaches the rollout as its result, not as a report
         self.reported = status
         # Fire and forget: the stage never waits on the rollout; the futures are awaited before it ends.
-        signal = workflow.get_external_workflow_handle(self.inp.rollout_id).signal(PROGRESS_SIGNAL, self.state.model_copy())
-        self.outbox.append(asyncio.ensure_future(signal))
+        self.outbox.add(workflow.get_external_workflow_handle(self.inp.rollout_id).signal(
+            PROGRESS_SIGNAL, self.state.model_copy()))
 
     def draw(self, report: ReportInput, summary: str) -> None:
         """Have a ReportWorkflow draw and store a report; the stage waits only until that workflow has started."""
-        self.background.append(asyncio.ensure_future(start_report(report, summary)))
-
-    async def settle(self) -> None:
-        """Wait for the reports sent and the background work started (before the run ends or continues as new)."""
-        await asyncio.gather(*self.outbox, *self.background, return_exceptions=True)
+        self.outbox.add(start_report(report, summary))
 
     def set_stop(self, reason: str) -> None:
         if self.detail.stop_reason is None:

@@ -70,7 +70,7 @@ class Rollback:
         workflow.set_current_details(stage_details(st, service=stage.inp.service, version=stage.inp.version))
         metrics.stage_ended(workflow.metric_meter(), region=st.region, environment=st.environment, outcome=status,
                             started=st.started_at, ended=st.ended_at)
-        await stage.settle()
+        await stage.outbox.flush()
         if status == "rolled_back" and ordered:
             return st
         if status in OUTCOME_FAILURE_TYPES:

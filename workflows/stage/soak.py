@@ -122,7 +122,7 @@ class Soak:
         """Start a fresh run that goes on with the soak: same input, plus everything this run learned."""
         stage = self.stage
         assert stage.detail.soak is not None
-        await stage.settle()
+        await stage.outbox.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         resume = stage.detail.model_copy(update={"runs": stage.detail.runs + 1})
         workflow.continue_as_new(stage.inp.model_copy(update={"resume": resume}))
