@@ -31,9 +31,10 @@ from workflows.controls import AuditEntry, Hold
 from workflows.evacuation.details import evacuation_details
 from workflows.evacuation.models import AbortShift, EvacuationInput, EvacuationState
 from workflows.request import RequestError
-from workflows.rollout.details import rollout_details, stage_details
+from workflows.rollout.details import rollout_details
 from workflows.rollout.models import RolloutState
 from workflows.rollout.updates import Abort, Approve, Pause
+from workflows.stage.details import stage_details
 from workflows.stage.models import StageState
 
 T0 = datetime(2026, 12, 1, 16, 0, tzinfo=UTC)

@@ -14,9 +14,9 @@ from workflows.rollout.details import (
     rollout_details,
     rollout_search,
     rollout_summary,
-    stage_details,
 )
 from workflows.rollout.models import RolloutState
+from workflows.stage.details import stage_details
 from workflows.stage.models import StageState
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)

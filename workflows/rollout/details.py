@@ -15,7 +15,6 @@ from typing import Any
 from temporalio.common import SearchAttributeUpdate
 
 from common.text import markdown as md
-from common.text import web_url
 from common.types import TERMINAL
 from workflows import search
 from workflows.controls import find_hold
@@ -28,33 +27,7 @@ from workflows.controls.details import row as _row
 from workflows.controls.details import when as _when
 from workflows.plan import Plan
 from workflows.rollout.models import RolloutState, RolloutSummary
-from workflows.stage.models import StageState
-
-
-def verdict_cell(st: StageState) -> str:
-    if st.verdict is None:
-        return "–"
-    score = f" {st.score:g}" if st.score is not None else ""
-    return link(f"{st.verdict}{score}", web_url(st.report_url))
-
-
-def soak_cell(st: StageState) -> str:
-    if not st.soak_max_looks:
-        return "–"
-    ends = f", ends {_when(st.soak_ends_at)}" if st.soak_ends_at and st.status == "soaking" else ""
-    return f"look {st.soak_looks}/{st.soak_max_looks}{ends}"
-
-
-def versions_cell(st: StageState) -> str:
-    before, now = st.version_before or "?", st.version_now or "?"
-    return f"`{before}`" if before == now else f"`{before}` → `{now}`"
-
-
-def status_cell(st: StageState) -> str:
-    status = st.status.replace("_", " ")
-    if st.status == "succeeded" and st.awaiting_verdict:
-        status += " (may roll back)"
-    return status
+from workflows.stage.details import soak_cell, status_cell, verdict_cell, versions_cell
 
 
 def stage_table(state: RolloutState) -> str:
@@ -199,25 +172,3 @@ def rollout_summary(state: RolloutState) -> RolloutSummary:
         stages={st.key: f"{status_cell(st)}, {st.version_now or '?'}" for st in state.stages},
         waiting_for=state.waiting_for, reason=state.reason,
     )
-
-
-def stage_details(st: StageState, *, service: str, version: str, detail: str = "") -> str:
-    """A stage's own page: where it is, which versions, its verdict and report, what it waits for."""
-    lines = [f"## Stage {st.key} — **{st.status.replace('_', ' ').upper()}**",
-             f"{service}: `{st.version_before or '?'}` → `{version}`; now on `{st.version_now or st.version_before or '?'}`"]
-    if st.reason:
-        lines.append(f"**Reason:** {md(st.reason)}")
-    if detail:
-        lines.append(md(detail))
-    if st.verdict is not None:
-        report = f" — {link('canary report', st.report_url)}" if st.report_url else ""
-        lines.append(f"**Verdict:** {st.verdict} (score {st.score:g}){report}" if st.score is not None
-                     else f"**Verdict:** {st.verdict}{report}")
-    if st.extended:  # the judge's own words: metric names (a restricted alphabet) and numbers
-        lines.append(f"**Canary analysis:** look {st.analysis_looks} — {md(st.extended)}")
-    if st.soak_max_looks:
-        lines.append(f"**Soak:** {soak_cell(st)}")
-    if st.awaiting_verdict:
-        lines.append("**Waiting for:** the rollout's verdict — it keeps this version when every stage succeeds, "
-                     "and rolls this stage back if a later stage fails (by the rollout's rollback scope)")
-    return "\n\n".join(lines)
