@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.guard_models import ReadinessResult
+from activities.guard_models import Readiness
 from canary.config import MetricSpec
 from canary.guard import GuardJudge, Streak
 from common.text import Identity
@@ -88,7 +88,7 @@ class RegionWatch(BaseModel):
     streak: Streak = Field(default_factory=Streak)
     verdict: str = ""
     unhealthy: bool = False
-    readiness: ReadinessResult | None = None
+    readiness: Readiness | None = None
     evacuated_by_guard: bool = False
     probing: bool = Field(default=False, description="back at the probe share, judged against its peers")
     set_identifier: str = ""

@@ -1,21 +1,28 @@
-"""The region guard's rules: whether a sick region may be evacuated now, only proposed, or must be refused.
+"""How the region guard decides: whether a sick region may be evacuated now, only proposed, or must be refused;
+when a probe is drained again or restored the rest of the way; when an evacuated region is due back.
 
 Pure functions of the state the guard holds (no I/O, no clock: `now` is given), so the workflow, the CLI and the
 property tests run the same rules. Hard limits refuse (and say why): never the last serving region, at most
 `max_evacuated` regions evacuated at once, and receivers that cannot take the load. Soft limits turn an
 automatic evacuation into a proposal a person approves: `mode: propose`, a quiet window, and the minimum gap
-since the last automatic evacuation.
+since the last automatic evacuation. Carrying a decision out is workflows/guard/actions.py; the loop that applies
+these rules at every look is workflows/guard/decide.py.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.guard_models import Readiness
 from workflows.request import DeployWindow, Region, TimeZone
 from workflows.windows import is_open
+
+if TYPE_CHECKING:  # models.py imports GuardRules from here
+    from canary.guard import GuardJudge
+    from workflows.guard.models import GuardState, Proposal, RegionWatch
 
 GuardMode = Literal["auto", "propose"]
 Action = Literal["evacuate", "propose", "refuse"]
@@ -39,16 +46,6 @@ class GuardRules(BaseModel):
         """Whether `at` falls inside a quiet window."""
         return bool(self.quiet_windows) and is_open(
             Region(name="quiet", timezone=self.timezone, windows=self.quiet_windows), at)
-
-
-class Readiness(BaseModel):
-    """Whether the other regions can absorb a region's traffic now (the evacuation's own read-only plan)."""
-
-    region: str
-    ready: bool
-    problems: list[str] = Field(default_factory=list)
-    receivers: dict[str, str] = Field(default_factory=dict, description="receiver -> replicas now → after pre-warm")
-    checked_at: datetime | None = None
 
 
 class Verdict(BaseModel):
@@ -87,6 +84,48 @@ def evacuation_verdict(rules: GuardRules, region: str, *, serving: set[str], eva
     if soft:
         return Verdict(action="propose", reasons=soft)
     return Verdict(action="evacuate", reasons=["all rules allow it"])
+
+
+def sick_regions(state: GuardState, judge: GuardJudge) -> list[RegionWatch]:
+    """Serving regions unhealthy for long enough, the longest sick first (then by name)."""
+    return sorted((w for w in state.regions.values() if w.serving and w.streak.sick(judge)),
+                  key=lambda w: (-w.streak.unhealthy, w.region))
+
+
+def proposal_stands(p: Proposal, watch: RegionWatch | None, judge: GuardJudge) -> bool:
+    """Whether a proposal's reason still holds: the region still sick (evacuate) or still rested (restore)."""
+    if watch is None:
+        return False
+    if p.action == "evacuate":
+        return watch.serving and watch.streak.sick(judge)
+    return not watch.serving and watch.streak.rested(judge)
+
+
+ProbeOutcome = Literal["drain", "restore"]
+
+
+def probe_outcome(watch: RegionWatch, judge: GuardJudge, probe_looks: int) -> ProbeOutcome | None:
+    """A probing region sick against its peers is drained again; healthy for `probe_looks` looks it is restored
+    the rest of the way; otherwise (or when not probing) the probe goes on."""
+    if not watch.probing:
+        return None
+    if watch.streak.sick(judge):
+        return "drain"
+    if watch.streak.healthy >= probe_looks:
+        return "restore"
+    return None
+
+
+def restore_due(watch: RegionWatch, judge: GuardJudge) -> bool:
+    """A region the guard evacuated, not probing, is due back once not unhealthy for the hold-down."""
+    return watch.evacuated_by_guard and not watch.probing and watch.streak.rested(judge)
+
+
+def home_weights(state: GuardState) -> dict[str, int] | None:
+    """The weights before the guard's first evacuation (what a restore returns to), or None when none is recorded:
+    the readiness plan and a further evacuation start from them, not from a fleet already drained."""
+    return next((w.restore.restore_to.weights for w in state.regions.values()
+                 if w.restore is not None and w.restore.restore_to is not None), None)
 
 
 def _ago(d: timedelta) -> str:
