@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -24,6 +24,9 @@ from common.traffic.models import (
 )
 from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
 from common.types import EnvKind
+from common.vocabulary import EVACUATION_TERMINAL as EVACUATION_TERMINAL
+from common.vocabulary import EvacuationPhase as EvacuationPhase
+from common.vocabulary import EvacuationStatus as EvacuationStatus
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.request import (
     MAX_ANALYSIS_MINUTES,
@@ -33,17 +36,6 @@ from workflows.request import (
     MAX_TEXT,
     EvacuationSettings,
 )
-
-EvacuationStatus = Literal[
-    "planning", "awaiting_approval", "pre_warming", "shifting", "paused", "reverting", "scaling_down",
-    "evacuated", "restored", "reverted", "aborted", "refused", "failed",
-]
-# What the evacuation is doing; `awaiting_approval` and `paused` are holds (workflows/controls/), not phases.
-EvacuationPhase = Literal[
-    "planning", "pre_warming", "shifting", "reverting", "scaling_down",
-    "evacuated", "restored", "reverted", "aborted", "refused", "failed",
-]
-EVACUATION_TERMINAL: frozenset[str] = frozenset({"evacuated", "restored", "reverted", "aborted", "refused", "failed"})
 
 
 def evacuation_id(service: str) -> str:

@@ -19,14 +19,14 @@ from common.text import Identity
 from common.traffic.models import Headroom, HealthInterval
 from common.traffic.plan import step_problems
 from common.types import EnvKind
+from common.vocabulary import GUARD_TERMINAL as GUARD_TERMINAL
+from common.vocabulary import GuardPhase as GuardPhase
+from common.vocabulary import GuardStatus as GuardStatus
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.evacuation.models import EvacuationInput
 from workflows.guard.rules import GuardRules
 from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
 
-GuardPhase = Literal["watching", "evacuating", "restoring", "stopped", "failed"]
-GuardStatus = Literal["watching", "evacuating", "restoring", "paused", "awaiting_approval", "stopped", "failed"]
-GUARD_TERMINAL: frozenset[str] = frozenset({"stopped", "failed"})
 DEFAULT_GUARD_STEPS = [50, 10, 0]  # a restore walks back through 10% (the probe), 50%, 100%
 MAX_AUDIT = 200  # entries a continue-as-new carries
 MAX_DECISIONS = 50

@@ -16,16 +16,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from common.text import Identity
 from common.traffic.models import HealthInterval
 from common.types import EnvKind, StageKey, stage_key
+from common.vocabulary import REVERT_TERMINAL as REVERT_TERMINAL
+from common.vocabulary import RevertPhase as RevertPhase
+from common.vocabulary import RevertRegionStatus as RegionStatus
+from common.vocabulary import RevertStatus as RevertStatus
 from workflows.controls import AuditEntry, Hold
 from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
 
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request.py)
 
-RevertPhase = Literal["planning", "reverting", "reverted", "failed", "invalid", "rejected", "aborted"]
-RevertStatus = Literal["planning", "queued", "paused", "reverting", "reverted", "failed", "invalid", "rejected", "aborted"]
-REVERT_TERMINAL: frozenset[str] = frozenset({"reverted", "failed", "invalid", "rejected", "aborted"})
-RegionStatus = Literal["pending", "skipped", "evacuating", "deploying", "restoring_traffic", "checking", "reverted",
-                       "unhealthy", "failed"]
 
 
 def revert_id(service: str, version: str) -> str:

@@ -4,16 +4,13 @@ workflow's result) and its one-line summary."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, Field, computed_field
 
 from common.types import TERMINAL, RolloutStatus
+from common.vocabulary import RolloutPhase as RolloutPhase  # what the rollout is doing; holds are not phases
 from workflows.controls import AuditEntry, Hold, find_hold
 from workflows.stage.models import StageState
-
-# What the rollout is doing; `queued`, `paused`, `awaiting_approval` and `waiting_window` are holds, not phases.
-RolloutPhase = Literal["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
 
 
 class RolloutState(BaseModel):
