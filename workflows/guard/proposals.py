@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from workflows.controls import Ack, check_approver, refused
+from workflows.controls import Ack, Approval, refused
 from workflows.guard.models import ApproveGuard, DismissGuard, Proposal
 from workflows.guard.records import GUARD, GuardRecords
 from workflows.guard.rules import proposal_stands
@@ -18,6 +18,7 @@ class Proposals:
     def __init__(self, records: GuardRecords) -> None:
         self.records = records
         self.state = records.state
+        self.approval = Approval(records.controls, records.inp.approvers, source="the guard's approvers")
 
     def propose(self, region: str, action: str, reasons: list[str]) -> None:
         """Propose an evacuation or restore of `region` (once: a pending proposal is not repeated) and tell humans
@@ -43,7 +44,7 @@ class Proposals:
     def drop(self, p: Proposal, who: str, why: str) -> None:
         """Remove a proposal (approved, dismissed or withdrawn), audited with who and why."""
         self.state.proposals.remove(p)
-        self.records.audit(who, f"{p.action} proposal", why, target=p.region)
+        self.approval.decided(who, f"{p.action} proposal", p.region, why)
         self.hold()
 
     def hold(self) -> None:
@@ -59,8 +60,7 @@ class Proposals:
     # -- the updates -------------------------------------------------------------------------------
     def check_approve(self, req: ApproveGuard) -> None:
         """Refuse an approval by someone not on the approvers, of no pending proposal, or approved already."""
-        self.records.controls.check_running()
-        check_approver(req.approver, self.records.inp.approvers, field="approver", source="the guard's approvers")
+        self.approval.check(req.approver)
         if self.state.proposal(req.region) is None:
             pending = ", ".join(f"{p.action} {p.region}" for p in self.state.proposals) or "none"
             raise refused(f"no proposal for {req.region} to approve; pending: {pending}")
@@ -75,8 +75,7 @@ class Proposals:
 
     def check_dismiss(self, req: DismissGuard) -> None:
         """Refuse a dismissal by someone not on the approvers, or of no pending (unapproved) proposal."""
-        self.records.controls.check_running()
-        check_approver(req.by, self.records.inp.approvers, field="by", source="the guard's approvers")
+        self.approval.check(req.by, field="by")
         if self.state.proposal(req.region) is None or any(a.region == req.region for a in self.state.approvals):
             raise refused(f"no pending proposal for {req.region}")
 

@@ -1,18 +1,12 @@
 """How the region guard records and tells what it does: its phase (published), its decisions, its audit trail and
-its notifications. Every other part of the guard (look, decide, actions, proposals) writes through this one
+its notifications (the shared Outbox). Every other part of the guard (look, decide, actions, proposals) writes through this one
 object, so a decision is always audited, a refusal always notified and every change of phase published."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from temporalio import workflow
 
-from activities.notify import NotifyActivities
-from common.types import Notification
-from workflows import options
-from workflows.controls import Controls
+from workflows.controls import Controls, Outbox
 from workflows.guard.details import guard_view
 from workflows.guard.models import Decision, GuardInput, GuardPhase, GuardState, StopGuard
 
@@ -24,7 +18,9 @@ class GuardRecords:
 
     def __init__(self, inp: GuardInput, state: GuardState, controls: Controls[StopGuard]) -> None:
         self.inp, self.state, self.controls = inp, state, controls
-        self._outbox: list[Any] = []  # notifications in flight
+        # scheduled at once (the guard's recorded order), text cut to 3000 characters
+        self.outbox = Outbox(at_once=True, cut=3000, about={"rollout_id": state.workflow_id, "service": inp.service,
+                                                             "version": "region guard"})
 
     def enter(self, phase: GuardPhase, *, doing: str | None = None) -> None:
         """Enter a phase (with what the guard is doing in it) and publish."""
@@ -55,18 +51,4 @@ class GuardRecords:
 
     def notify(self, event: str, text: str, region: str | None = None) -> None:
         """Tell humans without waiting: a notification never delays or fails the guard."""
-        self._outbox.append(workflow.start_activity_method(
-            NotifyActivities.notify,
-            Notification(rollout_id=self.state.workflow_id, service=self.inp.service, version="region guard",
-                         event=event, text=text[:3000], stage=region),
-            summary=f"notify {event}", **options.NOTIFY,
-        ))
-
-    def forget_sent(self) -> None:
-        """Drop the notifications that have finished (the outbox would otherwise grow with every look)."""
-        self._outbox = [h for h in self._outbox if not h.done()]
-
-    async def flush(self) -> None:
-        """Let the notifications sent so far finish (best effort) before this run ends or continues as new."""
-        pending, self._outbox = self._outbox, []
-        await asyncio.gather(*pending, return_exceptions=True)
+        self.outbox.tell(event, text, stage=region)

@@ -91,7 +91,7 @@ class RegionGuardWorkflow:
                 await look(rec)
                 await decide(self.actions, self.proposals)
                 looks += 1
-                rec.forget_sent()
+                rec.outbox.prune()
                 if looks >= inp.looks_per_run or workflow.info().is_continue_as_new_suggested() or options.build_changed():
                     await self._continue_as_new()
                 rec.enter("watching", doing=f"the next look (every {inp.look_interval_seconds} s)")
@@ -109,7 +109,7 @@ class RegionGuardWorkflow:
             self.state.reason = why + "; traffic stays where it is"
             rec.enter("stopped")
             rec.notify("guard_stopped", self.state.reason)
-            await rec.flush()
+            await rec.outbox.flush()
             await workflow.wait_condition(workflow.all_handlers_finished)
             return self.state
 
@@ -121,7 +121,7 @@ class RegionGuardWorkflow:
         hang: the guard watched on, and its caller's `result()` with it). So a stop or an approval that arrived
         during the look, or while the notifications were finishing, is taken here first; the handlers are
         synchronous, so nothing can arrive between the last check and the continue-as-new."""
-        await self.records.flush()
+        await self.records.outbox.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if self.controls.stopping or self.state.approvals:
             return  # the wait below returns at once: the stop ends this run, the approval is carried out in it
