@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from activities.guard_models import Readiness
-from workflows.guard.rules import GuardRules, evacuation_verdict
+from workflows.guard.models import GuardRules
+from workflows.guard.rules import evacuation_verdict
 from workflows.request import DeployWindow
 
 REGIONS = ["r0", "r1", "r2", "r3", "r4"]

@@ -6,46 +6,22 @@ property tests run the same rules. Hard limits refuse (and say why): never the l
 `max_evacuated` regions evacuated at once, and receivers that cannot take the load. Soft limits turn an
 automatic evacuation into a proposal a person approves: `mode: propose`, a quiet window, and the minimum gap
 since the last automatic evacuation. Carrying a decision out is workflows/guard/actions.py; the loop that applies
-these rules at every look is workflows/guard/decide.py.
+these rules at every look is workflows/guard/decide.py. What the guard may do (`GuardRules`: mode, restore, M,
+the gap, quiet windows) is input, in workflows/guard/models.py.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
 from activities.guard_models import Readiness
-from workflows.request import DeployWindow, Region, TimeZone
-from workflows.windows import is_open
+from canary.guard import GuardJudge
+from workflows.guard.models import GuardRules, GuardState, Proposal, RegionWatch
 
-if TYPE_CHECKING:  # models.py imports GuardRules from here
-    from canary.guard import GuardJudge
-    from workflows.guard.models import GuardState, Proposal, RegionWatch
-
-GuardMode = Literal["auto", "propose"]
 Action = Literal["evacuate", "propose", "refuse"]
-
-
-class GuardRules(BaseModel):
-    """What the guard may do on its own; every field is input (docs/traffic.md#the-region-guard)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    mode: GuardMode = Field(default="propose", description="auto: evacuate by itself; propose: wait for approval")
-    restore: GuardMode = Field(default="auto", description="auto: restore after the hold-down; propose: wait for approval")
-    max_evacuated: int = Field(default=1, ge=1, le=50, description="M: at most this many regions evacuated at once")
-    min_gap_minutes: float = Field(default=60, ge=0, le=7 * 24 * 60,
-                                   description="between two automatic evacuations; inside it the guard only proposes")
-    quiet_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
-                                              description="weekly windows in which the guard only proposes")
-    timezone: TimeZone = Field(default="UTC", description="IANA zone of the quiet windows")
-
-    def quiet(self, at: datetime) -> bool:
-        """Whether `at` falls inside a quiet window."""
-        return bool(self.quiet_windows) and is_open(
-            Region(name="quiet", timezone=self.timezone, windows=self.quiet_windows), at)
 
 
 class Verdict(BaseModel):
