@@ -14,6 +14,7 @@ from temporalio.common import SearchAttributePair
 from activities.guard_models import Readiness
 from common.text import markdown as md
 from workflows import search
+from workflows.controls.details import WHO
 from workflows.guard.models import GuardInput, GuardState
 
 
@@ -58,7 +59,7 @@ def guard_details(state: GuardState, inp: GuardInput) -> str:
     if state.proposals:
         lines += ["", "Proposals (More actions → Send an Update → `approve`, or `bifrost guard approve`):", ""]
         for p in state.proposals:
-            payload = json.dumps({"region": p.region, "approver": "<your name>", "comment": "why"})
+            payload = json.dumps({"region": p.region, "approver": WHO, "comment": "why"})
             lines.append(f"- {p.action} **{md(p.region)}** (look {p.look}): {md('; '.join(p.reasons))[:500]} — `{payload}`")
     if state.decisions:
         lines += ["", "Latest decisions:", ""]
