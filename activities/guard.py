@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.adapters.registry import AdapterRegistry, TrafficTarget
 from activities.errors import reports_adapter_errors
-from activities.guard_models import GuardLookInput, GuardLookResult, ReadinessResult
+from activities.guard_models import GuardLookInput, GuardLookResult, Readiness
 from activities.heartbeat import heartbeating
 from activities.traffic.shift import REFUSED, TrafficActivities, refuse
 from canary.config import MetricSpec
@@ -75,7 +75,7 @@ class GuardActivities:
         return GuardLookResult(weights=weights, serving=[s.region for s in serving], looks=looks,
                                readiness=readiness, notes=notes + alarm_notes)
 
-    async def _ready(self, inp: GuardLookInput, region: str) -> ReadinessResult:
+    async def _ready(self, inp: GuardLookInput, region: str) -> Readiness:
         """The evacuation's own plan for `region`, read-only: ready, or every problem it would refuse on."""
         try:
             plan = await self.traffic._plan_traffic(PlanInput(
@@ -85,10 +85,10 @@ class GuardActivities:
             if err.type != REFUSED:
                 raise
             problems = list(err.details[0]) if err.details and isinstance(err.details[0], list) else [err.message]
-            return ReadinessResult(region=region, ready=False, problems=[str(p) for p in problems])
+            return Readiness(region=region, ready=False, problems=[str(p) for p in problems])
         receivers = {r.region: f"{r.replicas_before} → {r.prewarm_to or r.replicas_before} replicas"
                      for r in plan.regions if r.role == "receiver"}
-        return ReadinessResult(region=region, ready=True, receivers=receivers)
+        return Readiness(region=region, ready=True, receivers=receivers)
 
 
 async def _alarms(service: str, members: list[TrafficTarget], looks: list[RegionLook]) -> list[str]:

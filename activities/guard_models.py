@@ -26,8 +26,10 @@ class GuardLookInput(BaseModel):
     readiness: bool = Field(default=True, description="also plan (read-only) an evacuation of every serving region")
 
 
-class ReadinessResult(BaseModel):
-    """Whether an evacuation of `region` could start now: the evacuation's own read-only plan, or why not."""
+class Readiness(BaseModel):
+    """Whether an evacuation of `region` could start now: the evacuation's own read-only plan, or why not.
+
+    The one readiness model: the look activity returns it, the guard keeps it per region and its rules judge it."""
 
     region: str
     ready: bool
@@ -41,5 +43,5 @@ class GuardLookResult(BaseModel):
     weights: dict[str, int]
     serving: list[str]
     looks: list[RegionLook]
-    readiness: list[ReadinessResult] = Field(default_factory=list)
+    readiness: list[Readiness] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)

@@ -12,6 +12,7 @@ from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from bifrost_cli.traffic import _csv_ints, _fail, _identity, _run, send, validated
 from common.text import markdown as md
+from workflows.guard.details import readiness_text
 from workflows.guard.models import GuardInput, GuardState, guard_id
 
 GUARD_HELP = """Watch a service's regions; move traffic away from a sick one, bring it back when it is well.
@@ -86,8 +87,8 @@ def print_guard(state: GuardState) -> None:
     echo(f"  {'region':<16} {'weight':>6}  {'serving':<9} {'sick/well':>9}  readiness")
     for r, w in sorted(state.regions.items()):
         serving = "yes" if w.serving else ("evacuated" if w.evacuated_by_guard else "no")
-        ready = "-" if w.readiness is None else ("ready" if w.readiness.ready else "NOT READY: " + "; ".join(w.readiness.problems))
-        echo(f"  {r:<16} {w.weight:>6}  {serving:<9} {w.streak.unhealthy:>4}/{w.streak.healthy:<4}  {ready}")
+        echo(f"  {r:<16} {w.weight:>6}  {serving:<9} {w.streak.unhealthy:>4}/{w.streak.healthy:<4}  "
+             f"{readiness_text(w.readiness)}")
         echo(f"    {w.verdict}")
     for p in state.proposals:
         echo(f"proposal: {p.action} {p.region} (look {p.look}): {'; '.join(p.reasons)}")
@@ -106,12 +107,12 @@ def _already_running(service: str) -> int:
 
 
 async def start_guard(inp: GuardInput, task_queue: str) -> int:
-    from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy
+    from temporalio.common import TypedSearchAttributes, WorkflowIDConflictPolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from bifrost_cli.claims import Claim, bifrost_run
     from worker.connect import connect
-    from workflows import search
+    from workflows.guard.details import guard_view
     from workflows.guard.workflow import RegionGuardWorkflow
 
     client = await connect()
@@ -119,13 +120,14 @@ async def start_guard(inp: GuardInput, task_queue: str) -> int:
                   inp.requested_by, "the region guard can start")
     if await bifrost_run(client, claim) is not None:  # a run no Bifrost worker will run is ended first
         return _already_running(inp.service)
+    # the attributes the run would publish before its first look: the same mapping as the workflow's
+    attributes, _ = guard_view(GuardState(workflow_id=guard_id(inp.service), service=inp.service,
+                                          environment=inp.environment), inp)
     try:
         handle = await client.start_workflow(
             RegionGuardWorkflow.run, inp, id=guard_id(inp.service), task_queue=task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            search_attributes=TypedSearchAttributes([
-                SearchAttributePair(search.SERVICE, inp.service), SearchAttributePair(search.STATUS, "watching"),
-                SearchAttributePair(search.STAGE, "-"), SearchAttributePair(search.REQUESTED_BY, inp.requested_by)]),
+            search_attributes=TypedSearchAttributes(attributes),
             static_summary=md(f"region guard of {inp.service} ({inp.rules.mode}) by {inp.requested_by}"),
         )
     except WorkflowAlreadyStartedError:

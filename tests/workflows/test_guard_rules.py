@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from workflows.guard.rules import GuardRules, Readiness, evacuation_verdict
+from activities.guard_models import Readiness
+from workflows.guard.models import GuardRules
+from workflows.guard.rules import evacuation_verdict
 from workflows.request import DeployWindow
 
 REGIONS = ["r0", "r1", "r2", "r3", "r4"]

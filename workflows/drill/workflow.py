@@ -28,8 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.evacuation.models import EvacuationInput, EvacuationState
     from workflows.evacuation.workflow import run_traffic_change
-    from workflows.guard.models import DEFAULT_GUARD_STEPS
-    from workflows.guard.rules import GuardRules
+    from workflows.guard.models import DEFAULT_GUARD_STEPS, GuardRules
     from workflows.provenance import require_drill_id
     from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
 

@@ -1,15 +1,44 @@
-"""The region guard's Current Details in the Temporal UI: every region's verdict, streaks and readiness,
-pending proposals (and the JSON to approve them), the latest decisions. Free text is escaped for markdown."""
+"""What the region guard shows of itself: its search attributes and its Current Details in the Temporal UI.
+
+`guard_view` is the one mapping of a guard's state to both, used by the workflow when it publishes and by the
+CLI when it starts a guard (the attributes a new run starts with). The details: every region's verdict, streaks
+and readiness, pending proposals (and the JSON to approve them), the latest decisions; free text is escaped
+for markdown."""
 
 from __future__ import annotations
 
 import json
 
+from temporalio.common import SearchAttributePair
+
+from activities.guard_models import Readiness
 from common.text import markdown as md
+from workflows import search
+from workflows.controls.details import WHO
 from workflows.guard.models import GuardInput, GuardState
 
 
+def guard_view(state: GuardState, inp: GuardInput) -> tuple[list[SearchAttributePair[str]], str]:
+    """The guard's search attributes (service, status, the regions it evacuated or "-", who started it) and its
+    Current Details."""
+    evacuated = ",".join(sorted(state.evacuated())) or "-"
+    return [
+        SearchAttributePair(search.SERVICE, inp.service),
+        SearchAttributePair(search.STATUS, state.status),
+        SearchAttributePair(search.STAGE, evacuated),
+        SearchAttributePair(search.REQUESTED_BY, inp.requested_by),
+    ], guard_details(state, inp)
+
+
+def readiness_text(readiness: Readiness | None) -> str:
+    """One region's readiness in words: "-" (not known, or not serving), "ready", or "NOT READY: " and why."""
+    if readiness is None:
+        return "-"
+    return "ready" if readiness.ready else "NOT READY: " + "; ".join(readiness.problems)
+
+
 def guard_details(state: GuardState, inp: GuardInput) -> str:
+    """The Current Details: the rules in force, every region, the pending proposals and the latest decisions."""
     judge = inp.judge
     lines = [f"## Region guard of {md(state.service)} ({state.environment}) — **{state.status}**", ""]
     lines.append(f"Mode **{inp.rules.mode}**, restore **{inp.rules.restore}**; look {state.look} every "
@@ -23,14 +52,14 @@ def guard_details(state: GuardState, inp: GuardInput) -> str:
         lines += ["", md(state.reason)]
     lines += ["", "| region | weight | serving | unhealthy / healthy looks | last verdict | readiness |", "|---|---|---|---|---|---|"]
     for r, w in sorted(state.regions.items()):
-        ready = "-" if w.readiness is None else ("ready" if w.readiness.ready else "NOT READY: " + "; ".join(w.readiness.problems))
+        ready = readiness_text(w.readiness)
         serving = "yes" if w.serving else ("evacuated by the guard" if w.evacuated_by_guard else "no")
         lines.append(f"| {md(r)} | {w.weight} | {serving} | {w.streak.unhealthy} / {w.streak.healthy} | "
                      f"{md(w.verdict)[:300]} | {md(ready)[:300]} |")
     if state.proposals:
         lines += ["", "Proposals (More actions → Send an Update → `approve`, or `bifrost guard approve`):", ""]
         for p in state.proposals:
-            payload = json.dumps({"region": p.region, "approver": "<your name>", "comment": "why"})
+            payload = json.dumps({"region": p.region, "approver": WHO, "comment": "why"})
             lines.append(f"- {p.action} **{md(p.region)}** (look {p.look}): {md('; '.join(p.reasons))[:500]} — `{payload}`")
     if state.decisions:
         lines += ["", "Latest decisions:", ""]

@@ -1,6 +1,7 @@
 """What the region guard takes, keeps and reports, and the payloads of its updates.
 
-- `GuardInput`: the service, the rules and the judgement settings, and (after a continue-as-new) the state.
+- `GuardInput`: the service, the rules (`GuardRules`: what the guard may do on its own) and the judgement
+  settings, and (after a continue-as-new) the state.
 - `GuardState`: the `status` query's answer and what a continue-as-new carries: every region's streaks, verdict
   and readiness, the guard's evacuations, pending proposals, decisions and the audit trail.
 """
@@ -12,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.guard_models import ReadinessResult
+from activities.guard_models import Readiness
 from canary.config import MetricSpec
 from canary.guard import GuardJudge, Streak
 from common.text import Identity
@@ -25,8 +26,8 @@ from common.vocabulary import GuardStatus as GuardStatus
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.controls.state import ControlledState
 from workflows.evacuation.models import EvacuationInput
-from workflows.guard.rules import GuardRules
-from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
+from workflows.request import MAX_SERVICE_LEN, MAX_TEXT, DeployWindow, Region, TimeZone
+from workflows.windows import is_open
 
 DEFAULT_GUARD_STEPS = [50, 10, 0]  # a restore walks back through 10% (the probe), 50%, 100%
 MAX_AUDIT = 200  # entries a continue-as-new carries
@@ -36,6 +37,29 @@ MAX_DECISIONS = 50
 def guard_id(service: str) -> str:
     """One guard per service."""
     return f"guard/{service}"
+
+
+GuardMode = Literal["auto", "propose"]
+
+
+class GuardRules(BaseModel):
+    """What the guard may do on its own; every field is input (docs/guard.md#the-rules-and-proposals)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    mode: GuardMode = Field(default="propose", description="auto: evacuate by itself; propose: wait for approval")
+    restore: GuardMode = Field(default="auto", description="auto: restore after the hold-down; propose: wait for approval")
+    max_evacuated: int = Field(default=1, ge=1, le=50, description="M: at most this many regions evacuated at once")
+    min_gap_minutes: float = Field(default=60, ge=0, le=7 * 24 * 60,
+                                   description="between two automatic evacuations; inside it the guard only proposes")
+    quiet_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
+                                              description="weekly windows in which the guard only proposes")
+    timezone: TimeZone = Field(default="UTC", description="IANA zone of the quiet windows")
+
+    def quiet(self, at: datetime) -> bool:
+        """Whether `at` falls inside a quiet window."""
+        return bool(self.quiet_windows) and is_open(
+            Region(name="quiet", timezone=self.timezone, windows=self.quiet_windows), at)
 
 
 class GuardInput(BaseModel):
@@ -89,7 +113,7 @@ class RegionWatch(BaseModel):
     streak: Streak = Field(default_factory=Streak)
     verdict: str = ""
     unhealthy: bool = False
-    readiness: ReadinessResult | None = None
+    readiness: Readiness | None = None
     evacuated_by_guard: bool = False
     probing: bool = Field(default=False, description="back at the probe share, judged against its peers")
     set_identifier: str = ""

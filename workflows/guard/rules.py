@@ -1,10 +1,13 @@
-"""The region guard's rules: whether a sick region may be evacuated now, only proposed, or must be refused.
+"""How the region guard decides: whether a sick region may be evacuated now, only proposed, or must be refused;
+when a probe is drained again or restored the rest of the way; when an evacuated region is due back.
 
 Pure functions of the state the guard holds (no I/O, no clock: `now` is given), so the workflow, the CLI and the
 property tests run the same rules. Hard limits refuse (and say why): never the last serving region, at most
 `max_evacuated` regions evacuated at once, and receivers that cannot take the load. Soft limits turn an
 automatic evacuation into a proposal a person approves: `mode: propose`, a quiet window, and the minimum gap
-since the last automatic evacuation.
+since the last automatic evacuation. Carrying a decision out is workflows/guard/actions.py; the loop that applies
+these rules at every look is workflows/guard/decide.py. What the guard may do (`GuardRules`: mode, restore, M,
+the gap, quiet windows) is input, in workflows/guard/models.py.
 """
 
 from __future__ import annotations
@@ -12,43 +15,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
-from workflows.request import DeployWindow, Region, TimeZone
-from workflows.windows import is_open
+from activities.guard_models import Readiness
+from canary.guard import GuardJudge
+from workflows.guard.models import GuardRules, GuardState, Proposal, RegionWatch
 
-GuardMode = Literal["auto", "propose"]
 Action = Literal["evacuate", "propose", "refuse"]
-
-
-class GuardRules(BaseModel):
-    """What the guard may do on its own; every field is input (docs/traffic.md#the-region-guard)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    mode: GuardMode = Field(default="propose", description="auto: evacuate by itself; propose: wait for approval")
-    restore: GuardMode = Field(default="auto", description="auto: restore after the hold-down; propose: wait for approval")
-    max_evacuated: int = Field(default=1, ge=1, le=50, description="M: at most this many regions evacuated at once")
-    min_gap_minutes: float = Field(default=60, ge=0, le=7 * 24 * 60,
-                                   description="between two automatic evacuations; inside it the guard only proposes")
-    quiet_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
-                                              description="weekly windows in which the guard only proposes")
-    timezone: TimeZone = Field(default="UTC", description="IANA zone of the quiet windows")
-
-    def quiet(self, at: datetime) -> bool:
-        """Whether `at` falls inside a quiet window."""
-        return bool(self.quiet_windows) and is_open(
-            Region(name="quiet", timezone=self.timezone, windows=self.quiet_windows), at)
-
-
-class Readiness(BaseModel):
-    """Whether the other regions can absorb a region's traffic now (the evacuation's own read-only plan)."""
-
-    region: str
-    ready: bool
-    problems: list[str] = Field(default_factory=list)
-    receivers: dict[str, str] = Field(default_factory=dict, description="receiver -> replicas now → after pre-warm")
-    checked_at: datetime | None = None
 
 
 class Verdict(BaseModel):
@@ -87,6 +60,48 @@ def evacuation_verdict(rules: GuardRules, region: str, *, serving: set[str], eva
     if soft:
         return Verdict(action="propose", reasons=soft)
     return Verdict(action="evacuate", reasons=["all rules allow it"])
+
+
+def sick_regions(state: GuardState, judge: GuardJudge) -> list[RegionWatch]:
+    """Serving regions unhealthy for long enough, the longest sick first (then by name)."""
+    return sorted((w for w in state.regions.values() if w.serving and w.streak.sick(judge)),
+                  key=lambda w: (-w.streak.unhealthy, w.region))
+
+
+def proposal_stands(p: Proposal, watch: RegionWatch | None, judge: GuardJudge) -> bool:
+    """Whether a proposal's reason still holds: the region still sick (evacuate) or still rested (restore)."""
+    if watch is None:
+        return False
+    if p.action == "evacuate":
+        return watch.serving and watch.streak.sick(judge)
+    return not watch.serving and watch.streak.rested(judge)
+
+
+ProbeOutcome = Literal["drain", "restore"]
+
+
+def probe_outcome(watch: RegionWatch, judge: GuardJudge, probe_looks: int) -> ProbeOutcome | None:
+    """A probing region sick against its peers is drained again; healthy for `probe_looks` looks it is restored
+    the rest of the way; otherwise (or when not probing) the probe goes on."""
+    if not watch.probing:
+        return None
+    if watch.streak.sick(judge):
+        return "drain"
+    if watch.streak.healthy >= probe_looks:
+        return "restore"
+    return None
+
+
+def restore_due(watch: RegionWatch, judge: GuardJudge) -> bool:
+    """A region the guard evacuated, not probing, is due back once not unhealthy for the hold-down."""
+    return watch.evacuated_by_guard and not watch.probing and watch.streak.rested(judge)
+
+
+def home_weights(state: GuardState) -> dict[str, int] | None:
+    """The weights before the guard's first evacuation (what a restore returns to), or None when none is recorded:
+    the readiness plan and a further evacuation start from them, not from a fleet already drained."""
+    return next((w.restore.restore_to.weights for w in state.regions.values()
+                 if w.restore is not None and w.restore.restore_to is not None), None)
 
 
 def _ago(d: timedelta) -> str:
