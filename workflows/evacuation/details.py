@@ -1,10 +1,15 @@
-"""Markdown for the Temporal UI's Current Details of an evacuation: pure functions of its state."""
+"""What an evacuation shows: its search attributes and the Temporal UI's Current Details, pure functions of its
+state. `evacuation_view` is the one mapping; the workflow publishes it and the CLI starts a run with its attributes.
+"""
 
 from __future__ import annotations
 
 import json
 
+from temporalio.common import SearchAttributePair
+
 from common.text import markdown as md
+from workflows import search
 from workflows.controls import find_hold
 from workflows.evacuation.models import EVACUATION_TERMINAL, EvacuationState, StepRecord
 from workflows.rollout.details import link
@@ -108,3 +113,18 @@ def evacuation_details(state: EvacuationState) -> str:
         paras.append("Audit trail:\n\n" + "\n".join(
             f"- {a.at:%H:%M:%S} {md(f'{a.who}: {a.action} {a.detail}'.rstrip())}" for a in s.audit[-8:]))
     return "\n\n".join(paras)
+
+
+def evacuation_search(state: EvacuationState) -> list[SearchAttributePair[str]]:
+    """The run's search attributes: the service, its status, the region/environment it moves, who asked."""
+    return [
+        SearchAttributePair(search.SERVICE, state.service),
+        SearchAttributePair(search.STATUS, state.status),
+        SearchAttributePair(search.STAGE, f"{state.region}/{state.environment}"),
+        SearchAttributePair(search.REQUESTED_BY, state.requested_by),
+    ]
+
+
+def evacuation_view(state: EvacuationState) -> tuple[list[SearchAttributePair[str]], str]:
+    """state -> (search attributes, current details): what the workflow publishes at every change."""
+    return evacuation_search(state), evacuation_details(state)
