@@ -4,15 +4,14 @@ happened to one region) and `DrillReport` (the result and the `status` query's a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from common.text import Identity
-from common.traffic.models import HealthInterval
-from common.traffic.plan import step_problems
+from common.traffic.settings import lift
 from common.types import EnvKind
-from workflows.guard.models import DEFAULT_GUARD_STEPS
+from workflows.guard.models import GuardEvacuation
 from workflows.guard.rules import GuardRules
 from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
 
@@ -37,13 +36,18 @@ class DrillInput(BaseModel):
                                                 description="weekly windows in which the drill is skipped")
     timezone: TimeZone = Field(default="UTC", description="IANA zone of the blocked windows")
     hold_minutes: float = Field(default=5, ge=0, le=24 * 60, description="how long each region stays evacuated")
-    steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20)
-    health_interval_seconds: HealthInterval = 5
-    min_samples: int = Field(default=10, ge=1, le=10_000, description="the evacuation's judge.min_samples")
+    evacuation: GuardEvacuation = Field(default_factory=lambda: GuardEvacuation(),
+                                        description="how each region's evacuation and restore go")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_settings(cls, data: Any) -> Any:
+        """Inputs written before `evacuation` (a schedule's action) gave its settings flat: moved into it."""
+        return lift(data, "evacuation", {name: name for name in ("steps", "health_interval_seconds", "min_samples")})
 
     def problems(self) -> list[str]:
         """What is wrong across fields, one line each naming the field (the CLI and the workflow refuse on it)."""
-        problems = step_problems(self.steps)
+        problems = self.evacuation.problems("evacuation.")
         if len(set(self.regions)) != len(self.regions):
             problems.append(f"regions: each region may appear once; got {', '.join(self.regions)}")
         return problems

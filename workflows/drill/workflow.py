@@ -17,7 +17,6 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
-    from canary.config import JudgeConfig
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
     from common.types import INVALID_REQUEST, Notification
     from workflows import options
@@ -72,8 +71,7 @@ class DrillWorkflow:
         inp, out = self.inp, RegionDrill(region=region)
         evacuation = EvacuationInput(
             service=inp.service, region=region, environment=inp.environment, requested_by=inp.requested_by,
-            reason="drill: practice evacuation", steps=list(inp.steps), health_interval_seconds=inp.health_interval_seconds,
-            judge=JudgeConfig(min_samples=inp.min_samples))
+            reason="drill: practice evacuation", **inp.evacuation.model_dump())
         evacuated = await self._child(evacuation, out, "evacuation")
         if evacuated is None:
             return out

@@ -40,9 +40,9 @@ def wait_line(state: EvacuationState) -> str:
         parts.append(f"the targets' minimum wait {s.settle_seconds} s")
     if h.extra_wait_seconds:
         parts.append(f"+ {h.extra_wait_seconds} s extra")
-    needed = h.judge.min_samples * h.health_interval_seconds
+    needed = h.min_samples * h.health_interval_seconds
     if s.wait_seconds == needed and needed > max(s.ttl_seconds, s.settle_seconds) + h.extra_wait_seconds:
-        parts.append(f"longer, so the health check has {h.judge.min_samples} samples {h.health_interval_seconds} s apart")
+        parts.append(f"longer, so the health check has {h.min_samples} samples {h.health_interval_seconds} s apart")
     return f"wait {s.wait_seconds} s after each step ({'; '.join(parts)})"
 
 

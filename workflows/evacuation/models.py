@@ -8,18 +8,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 
-from canary.config import MetricResult
+from canary.config import JudgeConfig, MetricResult
 from common.text import Identity
 from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
 from common.traffic.plan import DEFAULT_STEPS
+from common.traffic.settings import TrafficChangeSettings
 from common.types import EnvKind
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.evacuation.settings import EvacuationInput as EvacuationInput  # callers import it from here
-from workflows.evacuation.settings import HealthSettings as HealthSettings
 from workflows.evacuation.settings import evacuation_id as evacuation_id
 
 EvacuationStatus = Literal[
@@ -89,8 +89,10 @@ class EvacuationState(BaseModel):
     receivers: list[str] = Field(default_factory=list)
     set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")
     steps_requested: list[int] = Field(default_factory=list)
-    health: HealthSettings = Field(default_factory=HealthSettings, description="the input's health settings; a restore reuses them",
-                                   validation_alias=AliasChoices("health", "health_settings"))
+    health: TrafficChangeSettings = Field(default_factory=TrafficChangeSettings,
+                                          description="the input's traffic-change settings; a restore reuses them",
+                                          validation_alias=AliasChoices("health", "health_settings"))
+    judge: JudgeConfig | None = Field(default=None, description="the input's judge; a restore judges as it did")
     planned: list[dict[str, int]] = Field(default_factory=list, description="weights after each planned step")
     step: int = Field(default=0, description="steps applied and still in force")
     weights_before: dict[str, int] = Field(default_factory=dict)
@@ -119,6 +121,15 @@ class EvacuationState(BaseModel):
     prewarmed_at: datetime | None = None
     ended_at: datetime | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _judge_beside_health(cls, data: Any) -> Any:
+        """States written before kept the judge inside `health`: it sits beside it now (old results still decode)."""
+        if isinstance(data, dict) and isinstance(data.get("health"), dict) and "judge" in data["health"]:
+            data = {**data, "health": dict(data["health"])}
+            data.setdefault("judge", data["health"]["judge"])
+        return data
+
     @property
     def finished(self) -> bool:
         return self.status in EVACUATION_TERMINAL
@@ -127,8 +138,8 @@ class EvacuationState(BaseModel):
     def of(cls, inp: EvacuationInput, workflow_id: str) -> "EvacuationState":
         return cls(workflow_id=workflow_id, service=inp.service, region=inp.region, environment=inp.environment,
                    direction=inp.direction, requested_by=inp.requested_by, request_reason=inp.reason,
-                   steps_requested=list(inp.steps),
-                   health=HealthSettings(**{name: getattr(inp, name) for name in HealthSettings.model_fields}))
+                   steps_requested=list(inp.steps), judge=inp.judge,
+                   health=TrafficChangeSettings(**{name: getattr(inp, name) for name in TrafficChangeSettings.model_fields}))
 
     def take_plan(self, plan: TrafficPlan) -> None:
         """Record what the plan activity found and worked out."""
@@ -156,7 +167,7 @@ class EvacuationState(BaseModel):
             raise ValueError(f"the evacuation of {self.region} ended as {self.status} before it read the weights; "
                              "nothing was changed, so there is nothing to restore")
         return EvacuationInput.model_validate({
-            **self.health.model_dump(),
+            **self.health.model_dump(), **({"judge": self.judge} if self.judge is not None else {}),
             "service": self.service, "region": self.region, "environment": self.environment, "direction": "restore",
             "requested_by": requested_by, "reason": reason or f"restore after: {self.request_reason}".strip(),
             "steps": self.steps_requested or list(DEFAULT_STEPS),

@@ -47,7 +47,7 @@ async def shift(run: Progress) -> None:
     """Walk the plan's steps; raises Alarm on a bad health look, Stopped on a stop."""
     plan, inp = run.planned, run.inp
     start = workflow.now()
-    baseline = MetricWindow(start=start - timedelta(minutes=inp.health_baseline_minutes), end=start,
+    baseline = MetricWindow(start=start - timedelta(minutes=inp.health_check_minutes), end=start,
                             interval_seconds=inp.health_interval_seconds)
     checks = [RegionHealth(region=r.region, metrics=r.health) for r in plan.gaining if r.health]
     n = len(plan.steps)

@@ -22,7 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from activities.guard import GuardActivities
     from activities.guard_models import GuardLookInput, GuardLookResult
     from activities.notify import NotifyActivities
-    from canary.config import JudgeConfig
     from common.traffic.models import RestoreTarget
     from common.traffic.plan import probe_weights
     from common.types import INVALID_REQUEST, Notification
@@ -144,7 +143,7 @@ class RegionGuardWorkflow:
                 GuardActivities.guard_look,
                 GuardLookInput(service=inp.service, environment=inp.environment, look=st.look,
                                window_seconds=inp.window_seconds, sample_interval_seconds=inp.sample_interval_seconds,
-                               judge=inp.judge, metrics=inp.metrics, steps=inp.steps, headroom=inp.headroom,
+                               judge=inp.judge, metrics=inp.metrics, steps=inp.evacuation.steps, headroom=inp.evacuation.headroom,
                                home_weights=home),
                 summary=f"look {st.look}", **PLAN,
             )
@@ -241,10 +240,8 @@ class RegionGuardWorkflow:
         child = EvacuationInput(
             service=inp.service, region=watch.region, environment=inp.environment, requested_by=by,
             reason=f"region guard: {watch.region} unhealthy for {watch.streak.unhealthy} looks: {watch.verdict}"[:2000],
-            steps=list(inp.steps), headroom=inp.headroom,
             home_weights=restore.restore_to.weights if restore is not None and restore.restore_to is not None else home,
-            health_interval_seconds=inp.evacuation_health_interval_seconds,
-            judge=JudgeConfig(min_samples=inp.evacuation_min_samples))
+            **inp.evacuation.model_dump())
         self._notify("guard_evacuating", f"evacuating {watch.region}: {watch.verdict}", watch.region)
         result = await self._child(child, f"evacuate {watch.region}")
         if result is None or result.status != "evacuated":
