@@ -19,6 +19,12 @@ from common.failures import OUTCOME_FAILURE_TYPES as OUTCOME_FAILURE_TYPES
 from common.failures import REFUSED as REFUSED
 from common.failures import USER_FACING_FAILURE_TYPES as USER_FACING_FAILURE_TYPES
 
+# The status words and hold reasons: declared once, in common/vocabulary.py (re-exported here).
+from common.vocabulary import ROLLOUT_TERMINAL
+from common.vocabulary import HoldReason as HoldReason
+from common.vocabulary import RolloutStatus as RolloutStatus
+from common.vocabulary import StageStatus as StageStatus
+
 # The most a person or a hand-sent call may put in one update's arguments, one signal's arguments or one workflow's
 # start input (bytes of payload): Bifrost's own are at most a few KB (docs/security.md, "Bounded payloads"). The
 # worker drops an update or signal over it before the workflow sees it and fails a start over it at once
@@ -30,16 +36,7 @@ ENV_KINDS: tuple[EnvKind, ...] = ("test", "prod")
 Role = Literal["primary", "canary", "baseline"]
 RollbackScope = Literal["stage", "region", "all"]
 ConcurrencyPolicy = Literal["queue", "supersede", "reject"]
-
-StageStatus = Literal[
-    "pending", "deploying", "analyzing", "promoting", "soaking", "succeeded",
-    "evacuating", "rolling_back", "restoring_traffic", "rolled_back", "skipped", "failed", "held",
-]
-RolloutStatus = Literal[
-    "planning", "queued", "running", "paused", "awaiting_approval", "waiting_window", "waiting_traffic", "held", "rolling_back",
-    "succeeded", "rolled_back", "aborted", "rejected", "failed",
-]
-TERMINAL: frozenset[str] = frozenset({"succeeded", "rolled_back", "aborted", "rejected", "failed"})
+TERMINAL = ROLLOUT_TERMINAL  # how a rollout ends (common/vocabulary.py)
 
 JudgeMode = Literal["bifrost", "kayenta"]
 Verdict = Literal["pass", "marginal", "fail", "insufficient_data"]
@@ -104,7 +101,7 @@ class MetricWindow(BaseModel):
     interval_seconds: int = 60
 
 
-HoldKind = Literal["paused", "approval", "window", "lock", "failure"]
+HoldKind = HoldReason  # what a notice says the workflow waits for: one of the hold reasons
 
 
 class Notification(BaseModel):

@@ -1,5 +1,6 @@
 """Where an evacuation waits for approval: before anything changes, when the input asks for it; `approve` (by
-one of the approvers) lets it go on, a stop or the timeout ends it."""
+one of the approvers, checked by the shared Approval of workflows/controls) lets it go on, a stop or the timeout
+ends it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.controls import check_approver, refused
+    from workflows.controls import refused
     from workflows.evacuation.models import AbortShift, ApproveShift
     from workflows.evacuation.progress import Progress
 
@@ -39,4 +40,10 @@ def check_approval(run: Progress, req: ApproveShift) -> None:
     if run.controls.held("approval") is None or run.approved is not None:
         raise refused(f"not waiting for approval (status: {run.state.status}"
                       f"{'' if run.inp.require_approval else '; this evacuation did not ask for one'})")
-    check_approver(req.approver, run.inp.approvers, field="approver", source="the evacuation's approvers")
+    run.approval.check_who(req.approver)
+
+
+def take_approval(run: Progress, req: ApproveShift) -> None:
+    """The `approve` update: note who approved (the hold is released where the approval is awaited)."""
+    run.approved = req
+    run.approval.decided(req.approver, "approve", None, req.comment)

@@ -129,7 +129,7 @@ async def end(run: Progress, status: EvacuationPhase, reason: str) -> Evacuation
     run.set_status(status, reason=reason)
     if run.state.steps:  # traffic moved (or was meant to): say where it ended
         run.notice(notices.TRAFFIC_ENDED, f"{status}: {reason}", run.state.weights_now)
-    await asyncio.gather(*run.outbox, return_exceptions=True)
+    await run.outbox.flush()
     await workflow.wait_condition(workflow.all_handlers_finished)
     inp = run.inp
     if status in ("refused", "failed"):

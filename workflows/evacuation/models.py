@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import AliasChoices, BaseModel, Field, model_validator
 
@@ -18,20 +18,13 @@ from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
 from common.traffic.plan import DEFAULT_STEPS
 from common.traffic.settings import TrafficChangeSettings
 from common.types import EnvKind
+from common.vocabulary import EVACUATION_TERMINAL as EVACUATION_TERMINAL
+from common.vocabulary import EvacuationPhase as EvacuationPhase
+from common.vocabulary import EvacuationStatus as EvacuationStatus
 from workflows.controls import AuditEntry, Hold, Payload
+from workflows.controls.state import ControlledState
 from workflows.evacuation.settings import EvacuationInput as EvacuationInput  # callers import it from here
 from workflows.evacuation.settings import evacuation_id as evacuation_id
-
-EvacuationStatus = Literal[
-    "planning", "awaiting_approval", "pre_warming", "shifting", "paused", "reverting", "scaling_down",
-    "evacuated", "restored", "reverted", "aborted", "refused", "failed",
-]
-# What the evacuation is doing; `awaiting_approval` and `paused` are holds (workflows/controls/), not phases.
-EvacuationPhase = Literal[
-    "planning", "pre_warming", "shifting", "reverting", "scaling_down",
-    "evacuated", "restored", "reverted", "aborted", "refused", "failed",
-]
-EVACUATION_TERMINAL: frozenset[str] = frozenset({"evacuated", "restored", "reverted", "aborted", "refused", "failed"})
 
 
 class HealthValue(BaseModel):
@@ -69,9 +62,10 @@ class StepRecord(BaseModel):
     reports: dict[str, str] = Field(default_factory=dict, description="region -> where its report of this look opens")
 
 
-class EvacuationState(BaseModel):
+class EvacuationState(ControlledState[EvacuationStatus]):
     """The whole evacuation or restore: plan, weights and replicas before/now, steps, audit; also the result."""
 
+    TERMINAL = EVACUATION_TERMINAL
     workflow_id: str
     service: str
     region: str
@@ -80,11 +74,9 @@ class EvacuationState(BaseModel):
     phase: EvacuationPhase = "planning"
     holds: list[Hold] = Field(default_factory=list, description="what keeps it from going on: a pause, an approval")
     doing: str | None = Field(default=None, description="what it works on now, when no hold holds it")
-    status: EvacuationStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
     reason: str = Field(default="", description="why it ended, or is where it is")
     requested_by: str = ""
     request_reason: str = ""
-    waiting_for: str | None = Field(default=None, description="derived: the hold in force, else what it is doing")
     record_set: str = ""
     receivers: list[str] = Field(default_factory=list)
     set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")

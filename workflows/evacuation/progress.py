@@ -11,12 +11,10 @@ import asyncio
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.notify import NotifyActivities
     from common import metrics, notices
     from common.traffic.models import TrafficPlan
     from common.types import StageRef
-    from workflows import options
-    from workflows.controls import Controls
+    from workflows.controls import Approval, Controls, Outbox
     from workflows.evacuation.details import evacuation_view
     from workflows.evacuation.models import AbortShift, ApproveShift, EvacuationInput, EvacuationPhase, EvacuationState
 
@@ -28,9 +26,10 @@ class Progress:
         self.inp, self.state, self.controls = inp, state, controls
         self.plan: TrafficPlan | None = None
         self.hpa = False  # the plan found autoscalers and this run handles them
+        self.approval = Approval(controls, inp.approvers, source="the evacuation's approvers")
         self.approved: ApproveShift | None = None
         self.report_starts: list[asyncio.Task[None]] = []  # health reports being started; awaited before the end
-        self.outbox: list[asyncio.Future[bool]] = []  # notices on their way; the end waits for them
+        self.outbox = Outbox()  # notices on their way; the end flushes them
         self._metered: str | None = None
 
     @property
@@ -73,7 +72,6 @@ class Progress:
 
     def notice(self, event: str, text: str, weights: dict[str, int]) -> None:
         """Tell people that traffic moves (never waits, never fails the evacuation); see common/notices.py."""
-        n = notices.traffic(workflow_id=self.state.workflow_id, service=self.inp.service, direction=self.inp.direction,
-                            region=self.inp.region, event=event, text=text, weights=weights)
-        self.outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
-            NotifyActivities.notify, n, summary=f"notify {event}", **options.NOTIFY)))
+        self.outbox.send(notices.traffic(workflow_id=self.state.workflow_id, service=self.inp.service,
+                                         direction=self.inp.direction, region=self.inp.region, event=event, text=text,
+                                         weights=weights))

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.controls import Ack, Controls, Stopped, pause_updates, stop_update
     from workflows.evacuation import ending
-    from workflows.evacuation.approval import await_approval, check_approval
+    from workflows.evacuation.approval import await_approval, check_approval, take_approval
     from workflows.evacuation.calls import PLAN as PLAN  # the guard plans with the same options (workflows/guard)
     from workflows.evacuation.calls import refused, text
     from workflows.evacuation.child import TrafficChange as TrafficChange  # where callers found it before
@@ -123,8 +123,7 @@ class EvacuationWorkflow:
 
     @workflow.update(description='Let an evacuation waiting for approval start changing traffic. JSON: {"approver": "alice", "comment": "go"}.')
     def approve(self, req: ApproveShift) -> Ack:
-        self.progress.approved = req
-        self.progress.audit(req.approver, "approve", req.comment)
+        take_approval(self.progress, req)
         return Ack(message=f"approved by {req.approver}")
 
     @approve.validator

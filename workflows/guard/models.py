@@ -19,14 +19,15 @@ from common.text import Identity
 from common.traffic.models import Steps
 from common.traffic.settings import TrafficChangeSettings, lift
 from common.types import EnvKind
+from common.vocabulary import GUARD_TERMINAL as GUARD_TERMINAL
+from common.vocabulary import GuardPhase as GuardPhase
+from common.vocabulary import GuardStatus as GuardStatus
 from workflows.controls import AuditEntry, Hold, Payload
+from workflows.controls.state import ControlledState
 from workflows.evacuation.models import EvacuationInput
 from workflows.guard.rules import GuardRules
 from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
 
-GuardPhase = Literal["watching", "evacuating", "restoring", "stopped", "failed"]
-GuardStatus = Literal["watching", "evacuating", "restoring", "paused", "awaiting_approval", "stopped", "failed"]
-GUARD_TERMINAL: frozenset[str] = frozenset({"stopped", "failed"})
 DEFAULT_GUARD_STEPS = [50, 10, 0]  # a restore walks back through 10% (the probe), 50%, 100%
 MAX_AUDIT = 200  # entries a continue-as-new carries
 MAX_DECISIONS = 50
@@ -130,17 +131,16 @@ class Decision(BaseModel):
     reasons: list[str]
 
 
-class GuardState(BaseModel):
+class GuardState(ControlledState[GuardStatus]):
     """The guard's whole state: the `status` query's answer, carried across continue-as-new."""
 
+    TERMINAL = GUARD_TERMINAL
     workflow_id: str
     service: str
     environment: EnvKind = "prod"
     phase: GuardPhase = "watching"
     holds: list[Hold] = Field(default_factory=list)
     doing: str | None = None
-    status: GuardStatus = "watching"
-    waiting_for: str | None = None
     reason: str = ""
     look: int = 0
     runs: int = Field(default=1, description="this run's number (continue-as-new starts another)")

@@ -16,16 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from common.text import Identity
 from common.traffic.models import HealthInterval
 from common.types import EnvKind, StageKey, stage_key
+from common.vocabulary import REVERT_TERMINAL as REVERT_TERMINAL
+from common.vocabulary import RevertPhase as RevertPhase
+from common.vocabulary import RevertRegionStatus as RegionStatus
+from common.vocabulary import RevertStatus as RevertStatus
 from workflows.controls import AuditEntry, Hold
+from workflows.controls.state import ControlledState
 from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
 
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request.py)
 
-RevertPhase = Literal["planning", "reverting", "reverted", "failed", "invalid", "rejected", "aborted"]
-RevertStatus = Literal["planning", "queued", "paused", "reverting", "reverted", "failed", "invalid", "rejected", "aborted"]
-REVERT_TERMINAL: frozenset[str] = frozenset({"reverted", "failed", "invalid", "rejected", "aborted"})
-RegionStatus = Literal["pending", "skipped", "evacuating", "deploying", "restoring_traffic", "checking", "reverted",
-                       "unhealthy", "failed"]
 
 
 def revert_id(service: str, version: str) -> str:
@@ -86,9 +86,10 @@ class RevertRegion(BaseModel):
         return stage_key(self.region, self.environment)
 
 
-class RevertState(BaseModel):
+class RevertState(ControlledState[RevertStatus]):
     """The whole revert; also its result."""
 
+    TERMINAL = REVERT_TERMINAL
     revert_id: str
     service: str
     to_version: str
@@ -102,8 +103,6 @@ class RevertState(BaseModel):
     phase: RevertPhase = "planning"
     holds: list[Hold] = Field(default_factory=list, description="what keeps it from going on: a pause, the service lock")
     doing: str | None = None
-    status: RevertStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
-    waiting_for: str | None = None
     reason: str = Field(default="", description="why it ended, or where it is")
     regions: list[RevertRegion] = Field(default_factory=list, description="in the order they are reverted")
     current: list[str] = Field(default_factory=list, description="the stages being reverted now")

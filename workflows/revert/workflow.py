@@ -403,7 +403,6 @@ class RevertWorkflow:
                                                 version=self.inp.to_version, waits_for=ahead))
 
     def _publish(self) -> None:
-        self.controls.sync()
         st = self.state
         envs = {r.environment for r in st.regions if r.key in st.current}
         self.controls.publish([
