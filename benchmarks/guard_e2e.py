@@ -73,8 +73,8 @@ def guard_input(service: str, look: int) -> GuardInput:
     return GuardInput.model_validate({
         "service": service, "requested_by": "bench", "reason": "benchmarks/guard_e2e.py",
         "rules": {"mode": "auto", "min_gap_minutes": 0}, "judge": {"unhealthy_looks": 2, "healthy_looks": 2},
-        "look_interval_seconds": look, "window_seconds": 60, "sample_interval_seconds": 1, "steps": STEPS,
-        "evacuation_health_interval_seconds": 1, "evacuation_min_samples": 1, "probe_percent": 50, "probe_looks": 2,
+        "look_interval_seconds": look, "window_seconds": 60, "sample_interval_seconds": 1,
+        "evacuation": {"steps": STEPS, "health_interval_seconds": 1, "min_samples": 1}, "probe_percent": 50, "probe_looks": 2,
     })
 
 

@@ -27,8 +27,8 @@ def demo_guard_input(service: str) -> GuardInput:
     return GuardInput.model_validate({
         "service": service, "requested_by": "demo", "reason": "make demo: the region guard",
         "rules": {"mode": "auto", "min_gap_minutes": 0}, "judge": {"unhealthy_looks": 2, "healthy_looks": 2},
-        "look_interval_seconds": 1, "window_seconds": 60, "sample_interval_seconds": 1, "steps": [0],
-        "evacuation_health_interval_seconds": 1, "evacuation_min_samples": 1, "probe_percent": 50, "probe_looks": 2,
+        "look_interval_seconds": 1, "window_seconds": 60, "sample_interval_seconds": 1,
+        "evacuation": {"steps": [0], "health_interval_seconds": 1, "min_samples": 1}, "probe_percent": 50, "probe_looks": 2,
     })
 
 

@@ -38,7 +38,7 @@ def drill_input(service: str, regions: str, blocked: tuple[str, ...], timezone: 
                             "blocked_windows": [quiet_window(b) for b in blocked], "timezone": timezone,
                             "hold_minutes": hold}
     if steps is not None:
-        data["steps"] = _csv_ints(steps)
+        data["evacuation"] = {"steps": _csv_ints(steps)}
     return validated(DrillInput, data, "nothing was scheduled")
 
 

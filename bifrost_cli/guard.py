@@ -203,7 +203,7 @@ def start_cmd(service: str, mode: str, restore: str, max_evacuated: int, min_gap
         "approvers": list(approvers),
     }
     if steps is not None:
-        data["steps"] = _csv_ints(steps)
+        data["evacuation"] = {"steps": _csv_ints(steps)}
     inp = guard_input(data)
     sys.exit(_run(start_guard(inp, task_queue)))
 

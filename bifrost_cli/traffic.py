@@ -151,20 +151,15 @@ def print_audit(state: EvacuationState, since: int = 0) -> int:
 # -- client operations ----------------------------------------------------------------------------
 async def start_traffic(client: Any, inp: EvacuationInput, task_queue: str) -> Any:
     """Start the service's traffic workflow; refuse (WorkflowAlreadyStartedError) while another one runs."""
-    from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+    from temporalio.common import TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-    from workflows import search
+    from workflows.evacuation.details import evacuation_search
     from workflows.evacuation.workflow import EvacuationWorkflow
 
     return await client.start_workflow(
         EvacuationWorkflow.run, inp, id=inp.workflow_id, task_queue=task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.FAIL, id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        search_attributes=TypedSearchAttributes([
-            SearchAttributePair(search.SERVICE, inp.service),
-            SearchAttributePair(search.STATUS, "planning"),
-            SearchAttributePair(search.STAGE, f"{inp.region}/{inp.environment}"),
-            SearchAttributePair(search.REQUESTED_BY, inp.requested_by),
-        ]),
+        search_attributes=TypedSearchAttributes(evacuation_search(EvacuationState.of(inp, inp.workflow_id))),
         static_summary=md(f"{inp.direction} {inp.region} ({inp.service}) by {inp.requested_by}"),
         static_details=f"**{inp.direction}** {md(inp.region)} of {inp.service}, requested by {md(inp.requested_by)}: "
                        f"{md(inp.reason or '(no reason given)')}",

@@ -32,8 +32,11 @@ from canary.config import JudgeConfig, MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
 from common.text import MAX_IDENTITY, Identity
-from common.traffic.models import Headroom, HealthInterval
-from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
+from common.traffic.models import MAX_REGIONS as MAX_REGIONS  # one bound for a request and a traffic change
+from common.traffic.models import MAX_SERVICE_LEN as MAX_SERVICE_LEN
+from common.traffic.models import HealthInterval
+from common.traffic.plan import step_problems
+from common.traffic.settings import HealthCheckMinutes, TrafficChangeSettings
 from common.types import ENV_KINDS, REGION_NAME, ConcurrencyPolicy, EnvKind, RollbackScope, StageKey, stage_key
 
 _NAME = rf"^{REGION_NAME}$"  # a DNS-1123 label: Kubernetes object names, our region names
@@ -41,7 +44,6 @@ Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 WEEKDAYS: tuple[Weekday, ...] = ("mon", "tue", "wed", "thu", "fri")
 
 # Bounds (docs/request.md states each one and why)
-MAX_SERVICE_LEN = 50  # "<service>-baseline" must stay a 63-character Kubernetes name
 MAX_ANALYSIS_MINUTES = 1440.0  # 24 h
 MAX_INTERVAL_SECONDS = 3600
 MAX_SAMPLES = 11_000  # Prometheus refuses a range query of more than 11,000 points per series
@@ -51,7 +53,6 @@ MAX_LOOK_MINUTES = 1440.0
 MAX_LOOKS = 20_160  # 14 days of one-minute looks
 MAX_APPROVAL_HOURS = 720.0  # 30 days
 MAX_REPLICAS = 1000
-MAX_REGIONS = 64
 MAX_METRICS = 50
 MAX_PARALLEL = 64
 MAX_WAVE = 1000
@@ -261,17 +262,14 @@ class HoldSettings(_Model):
         default="rollback", description="what a hold that times out does: roll the stage back, or promote it")
 
 
-class EvacuationSettings(_Model):
-    """How a failing production stage with `on_failure: evacuate` moves its region's traffic away and back."""
+class EvacuationSettings(TrafficChangeSettings):
+    """How a failing production stage with `on_failure: evacuate` moves its region's traffic away and back: the
+    one model of a traffic change's settings, with a production stage's defaults (samples a minute apart, a
+    five-minute watch), its steps checked when the file loads."""
 
-    steps: list[int] = Field(default_factory=lambda: list(DEFAULT_STEPS), min_length=1, max_length=MAX_STEPS,
-                             description="the region's weight in percent of its share after each step, down to 0")
-    headroom: Headroom = 1.2
-    health_check_minutes: float = Field(default=5.0, ge=1 / 60, le=60,
-                                        description="how long the rolled-back version is watched before traffic returns")
+    health_check_minutes: HealthCheckMinutes = 5.0
     health_interval_seconds: HealthInterval = Field(
         default=60, description="sample spacing of the health checks; a step waits for min_samples")
-    min_samples: int = Field(default=10, ge=3, le=1000, description="samples per side a health check needs")
 
     @field_validator("steps")
     @classmethod

@@ -15,10 +15,16 @@ from common.types import EnvKind
 
 TrafficDirection = Literal["evacuate", "restore"]
 
-# The knobs every traffic change takes, modelled once: a request's `evacuation`, an EvacuationInput, the region
-# guard's and the drill's inputs (and a revert's override) declare them with these types and only their own default
-# (a production stage checks its health every 60 s, a hand-started evacuation every 5 s).
+# The types of the knobs every traffic change takes; common/traffic/settings.py gathers them into one model.
+DEFAULT_STEPS = [67, 33, 0]
+MAX_STEPS = 20
+MAX_REGIONS = 64  # regions in one request, or named in one traffic change
+MAX_SERVICE_LEN = 50  # "<service>-baseline" must stay a 63-character Kubernetes name
 MAX_HEALTH_INTERVAL_SECONDS = 3600
+Steps = Annotated[list[int], Field(
+    max_length=MAX_STEPS, description="the region's weight in percent of its starting share after each step (a restore walks them back)")]
+ServiceName = Annotated[str, Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")]
+RegionName = Annotated[str, Field(min_length=1, max_length=63)]
 Headroom = Annotated[float, Field(ge=1.0, le=10.0, description="pre-warm receivers to new/old share x headroom")]
 HealthInterval = Annotated[int, Field(ge=1, le=MAX_HEALTH_INTERVAL_SECONDS,
                                       description="sample spacing of the health checks, in seconds")]
@@ -41,19 +47,22 @@ def traffic_workflow_id(service: str) -> str:
 
 
 class PlanInput(BaseModel):
-    """What an evacuation or restore asks for; the plan activity checks it against the live record set and fleet."""
+    """What an evacuation or restore asks for; the plan activity checks it against the live record set and fleet.
+    Bounded here once: EvacuationInput extends it."""
 
-    service: str
-    region: str
+    service: ServiceName
+    region: RegionName = Field(description="the region to evacuate or restore")
     environment: EnvKind = "prod"
     direction: TrafficDirection = "evacuate"
-    receivers: list[str] = Field(default_factory=list, description="empty: every other region serving the record set")
-    steps: list[int]
-    headroom: float = 1.2
-    prewarm: bool = True
-    restore_to: RestoreTarget | None = None
+    receivers: list[RegionName] = Field(default_factory=list, max_length=MAX_REGIONS,
+                                        description="default: every other region serving the record set")
+    steps: Steps = Field(default_factory=lambda: list(DEFAULT_STEPS))
+    headroom: Headroom = 1.2
+    prewarm: bool = Field(default=True, description="false: shift without scaling the receivers first")
+    restore_to: RestoreTarget | None = Field(default=None, description="restore: the home weights and the replicas before")
     home_weights: dict[str, int] | None = Field(
-        default=None, description="evacuate: the weights with no region evacuated (default: the weights now)")
+        default=None, description="evacuate: the weights with no region evacuated, when another region already is "
+        "(the CLI takes them from the last traffic change); default: the weights now")
 
 
 RegionRole = Literal["evacuated", "restored", "receiver", "other"]

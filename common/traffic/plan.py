@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from common.metric_spec import MetricSpec
+from common.traffic.models import DEFAULT_STEPS as DEFAULT_STEPS  # defined with the other knobs' types
+from common.traffic.models import MAX_STEPS as MAX_STEPS
 from common.traffic.models import PlanInput, RegionPlan, RegionRole
 
-DEFAULT_STEPS = [67, 33, 0]
-MAX_STEPS = 20
 MAX_WEIGHT = 255
 
 

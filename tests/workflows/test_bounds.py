@@ -114,9 +114,8 @@ async def test_the_longest_approval_timeout_is_a_timer(ts_env, task_queue, tmp_p
 def test_every_traffic_change_input_takes_the_same_headroom_and_health_interval_bounds_with_its_own_default() -> None:
     from pydantic import BaseModel, ValidationError
 
-    from workflows.drill.workflow import DrillInput
     from workflows.evacuation.models import EvacuationInput
-    from workflows.guard.models import GuardInput
+    from workflows.guard.models import GuardEvacuation
     from workflows.request import EvacuationSettings
     from workflows.revert.models import RevertInput
 
@@ -124,12 +123,11 @@ def test_every_traffic_change_input_takes_the_same_headroom_and_health_interval_
     cases: list[tuple[type[BaseModel], dict[str, Any], str, object]] = [
         (EvacuationSettings, {}, "health_interval_seconds", 60),  # a production stage's: a minute apart
         (EvacuationInput, {**base, "region": "eu-west-1"}, "health_interval_seconds", 5),  # by hand: seconds apart
-        (GuardInput, base, "evacuation_health_interval_seconds", 5),
-        (DrillInput, {**base, "regions": ["eu-west-1"]}, "health_interval_seconds", 5),
+        (GuardEvacuation, {}, "health_interval_seconds", 5),  # a guard's and a drill's `evacuation`
         (RevertInput, {**base, "to_version": "1.0.0", "reason": "r"}, "health_interval_seconds", None),
         (EvacuationSettings, {}, "headroom", 1.2),
         (EvacuationInput, {**base, "region": "eu-west-1"}, "headroom", 1.2),
-        (GuardInput, base, "headroom", 1.2),
+        (GuardEvacuation, {}, "headroom", 1.2),
     ]
     for model, given, name, default in cases:
         assert getattr(model.model_validate(given), name) == default, (model.__name__, name)

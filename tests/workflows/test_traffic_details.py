@@ -21,7 +21,7 @@ def test_the_wait_names_the_ttl_and_why_it_waits_longer():
     s.ttl_seconds, s.settle_seconds, s.wait_seconds = 5, 5, 20
     assert wait_line(s) == "wait 20 s after each step (TTL 5 s; longer, so the health check has 4 samples 5 s apart)"
     s.wait_seconds = 5
-    s.health.judge.min_samples = 1
+    s.health.min_samples = 1
     assert wait_line(s) == "wait 5 s after each step (TTL 5 s)"
     s.health.extra_wait_seconds, s.wait_seconds = 10, 15
     assert wait_line(s) == "wait 15 s after each step (TTL 5 s; + 10 s extra)"

@@ -9,85 +9,24 @@ the receivers' health after each step, and anything refused or reverted.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Literal
+from datetime import timedelta
 
-from pydantic import BaseModel, ConfigDict, Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
-    from canary.config import JudgeConfig
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
-    from common.text import Identity
-    from common.traffic.models import HealthInterval
-    from common.traffic.plan import step_problems
-    from common.types import INVALID_REQUEST, EnvKind, Notification
+    from common.types import INVALID_REQUEST, Notification
     from workflows import options
+    from workflows.drill.models import DrillInput as DrillInput  # callers import the models from here too
+    from workflows.drill.models import DrillOutcome, RegionDrill
+    from workflows.drill.models import DrillReport as DrillReport
+    from workflows.drill.models import drill_id as drill_id
+    from workflows.evacuation.child import run_traffic_change
     from workflows.evacuation.models import EvacuationInput, EvacuationState
-    from workflows.evacuation.workflow import run_traffic_change
-    from workflows.guard.models import DEFAULT_GUARD_STEPS, GuardRules
     from workflows.provenance import require_drill_id
-    from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
-
-DrillOutcome = Literal["drilled", "skipped", "failed"]
-
-
-def drill_id(service: str) -> str:
-    """The schedule's id, and the prefix of the drills it starts."""
-    return f"drill/{service}"
-
-
-class DrillInput(BaseModel):
-    """One practice run over a service's regions. Strict: the schedule's action may be edited in the UI."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-    environment: EnvKind = "prod"
-    requested_by: Identity
-    regions: list[str] = Field(min_length=1, max_length=50, description="drilled one at a time, in this order")
-    blocked_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
-                                                description="weekly windows in which the drill is skipped")
-    timezone: TimeZone = Field(default="UTC", description="IANA zone of the blocked windows")
-    hold_minutes: float = Field(default=5, ge=0, le=24 * 60, description="how long each region stays evacuated")
-    steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20)
-    health_interval_seconds: HealthInterval = 5
-    min_samples: int = Field(default=10, ge=1, le=10_000, description="the evacuation's judge.min_samples")
-
-    def problems(self) -> list[str]:
-        """What is wrong across fields, one line each naming the field (the CLI and the workflow refuse on it)."""
-        problems = step_problems(self.steps)
-        if len(set(self.regions)) != len(self.regions):
-            problems.append(f"regions: each region may appear once; got {', '.join(self.regions)}")
-        return problems
-
-    def blocked(self, at: datetime) -> bool:
-        return GuardRules(quiet_windows=self.blocked_windows, timezone=self.timezone).quiet(at)
-
-
-class RegionDrill(BaseModel):
-    """What happened to one region: evacuated and restored (and how long it took), refused, or reverted."""
-
-    region: str
-    evacuation: str = Field(default="", description="the evacuation's final status and reason")
-    restore: str = ""
-    drain_seconds: float | None = Field(default=None, description="from the first weight change to the last")
-    receivers_health: list[str] = Field(default_factory=list, description="the health check after each step")
-    refused: list[str] = Field(default_factory=list)
-
-
-class DrillReport(BaseModel):
-    """The drill's result (and its `status` query)."""
-
-    service: str
-    outcome: DrillOutcome | Literal["running"] = "running"
-    reason: str = ""
-    started_at: datetime | None = None
-    ended_at: datetime | None = None
-    regions: list[RegionDrill] = Field(default_factory=list)
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -132,8 +71,7 @@ class DrillWorkflow:
         inp, out = self.inp, RegionDrill(region=region)
         evacuation = EvacuationInput(
             service=inp.service, region=region, environment=inp.environment, requested_by=inp.requested_by,
-            reason="drill: practice evacuation", steps=list(inp.steps), health_interval_seconds=inp.health_interval_seconds,
-            judge=JudgeConfig(min_samples=inp.min_samples))
+            reason="drill: practice evacuation", **inp.evacuation.model_dump())
         evacuated = await self._child(evacuation, out, "evacuation")
         if evacuated is None:
             return out

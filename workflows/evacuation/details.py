@@ -1,10 +1,15 @@
-"""Markdown for the Temporal UI's Current Details of an evacuation: pure functions of its state."""
+"""What an evacuation shows: its search attributes and the Temporal UI's Current Details, pure functions of its
+state. `evacuation_view` is the one mapping; the workflow publishes it and the CLI starts a run with its attributes.
+"""
 
 from __future__ import annotations
 
 import json
 
+from temporalio.common import SearchAttributePair
+
 from common.text import markdown as md
+from workflows import search
 from workflows.controls import find_hold
 from workflows.controls.details import WHO, link
 from workflows.evacuation.models import EVACUATION_TERMINAL, EvacuationState, StepRecord
@@ -33,9 +38,9 @@ def wait_line(state: EvacuationState) -> str:
         parts.append(f"the targets' minimum wait {s.settle_seconds} s")
     if h.extra_wait_seconds:
         parts.append(f"+ {h.extra_wait_seconds} s extra")
-    needed = h.judge.min_samples * h.health_interval_seconds
+    needed = h.min_samples * h.health_interval_seconds
     if s.wait_seconds == needed and needed > max(s.ttl_seconds, s.settle_seconds) + h.extra_wait_seconds:
-        parts.append(f"longer, so the health check has {h.judge.min_samples} samples {h.health_interval_seconds} s apart")
+        parts.append(f"longer, so the health check has {h.min_samples} samples {h.health_interval_seconds} s apart")
     return f"wait {s.wait_seconds} s after each step ({'; '.join(parts)})"
 
 
@@ -106,3 +111,18 @@ def evacuation_details(state: EvacuationState) -> str:
         paras.append("Audit trail:\n\n" + "\n".join(
             f"- {a.at:%H:%M:%S} {md(f'{a.who}: {a.action} {a.detail}'.rstrip())}" for a in s.audit[-8:]))
     return "\n\n".join(paras)
+
+
+def evacuation_search(state: EvacuationState) -> list[SearchAttributePair[str]]:
+    """The run's search attributes: the service, its status, the region/environment it moves, who asked."""
+    return [
+        SearchAttributePair(search.SERVICE, state.service),
+        SearchAttributePair(search.STATUS, state.status),
+        SearchAttributePair(search.STAGE, f"{state.region}/{state.environment}"),
+        SearchAttributePair(search.REQUESTED_BY, state.requested_by),
+    ]
+
+
+def evacuation_view(state: EvacuationState) -> tuple[list[SearchAttributePair[str]], str]:
+    """state -> (search attributes, current details): what the workflow publishes at every change."""
+    return evacuation_search(state), evacuation_details(state)

@@ -1,147 +1,30 @@
-"""What the evacuation workflow takes, reports and returns, and the payloads of its updates.
+"""What the evacuation workflow reports and returns, and the payloads of its updates.
 
-- `EvacuationInput`: one evacuation or restore of one region of one service (a JSON object in the UI).
 - `EvacuationState`: the `status` query's answer and the workflow's result: weights and replicas before and
   after, every step with its health verdict, and the audit trail.
+- `EvacuationInput` (what it takes) is in settings.py, and importable from here too.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 
 from canary.config import JudgeConfig, MetricResult
 from common.text import Identity
-from common.traffic.models import (
-    Headroom,
-    HealthInterval,
-    RestoreTarget,
-    TrafficDirection,
-    TrafficPlan,
-    traffic_workflow_id,
-)
-from common.traffic.plan import DEFAULT_STEPS, MAX_STEPS, step_problems
+from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
+from common.traffic.plan import DEFAULT_STEPS
+from common.traffic.settings import TrafficChangeSettings
 from common.types import EnvKind
 from common.vocabulary import EVACUATION_TERMINAL as EVACUATION_TERMINAL
 from common.vocabulary import EvacuationPhase as EvacuationPhase
 from common.vocabulary import EvacuationStatus as EvacuationStatus
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.controls.state import ControlledState
-from workflows.request import (
-    MAX_ANALYSIS_MINUTES,
-    MAX_APPROVAL_HOURS,
-    MAX_REGIONS,
-    MAX_SERVICE_LEN,
-    MAX_TEXT,
-    EvacuationSettings,
-)
-
-
-def evacuation_id(service: str) -> str:
-    """One traffic workflow per service at a time: evacuations and restores of any region share this id, and the
-    plan refuses to run under any other (activities/traffic/shift.py, `_own_id`)."""
-    return traffic_workflow_id(service)
-
-
-MAX_MIN_REPLICAS = 100_000  # bounds a hand-started restore's HPA floors (restore_to.min_replicas)
-MAX_EXTRA_WAIT_SECONDS = 86_400  # a day past the TTL after each step; Route 53 TTLs are at most 2 days anyway
-
-def _health_judge() -> JudgeConfig:
-    return JudgeConfig(min_samples=10)
-
-
-class HealthSettings(BaseModel):
-    """How a traffic change waits and checks the regions that gain traffic after each step. Part of the input, and
-    kept in the state, so a restore checks as its evacuation did."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    extra_wait_seconds: int = Field(default=0, ge=0, le=MAX_EXTRA_WAIT_SECONDS,
-                                    description="wait this much longer than the TTL after each step")
-    health_baseline_minutes: float = Field(default=10, gt=0, le=MAX_ANALYSIS_MINUTES,
-                                           description="the pre-shift window each region is judged against")
-    health_interval_seconds: HealthInterval = Field(
-        default=5, description="sample spacing of the health metrics; each step waits for judge.min_samples of them")
-    judge: JudgeConfig = Field(default_factory=_health_judge, description="the soak monitor's settings for health checks")
-
-
-class EvacuationInput(HealthSettings):
-    """Evacuate a region (move its traffic to the others, pre-warmed) or restore it (move the traffic back).
-
-    Strict and bounded: the UI's Start Workflow sends this as typed, so it gets the CLI's bounds and no coercion
-    (`extra_wait_seconds: 1e12` or `"approval_timeout_minutes": 1e308` fail the start, naming the field)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
-    region: str = Field(min_length=1, max_length=63, description="the region to evacuate or restore")
-    direction: TrafficDirection = "evacuate"
-    environment: EnvKind = "prod"
-    requested_by: Identity
-    reason: str = Field(default="", max_length=MAX_TEXT)
-    receivers: list[Annotated[str, Field(min_length=1, max_length=63)]] = Field(
-        default_factory=list, max_length=MAX_REGIONS, description="default: every other region serving the record set")
-    steps: list[int] = Field(
-        default_factory=lambda: list(DEFAULT_STEPS), max_length=MAX_STEPS,
-        description="the region's weight in percent of its starting share after each step (a restore walks them back)",
-    )
-    headroom: Headroom = 1.2
-    prewarm: bool = Field(default=True, description="false: shift without scaling the receivers first")
-    restore_to: RestoreTarget | None = Field(default=None, description="restore: the home weights and the replicas before")
-    home_weights: dict[str, int] | None = Field(
-        default=None, description="evacuate: the weights with no region evacuated, when another region already is "
-        "(the CLI takes them from the last traffic change); default: the weights now")
-    require_approval: bool = Field(default=False, description="wait for `approve` before changing anything")
-    approvers: list[Identity] = Field(default_factory=list, max_length=1000, description="who may approve; empty: anyone who may send updates")
-    approval_timeout_minutes: float = Field(default=60, gt=0, le=MAX_APPROVAL_HOURS * 60)
-
-    def problems(self) -> list[str]:
-        """What is wrong across fields, one line each naming the field; the CLI and the workflow both refuse on it.
-
-        Not a validator, so a UI start with bad steps is refused by the workflow with these reasons instead of
-        failing to decode."""
-        problems = step_problems(self.steps)
-        if self.region in self.receivers:
-            problems.append(f"receivers: {self.region} is the region being {self.direction}d; it cannot also receive")
-        if len(set(self.receivers)) != len(self.receivers):
-            problems.append(f"receivers: each region may appear once; got {', '.join(self.receivers)}")
-        if self.direction == "restore":
-            if self.restore_to is None:
-                problems.append("restore_to: a restore needs the evacuation's weights_before and replicas_before; "
-                                "`bifrost restore` reads them from the last evacuation")
-            if self.receivers:
-                problems.append("receivers: a restore returns every region to its recorded weight; leave receivers out")
-        elif self.restore_to is not None:
-            problems.append("restore_to: only a restore takes restore_to")
-        if self.restore_to is not None:
-            low = {r: n for r, n in self.restore_to.min_replicas.items() if not 1 <= n <= MAX_MIN_REPLICAS}
-            if low:
-                problems.append(f"restore_to.min_replicas: an HPA's minReplicas is 1 to {MAX_MIN_REPLICAS}; got "
-                                + ", ".join(f"{r}: {n}" for r, n in sorted(low.items())))
-        if self.direction == "restore" and self.home_weights is not None:
-            problems.append("home_weights: a restore takes its home weights from restore_to.weights; leave home_weights out")
-        return problems
-
-    @property
-    def workflow_id(self) -> str:
-        return evacuation_id(self.service)
-
-    @classmethod
-    def for_stage(cls, settings: EvacuationSettings, judge: JudgeConfig, *, service: str, region: str,
-                  environment: EnvKind, reason: str) -> EvacuationInput:
-        """The evacuation a failing stage with `on_failure: evacuate` runs, from its request's settings: the one
-        mapping from the request's `evacuation` to this input."""
-        return cls(service=service, region=region, environment=environment, direction="evacuate", requested_by="bifrost",
-                   reason=reason, steps=list(settings.steps), headroom=settings.headroom,
-                   health_interval_seconds=settings.health_interval_seconds,
-                   health_baseline_minutes=max(1.0, settings.health_check_minutes),
-                   judge=judge.model_copy(update={"min_samples": settings.min_samples}))
-
-    def step_wait_seconds(self, ttl_wait: int) -> int:
-        """The wait after each step: the TTL (plus extra), and long enough for the judge to get its minimum samples."""
-        return max(ttl_wait + self.extra_wait_seconds, self.judge.min_samples * self.health_interval_seconds)
+from workflows.evacuation.settings import EvacuationInput as EvacuationInput  # callers import it from here
+from workflows.evacuation.settings import evacuation_id as evacuation_id
 
 
 class HealthValue(BaseModel):
@@ -198,8 +81,10 @@ class EvacuationState(ControlledState[EvacuationStatus]):
     receivers: list[str] = Field(default_factory=list)
     set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")
     steps_requested: list[int] = Field(default_factory=list)
-    health: HealthSettings = Field(default_factory=HealthSettings, description="the input's health settings; a restore reuses them",
-                                   validation_alias=AliasChoices("health", "health_settings"))
+    health: TrafficChangeSettings = Field(default_factory=TrafficChangeSettings,
+                                          description="the input's traffic-change settings; a restore reuses them",
+                                          validation_alias=AliasChoices("health", "health_settings"))
+    judge: JudgeConfig | None = Field(default=None, description="the input's judge; a restore judges as it did")
     planned: list[dict[str, int]] = Field(default_factory=list, description="weights after each planned step")
     step: int = Field(default=0, description="steps applied and still in force")
     weights_before: dict[str, int] = Field(default_factory=dict)
@@ -228,6 +113,15 @@ class EvacuationState(ControlledState[EvacuationStatus]):
     prewarmed_at: datetime | None = None
     ended_at: datetime | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _judge_beside_health(cls, data: Any) -> Any:
+        """States written before kept the judge inside `health`: it sits beside it now (old results still decode)."""
+        if isinstance(data, dict) and isinstance(data.get("health"), dict) and "judge" in data["health"]:
+            data = {**data, "health": dict(data["health"])}
+            data.setdefault("judge", data["health"]["judge"])
+        return data
+
     @property
     def finished(self) -> bool:
         return self.status in EVACUATION_TERMINAL
@@ -236,8 +130,8 @@ class EvacuationState(ControlledState[EvacuationStatus]):
     def of(cls, inp: EvacuationInput, workflow_id: str) -> "EvacuationState":
         return cls(workflow_id=workflow_id, service=inp.service, region=inp.region, environment=inp.environment,
                    direction=inp.direction, requested_by=inp.requested_by, request_reason=inp.reason,
-                   steps_requested=list(inp.steps),
-                   health=HealthSettings(**{name: getattr(inp, name) for name in HealthSettings.model_fields}))
+                   steps_requested=list(inp.steps), judge=inp.judge,
+                   health=TrafficChangeSettings(**{name: getattr(inp, name) for name in TrafficChangeSettings.model_fields}))
 
     def take_plan(self, plan: TrafficPlan) -> None:
         """Record what the plan activity found and worked out."""
@@ -265,7 +159,7 @@ class EvacuationState(ControlledState[EvacuationStatus]):
             raise ValueError(f"the evacuation of {self.region} ended as {self.status} before it read the weights; "
                              "nothing was changed, so there is nothing to restore")
         return EvacuationInput.model_validate({
-            **self.health.model_dump(),
+            **self.health.model_dump(), **({"judge": self.judge} if self.judge is not None else {}),
             "service": self.service, "region": self.region, "environment": self.environment, "direction": "restore",
             "requested_by": requested_by, "reason": reason or f"restore after: {self.request_reason}".strip(),
             "steps": self.steps_requested or list(DEFAULT_STEPS),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from canary.config import JudgeConfig
 from common.traffic.models import RestoreTarget
 from common.traffic.plan import probe_weights
 from workflows.evacuation.models import EvacuationInput, EvacuationState, evacuation_id
@@ -34,10 +33,8 @@ class Actions:
         child = EvacuationInput(
             service=inp.service, region=watch.region, environment=inp.environment, requested_by=by,
             reason=f"region guard: {watch.region} unhealthy for {watch.streak.unhealthy} looks: {watch.verdict}"[:2000],
-            steps=list(inp.steps), headroom=inp.headroom,
             home_weights=restore.restore_to.weights if restore is not None and restore.restore_to is not None else home,
-            health_interval_seconds=inp.evacuation_health_interval_seconds,
-            judge=JudgeConfig(min_samples=inp.evacuation_min_samples))
+            **inp.evacuation.model_dump())
         rec.notify("guard_evacuating", f"evacuating {watch.region}: {watch.verdict}", watch.region)
         result = await self._child(child, f"evacuate {watch.region}")
         if result is None or result.status != "evacuated":

@@ -25,7 +25,8 @@ async def look(records: GuardRecords) -> None:
             GuardActivities.guard_look,
             GuardLookInput(service=inp.service, environment=inp.environment, look=st.look,
                            window_seconds=inp.window_seconds, sample_interval_seconds=inp.sample_interval_seconds,
-                           judge=inp.judge, metrics=inp.metrics, steps=inp.steps, headroom=inp.headroom,
+                           judge=inp.judge, metrics=inp.metrics, steps=inp.evacuation.steps,
+                           headroom=inp.evacuation.headroom,
                            home_weights=home_weights(st)),
             summary=f"look {st.look}", **PLAN,
         )

@@ -9,16 +9,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from activities.guard_models import Readiness
 from canary.config import MetricSpec
 from canary.guard import GuardJudge, Streak
 from common.text import Identity
-from common.traffic.models import Headroom, HealthInterval
-from common.traffic.plan import step_problems
+from common.traffic.models import Steps
+from common.traffic.settings import TrafficChangeSettings, lift
 from common.types import EnvKind
 from common.vocabulary import GUARD_TERMINAL as GUARD_TERMINAL
 from common.vocabulary import GuardPhase as GuardPhase
@@ -32,6 +32,18 @@ from workflows.windows import is_open
 DEFAULT_GUARD_STEPS = [50, 10, 0]  # a restore walks back through 10% (the probe), 50%, 100%
 MAX_AUDIT = 200  # entries a continue-as-new carries
 MAX_DECISIONS = 50
+
+
+class GuardEvacuation(TrafficChangeSettings):
+    """A guard's (and a drill's) traffic change: the one settings model, with levels whose restore walks back
+    through 10% (the probe), 50%, 100%."""
+
+    steps: Steps = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS))
+
+
+# where the guard's input held these settings before `evacuation` (old inputs still decode)
+GUARD_FLAT = {"steps": "steps", "headroom": "headroom", "evacuation_health_interval_seconds": "health_interval_seconds",
+              "evacuation_min_samples": "min_samples"}
 
 
 def guard_id(service: str) -> str:
@@ -79,12 +91,8 @@ class GuardInput(BaseModel):
     look_interval_seconds: int = Field(default=60, ge=1, le=3600, description="time between two looks")
     window_seconds: int = Field(default=120, ge=1, le=86_400, description="each look judges the samples of this window")
     sample_interval_seconds: int = Field(default=3, ge=1, le=3600, description="sample spacing of the health metrics")
-    steps: list[int] = Field(default_factory=lambda: list(DEFAULT_GUARD_STEPS), max_length=20,
-                             description="evacuation levels; the restore walks them back, its first step the probe")
-    headroom: Headroom = 1.2
-    evacuation_health_interval_seconds: HealthInterval = Field(default=5, description="the evacuation's own health checks after each step")
-    evacuation_min_samples: int = Field(default=10, ge=1, le=10_000,
-                                        description="the evacuation's judge.min_samples (its wait after each step)")
+    evacuation: GuardEvacuation = Field(default_factory=lambda: GuardEvacuation(),
+                                        description="how its evacuations go (steps, headroom, health checks)")
     probe_percent: int = Field(default=10, ge=0, le=99,
                                description="a restore first gives back this much of the region's share (0: no probe)")
     probe_looks: int = Field(default=3, ge=1, le=1000, description="healthy looks of the probe before the rest")
@@ -92,9 +100,15 @@ class GuardInput(BaseModel):
     looks_per_run: int = Field(default=500, ge=1, le=10_000, description="continue as new after this many looks")
     state: GuardState | None = Field(default=None, description="carried by continue-as-new; leave out")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_settings(cls, data: Any) -> Any:
+        """Inputs written before `evacuation` gave its settings flat (GUARD_FLAT): moved into it."""
+        return lift(data, "evacuation", GUARD_FLAT)
+
     def problems(self) -> list[str]:
         """What is wrong across fields, one line each naming the field (the workflow refuses on it)."""
-        problems = step_problems(self.steps)
+        problems = self.evacuation.problems("evacuation.")
         if self.window_seconds < self.sample_interval_seconds * self.judge.min_samples:
             problems.append(f"window_seconds: {self.window_seconds} s holds fewer than judge.min_samples "
                             f"({self.judge.min_samples}) samples {self.sample_interval_seconds} s apart")
