@@ -139,8 +139,8 @@ def test_render_shows_user_text_as_written():
     from workflows.stage.models import StageState
 
     stage = StageState.of("us-east-1", "prod", 1).model_copy(update={"reason": "aborted by [/red]: [bold]no[/]"})
-    state = RolloutState(rollout_id="rollout/a/1", service="a", version="1", status="aborted", stages=[stage],
-                         waiting_for="[/]")
+    state = RolloutState(rollout_id="rollout/a/1", service="a", version="1", phase="rolling_back", stages=[stage],
+                         doing="[/]")  # waiting_for is computed: what it does while no hold holds it
     out = io.StringIO()
     Console(file=out, width=200).print(state_table(state))  # a console with markup on, as the demo's Live uses
     assert "aborted by [/red]: [bold]no[/]" in out.getvalue() and "waiting for [/]" in out.getvalue()

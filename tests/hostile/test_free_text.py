@@ -138,8 +138,8 @@ def _details_state() -> RolloutState:
     st.status, st.reason, st.verdict, st.score = "failed", IMG + JS_LINK, "fail", 10.0
     st.report_url = "javascript:alert(1)"
     return RolloutState(
-        rollout_id="rollout/payments/2.0.0", service="payments", version="2.0.0", status="paused", waves=1, stages=[st],
-        reason=HEADING, waiting_for=JS_LINK, holds=[Hold(reason="paused", since=T0, by=FORGED, why=HEADING + IMG, releases="resume")],
+        rollout_id="rollout/payments/2.0.0", service="payments", version="2.0.0", phase="running", waves=1, stages=[st],
+        reason=HEADING, holds=[Hold(reason="paused", since=T0, by=FORGED, why=HEADING + IMG, releases="resume " + JS_LINK)],
         audit=[AuditEntry(at=T0, who=FORGED, action="pause", detail=TERMINAL + HEADING),
                AuditEntry(at=T0, who="bob", action="approve", target="wave-1", detail=IMG)])
 
@@ -163,7 +163,7 @@ def test_the_rollout_and_stage_details_show_free_text_as_text():
 def test_the_evacuation_details_show_free_text_as_text():
     inp = EvacuationInput(service="payments", region="eu-west-1", requested_by="bob", reason=HEADING + IMG)
     state = EvacuationState.model_validate({
-        **EvacuationState.of(inp, "traffic/payments").model_dump(), "reason": JS_LINK, "waiting_for": IMG,
+        **EvacuationState.of(inp, "traffic/payments").model_dump(), "reason": JS_LINK, "doing": IMG,
         "region": "eu-west-1\n## evil", "audit": [{"at": T0, "who": "bob", "action": "evacuate", "detail": HEADING}]})
     page = rendered(evacuation_details(state))
     found = [t for t, _ in tags(page)]

@@ -8,7 +8,7 @@ from typing import Any, get_args
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 from temporalio.exceptions import ApplicationError
 
 from common.types import TERMINAL, RolloutStatus
@@ -16,6 +16,7 @@ from workflows.controls import (
     HOLD_PRECEDENCE,
     HOLD_STATUS,
     AuditEntry,
+    ControlledState,
     Controls,
     Hold,
     Stopped,
@@ -30,13 +31,12 @@ T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 PHASES = ["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
 
 
-class _State(BaseModel):
+class _State(ControlledState[str]):
+    TERMINAL = TERMINAL
     phase: str = "running"
     holds: list[Hold] = Field(default_factory=list)
     audit: list[AuditEntry] = Field(default_factory=list)
     doing: str | None = None
-    status: str = "running"
-    waiting_for: str | None = None
 
 
 holds = st.builds(Hold, reason=st.sampled_from(list(HOLD_STATUS)), since=st.just(T0), by=st.sampled_from(["bifrost", "al"]),
@@ -122,16 +122,16 @@ def test_a_second_pause_is_refused_naming_who_paused() -> None:
     c.validate_resume()
 
 
-def test_sync_derives_status_and_waiting_for_and_an_end_clears_the_holds() -> None:
+def test_status_and_waiting_for_are_computed_from_phase_and_holds_and_an_end_clears_the_holds() -> None:
     c = _controls()
     s = c.state
     s.holds.append(Hold(reason="lock", since=T0, releases="the payments lock", by="bifrost"))
-    c.sync()
-    assert (s.status, s.waiting_for) == ("queued", "the payments lock")
-    c.state.phase = "aborted"
-    c.state.holds.clear()
-    c.sync()
-    assert (s.status, s.waiting_for) == ("aborted", None)
+    assert (s.status, s.waiting_for) == ("queued", "the payments lock")  # no sync: read from the holds
+    s.holds[0].in_force = False
+    s.doing = "wave 1"
+    assert (s.status, s.waiting_for) == ("running", "wave 1")
+    c.enter("aborted")
+    assert (s.status, s.waiting_for, s.holds) == ("aborted", None, [])
 
 
 def test_every_update_payload_is_strict_and_refuses_unknown_fields() -> None:
@@ -222,3 +222,52 @@ def test_a_child_traffic_change_says_in_one_line_how_it_ended() -> None:
     done = EvacuationState(workflow_id="traffic/pay", service="pay", region="eu-west-1", status="evacuated",
                            reason="weights {}")
     assert TrafficChange(move, state=done, completed=True).line == "evacuate of eu-west-1: evacuated (weights {})"
+
+
+# -- status and waiting_for: computed, never stored --------------------------------------------------------------
+def test_every_controlled_state_computes_its_status_and_a_dump_with_it_validates_again() -> None:
+    from workflows.guard.models import GuardState
+    from workflows.revert.models import RevertState
+
+    pause = Hold(reason="paused", since=T0, by="al", releases="resume", at="before wave 2")
+    states: list[ControlledState[Any]] = [
+        RolloutState(rollout_id="r", service="s", version="1", phase="running"),
+        EvacuationState(workflow_id="traffic/p", service="p", region="eu", phase="shifting"),
+        RevertState(revert_id="revert/p/1", service="p", to_version="1", requested_by="al", phase="reverting"),
+        GuardState(workflow_id="guard/p", service="p"),
+    ]
+    for state in states:
+        working = state.status
+        state.holds.append(pause.model_copy())
+        assert (state.status, state.waiting_for) == ("paused", "resume (held before wave 2)"), type(state)
+        dumped = state.model_dump(mode="json")
+        assert (dumped["status"], dumped["waiting_for"]) == ("paused", "resume (held before wave 2)")
+        again = type(state).model_validate(dumped)  # a query's answer, a continue-as-new input, an old history
+        assert again == state and again.status == "paused"
+        again.holds.clear()
+        assert again.status == working and again.model_dump()["status"] == working
+        stale = type(state).model_validate({**dumped, "status": "failed", "waiting_for": "x"})
+        assert stale.status == "paused" and stale.waiting_for == pause.waiting_for  # the stored words are ignored
+
+
+def test_a_state_given_only_its_status_word_takes_it_as_its_phase() -> None:
+    ended = EvacuationState(workflow_id="traffic/p", service="p", region="eu", status="failed")
+    assert (ended.phase, ended.status, ended.finished) == ("failed", "failed", True)
+    held = RolloutState(rollout_id="r", service="s", version="1", status="paused")  # a hold's word, not a phase
+    assert (held.phase, held.status) == ("planning", "planning")
+    with pytest.raises(AttributeError):
+        held.status = "running"  # type: ignore[misc]  # not stored: nothing to set
+
+
+def test_each_status_list_is_its_phases_and_the_words_of_the_holds_it_places() -> None:
+    from common import vocabulary as v
+
+    for phase, status, terminal, holds_placed in (
+        (v.RolloutPhase, v.RolloutStatus, v.ROLLOUT_TERMINAL, HOLD_PRECEDENCE),
+        (v.EvacuationPhase, v.EvacuationStatus, v.EVACUATION_TERMINAL, ("paused", "approval")),
+        (v.RevertPhase, v.RevertStatus, v.REVERT_TERMINAL, ("paused", "lock")),
+        (v.GuardPhase, v.GuardStatus, v.GUARD_TERMINAL, ("paused", "approval")),
+    ):
+        assert set(get_args(status)) == set(get_args(phase)) | {HOLD_STATUS[r] for r in holds_placed}, status
+        assert terminal <= set(get_args(phase))
+    assert set(HOLD_PRECEDENCE) == set(get_args(v.HoldReason)) == set(HOLD_STATUS)

@@ -7,24 +7,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from common.types import TERMINAL, Notification
 from workflows import options
-from workflows.controls import Approval, AuditEntry, Controls, Hold, Outbox
+from workflows.controls import Approval, AuditEntry, ControlledState, Controls, Hold, Outbox
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
 
-class _State(BaseModel):
+class _State(ControlledState[str]):
+    TERMINAL = TERMINAL
     phase: str = "running"
     holds: list[Hold] = Field(default_factory=list)
     audit: list[AuditEntry] = Field(default_factory=list)
     doing: str | None = None
-    status: str = "running"
-    waiting_for: str | None = None
 
 
 @pytest.fixture
@@ -149,3 +148,21 @@ def test_a_decision_is_recorded_in_the_audit_and_releases_the_hold_it_answers(mo
     assert state.audit == [AuditEntry(at=T0, who="alice", action="approve", target="wave-2", detail="ok")]
     assert approval.decided("alice", "approve", None, "go") is None  # no hold to release: only the audit line
     assert [a.detail for a in state.audit] == ["ok", "go"]
+
+
+# -- the shared pieces of the UI's pages -------------------------------------------------------------------------
+def test_the_shared_page_pieces_render_as_the_rollout_and_evacuation_pages_did() -> None:
+    from workflows.controls.details import GAP, WHO, audit_line, link, row, when
+    from workflows.evacuation import details as evacuation_details
+    from workflows.rollout import details as rollout_details
+
+    assert rollout_details.link is link and evacuation_details.link is link and evacuation_details.WHO == WHO
+    assert WHO == "<your name>" and GAP == "\u2003"
+    assert row(["a", "b"]) == "| a\u2003 | b\u2003 |"
+    assert (when(T0), when(None)) == ("2026-12-01 09:30 UTC", "?")
+    assert link("report", "https://r.example/a.html") == "[report](https://r.example/a.html)"
+    assert link("report", "/tmp/r`x.html") == "report (`/tmp/r'x.html`)"  # a worker-local path: not a link
+    assert link("report", "javascript:alert(1)").startswith("report (`")
+    assert audit_line(AuditEntry(at=T0, who="al", action="approve", target="wave-4", detail="ok")) == \
+        "12-01 09:30 al: approve wave-4 — ok"
+    assert audit_line(AuditEntry(at=T0, who="al", action="pause")) == "12-01 09:30 al: pause"

@@ -34,7 +34,7 @@ def _state(**overrides: object) -> RolloutState:
     for st in stages:
         st.version_before = st.version_now = "1.0.0"
     state = RolloutState(rollout_id="rollout/payments/2.0.0", service="payments", version="2.0.0",
-                         status="running", waves=len(plan.waves), stages=stages)
+                         phase="running", waves=len(plan.waves), stages=stages)
     for k, v in overrides.items():
         setattr(state, k, v)
     return state
@@ -68,7 +68,7 @@ def test_waiting_at_a_gate_says_what_the_approval_releases():
         f"approving wave {prod_wave.index} releases us-east-1/prod + eu-west-1/prod, 80% of production traffic")
     gate = Hold(reason="approval", since=T0, by="bifrost", releases=f"approval of wave {prod_wave.index} (gates: us-east-1/prod)",
                 wave=prod_wave.index, gates=["us-east-1/prod"])
-    state = _state(status="awaiting_approval", holds=[gate], current_wave=prod_wave.index, waiting_for=gate.waiting_for)
+    state = _state(holds=[gate], current_wave=prod_wave.index)  # status and waiting_for: computed from the hold
     text = rollout_details(state, plan, soaking=[])
     assert f"**Waiting for:** approval of wave {prod_wave.index} (gates: us-east-1/prod) — approving wave" in text
     assert f'`approve` `{{"wave": {prod_wave.index}, "approver": "<your name>"' in text
@@ -90,7 +90,7 @@ def test_recent_actions_show_the_last_five_audit_lines():
 
 
 def test_a_finished_rollout_offers_no_actions_and_keeps_its_reason():
-    state = _state(status="rolled_back", reason="eu-west-1/prod: canary judged fail")
+    state = _state(phase="rolled_back", reason="eu-west-1/prod: canary judged fail")
     text = rollout_details(state, None, soaking=[])
     assert "**Reason:** eu-west-1/prod: canary judged fail" in text and "How to act" not in text
 
@@ -146,7 +146,8 @@ def _environment(state: RolloutState) -> str:
 
 def test_environment_is_the_furthest_one_changed_not_the_latest_wave_started():
     """Waves alternate test and prod (ap-south-1 test, prod; us-east-1 test, prod; eu-west-1 test, prod)."""
-    state = _state(status="awaiting_approval", current_wave=5)
+    state = _state(holds=[Hold(reason="approval", since=T0, by="bifrost", releases="approval of wave 5", wave=5)],
+                   current_wave=5)
     assert _environment(state) == "-"  # nothing changed yet
     state.stages[0].status = "succeeded"
     assert _environment(state) == "test"
@@ -156,12 +157,12 @@ def test_environment_is_the_furthest_one_changed_not_the_latest_wave_started():
     assert [st.environment for st in state.stages[4:]] == ["test", "prod"]
     assert _environment(state) == "prod"
     # paused after its first prod wave, before the next test wave
-    paused = _state(status="paused", current_wave=2)
+    paused = _state(holds=[Hold(reason="paused", since=T0, by="carol", releases="resume")], current_wave=2)
     paused.stages[0].status = paused.stages[1].status = "succeeded"
     assert _environment(paused) == "prod"
     # a prod stage skipped (already on the version) changed nothing; ended rollouts keep the furthest one
-    skipped = _state(status="succeeded")
+    skipped = _state(phase="succeeded")
     skipped.stages[0].status, skipped.stages[1].status = "succeeded", "skipped"
     assert _environment(skipped) == "test"
-    paused.status = "rolled_back"
+    paused.phase = "rolled_back"
     assert _environment(paused) == "prod"

@@ -8,8 +8,8 @@ conditions. The status word users see (BifrostStatus, the `status` query, the CL
 
 How a workflow uses it (the rollout, the evacuation, the revert and the region guard do):
 
-    state: carries `phase`, `holds: list[Hold]`, `audit: list[AuditEntry]`, `doing`, and the derived `status`
-           and `waiting_for` (see RolloutState, EvacuationState)
+    state: a ControlledState[MyStatus] with `TERMINAL`, `phase`, `holds: list[Hold]`, `audit: list[AuditEntry]`,
+           `doing`; its `status` and `waiting_for` are computed from them (see RolloutState, EvacuationState)
     self.controls = Controls[MyStop](self.state, noun="region guard of eu-west-1", terminal=MY_TERMINAL)
     pause, resume: pause, resume = pause_updates(holds_at="before the next step", pause="...", resume="...")
                    (the updates and their validators; the rollout, which also tells its stages, writes its own
@@ -31,11 +31,12 @@ from workflows.controls.controller import Controlled, Controls, StopT
 from workflows.controls.holds import HOLD_PRECEDENCE, HOLD_STATUS, Hold, HoldReason, find_hold, status_of, waiting_for
 from workflows.controls.outbox import Outbox
 from workflows.controls.payloads import Ack, Name, Pause, Payload, Resume, refused
+from workflows.controls.state import ControlledState
 from workflows.controls.stopping import Stopped, until
 from workflows.controls.updates import ControlledWorkflow, pause_updates, stop_update
 
 __all__ = [
-    "HOLD_PRECEDENCE", "HOLD_STATUS", "Ack", "Approval", "AuditEntry", "Controlled", "ControlledWorkflow", "Controls", "Hold",
+    "HOLD_PRECEDENCE", "HOLD_STATUS", "Ack", "Approval", "AuditEntry", "Controlled", "ControlledState", "ControlledWorkflow", "Controls", "Hold",
     "HoldReason", "Name", "Outbox", "Pause", "Payload", "Resume", "StopT", "Stopped", "audit_entry", "check_approver",
     "find_hold", "pause_updates", "refused", "status_of", "stop_update", "until", "waiting_for",
 ]

@@ -10,7 +10,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
 from workflows.controls.audit import AuditEntry, audit_entry
-from workflows.controls.holds import Hold, HoldReason, find_hold, status_of, waiting_for
+from workflows.controls.holds import Hold, HoldReason, find_hold
 from workflows.controls.payloads import refused
 from workflows.controls.stopping import Stopped, until
 
@@ -22,8 +22,12 @@ class Controlled(Protocol):
     holds: list[Hold]
     audit: list[AuditEntry]
     doing: str | None
-    status: Any  # derived: status_of(phase, holds)
-    waiting_for: str | None  # derived: waiting_for(holds, doing)
+
+    @property
+    def status(self) -> Any: ...  # computed: status_of(phase, holds) (ControlledState)
+
+    @property
+    def waiting_for(self) -> str | None: ...  # computed: waiting_for(holds, doing)
 
 
 StopT = TypeVar("StopT")
@@ -75,19 +79,12 @@ class Controls(Generic[StopT]):
         return await until(condition, timeout, summary, on_cancel=self._on_cancel)
 
     # -- phase and holds -------------------------------------------------------------------------
-    def sync(self) -> None:
-        """Derive the status word and what the workflow waits for from its phase and holds (no command)."""
-        st = self.state
-        st.status = status_of(str(st.phase), st.holds, self.terminal)
-        st.waiting_for = None if self.finished else waiting_for(st.holds, st.doing)
-
     def enter(self, phase: Any, *, doing: str | None = None) -> None:
         """Move to `phase`, doing `doing` (what it works on, shown while no hold holds it)."""
         self.state.phase = phase
         self.state.doing = doing
         if str(phase) in self.terminal:
             self.state.holds.clear()
-        self.sync()
 
     def hold(self, reason: HoldReason, *, releases: str, by: str = "bifrost", why: str = "", at: str = "",
              targets: Sequence[str] = (), in_force: bool = True, wave: int | None = None,
@@ -97,7 +94,6 @@ class Controls(Generic[StopT]):
         h = Hold(reason=reason, since=workflow.now(), by=by, why=why, releases=releases, at=at,
                  targets=list(targets), in_force=in_force, wave=wave, gates=list(gates), until=until)
         self.state.holds.append(h)
-        self.sync()
         return h
 
     def held(self, reason: HoldReason) -> Hold | None:
@@ -108,7 +104,6 @@ class Controls(Generic[StopT]):
         h = self.held(reason)
         if h is not None:
             self.state.holds.remove(h)
-            self.sync()
         return h
 
     @property
@@ -123,7 +118,6 @@ class Controls(Generic[StopT]):
         if pause is None:
             return False
         pause.in_force, pause.at = True, f"before {where}"
-        self.sync()
         publish()
         await workflow.wait_condition(lambda: self.paused is None or self.stop is not None)
         self.raise_if_stopped()
@@ -167,7 +161,7 @@ class Controls(Generic[StopT]):
     def publish(self, search_attributes: Sequence[SearchAttributeUpdate[Any]], details: str) -> None:
         """The one place a workflow sets its search attributes and current details.
 
-        Call it after `sync` (hold, release, enter call it). Upserts only when a value changed (one history event
+        The state's status and waiting_for are computed, so what it publishes is never stale. Upserts only when a value changed (one history event
         each)."""
         values = {u.key.name: u.value for u in search_attributes}
         if values != self._published:

@@ -6,10 +6,8 @@ import json
 
 from common.text import markdown as md
 from workflows.controls import find_hold
+from workflows.controls.details import WHO, link
 from workflows.evacuation.models import EVACUATION_TERMINAL, EvacuationState, StepRecord
-from workflows.rollout.details import link
-
-WHO = "<your name>"
 
 
 def how_to_act(state: EvacuationState, *, paused: bool, awaiting_approval: bool) -> list[tuple[str, dict[str, object]]]:

@@ -28,6 +28,7 @@ from common.vocabulary import EVACUATION_TERMINAL as EVACUATION_TERMINAL
 from common.vocabulary import EvacuationPhase as EvacuationPhase
 from common.vocabulary import EvacuationStatus as EvacuationStatus
 from workflows.controls import AuditEntry, Hold, Payload
+from workflows.controls.state import ControlledState
 from workflows.request import (
     MAX_ANALYSIS_MINUTES,
     MAX_APPROVAL_HOURS,
@@ -178,9 +179,10 @@ class StepRecord(BaseModel):
     reports: dict[str, str] = Field(default_factory=dict, description="region -> where its report of this look opens")
 
 
-class EvacuationState(BaseModel):
+class EvacuationState(ControlledState[EvacuationStatus]):
     """The whole evacuation or restore: plan, weights and replicas before/now, steps, audit; also the result."""
 
+    TERMINAL = EVACUATION_TERMINAL
     workflow_id: str
     service: str
     region: str
@@ -189,11 +191,9 @@ class EvacuationState(BaseModel):
     phase: EvacuationPhase = "planning"
     holds: list[Hold] = Field(default_factory=list, description="what keeps it from going on: a pause, an approval")
     doing: str | None = Field(default=None, description="what it works on now, when no hold holds it")
-    status: EvacuationStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
     reason: str = Field(default="", description="why it ended, or is where it is")
     requested_by: str = ""
     request_reason: str = ""
-    waiting_for: str | None = Field(default=None, description="derived: the hold in force, else what it is doing")
     record_set: str = ""
     receivers: list[str] = Field(default_factory=list)
     set_identifiers: dict[str, str] = Field(default_factory=dict, description="region -> set identifier")

@@ -23,6 +23,7 @@ from common.vocabulary import GUARD_TERMINAL as GUARD_TERMINAL
 from common.vocabulary import GuardPhase as GuardPhase
 from common.vocabulary import GuardStatus as GuardStatus
 from workflows.controls import AuditEntry, Hold, Payload
+from workflows.controls.state import ControlledState
 from workflows.evacuation.models import EvacuationInput
 from workflows.guard.rules import GuardRules
 from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
@@ -116,17 +117,16 @@ class Decision(BaseModel):
     reasons: list[str]
 
 
-class GuardState(BaseModel):
+class GuardState(ControlledState[GuardStatus]):
     """The guard's whole state: the `status` query's answer, carried across continue-as-new."""
 
+    TERMINAL = GUARD_TERMINAL
     workflow_id: str
     service: str
     environment: EnvKind = "prod"
     phase: GuardPhase = "watching"
     holds: list[Hold] = Field(default_factory=list)
     doing: str | None = None
-    status: GuardStatus = "watching"
-    waiting_for: str | None = None
     reason: str = ""
     look: int = 0
     runs: int = Field(default=1, description="this run's number (continue-as-new starts another)")

@@ -9,9 +9,8 @@ from temporalio.common import SearchAttributeUpdate
 
 from common.text import markdown as md
 from workflows import search
+from workflows.controls.details import AUDIT_LINES
 from workflows.revert.models import REVERT_TERMINAL, RevertState
-
-AUDIT_LINES = 5
 
 
 def revert_published(st: RevertState) -> tuple[list[SearchAttributeUpdate[Any]], str]:

@@ -22,6 +22,7 @@ from common.vocabulary import RevertPhase as RevertPhase
 from common.vocabulary import RevertRegionStatus as RegionStatus
 from common.vocabulary import RevertStatus as RevertStatus
 from workflows.controls import AuditEntry, Hold
+from workflows.controls.state import ControlledState
 from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
 
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request.py)
@@ -89,9 +90,10 @@ class RevertRegion(BaseModel):
         return StageRef(service=service, region=self.region, environment=self.environment)
 
 
-class RevertState(BaseModel):
+class RevertState(ControlledState[RevertStatus]):
     """The whole revert; also its result."""
 
+    TERMINAL = REVERT_TERMINAL
     revert_id: str
     service: str
     to_version: str
@@ -105,8 +107,6 @@ class RevertState(BaseModel):
     phase: RevertPhase = "planning"
     holds: list[Hold] = Field(default_factory=list, description="what keeps it from going on: a pause, the service lock")
     doing: str | None = None
-    status: RevertStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
-    waiting_for: str | None = None
     reason: str = Field(default="", description="why it ended, or where it is")
     regions: list[RevertRegion] = Field(default_factory=list, description="in the order they are reverted")
     current: list[str] = Field(default_factory=list, description="the stages being reverted now")

@@ -169,7 +169,6 @@ class RevertWorkflow(LockHolder):
                                                version=self.inp.to_version, waits_for=ahead))
 
     def _publish(self) -> None:
-        self.controls.sync()
         self.controls.publish(*revert_published(self.state))
 
     # -- the lock (its signal handlers and claim query: LockHolder) -------------------------------

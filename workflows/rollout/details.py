@@ -9,43 +9,25 @@ verdict and report, and whether the rollout may still roll it back.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from temporalio.common import SearchAttributeUpdate
 
 from common.text import markdown as md
-from common.text import visible, web_url
+from common.text import web_url
 from common.types import TERMINAL
 from workflows import search
-from workflows.controls import AuditEntry, find_hold
+from workflows.controls import find_hold
+from workflows.controls.details import AUDIT_LINES as AUDIT_LINES
+from workflows.controls.details import GAP as GAP
+from workflows.controls.details import WHO as WHO
+from workflows.controls.details import audit_line as audit_line
+from workflows.controls.details import link as link
+from workflows.controls.details import row as _row
+from workflows.controls.details import when as _when
 from workflows.plan import Plan
 from workflows.rollout.models import RolloutState, RolloutSummary
 from workflows.stage.models import StageState
-
-WHO = "<your name>"
-AUDIT_LINES = 5
-
-
-def _when(at: datetime | None) -> str:
-    return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "?"
-
-
-GAP = "\u2003"  # an em space after each table cell: the UI 2.54 renders tables without cell padding
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(f"{c}{GAP}" for c in cells) + " |"
-
-
-def link(text: str, url: str | None) -> str:
-    """A Markdown link when a browser can open `url`; otherwise the text, with a worker-local path in backticks."""
-    if not url:
-        return md(text)
-    if (link := web_url(url)) is not None:
-        return f"[{md(text)}]({link})"
-    path = visible(url).replace("`", "'")
-    return f"{md(text)} (`{path}`)"
 
 
 def verdict_cell(st: StageState) -> str:
@@ -101,12 +83,6 @@ def holds_at(state: RolloutState) -> str:
     if nxt and nxt <= state.waves:
         parts.append(f"before wave {nxt}")
     return " and ".join(parts) or "at the next safe point"
-
-
-def audit_line(a: AuditEntry) -> str:
-    target = f" {a.target}" if a.target else ""
-    detail = f" — {a.detail}" if a.detail else ""
-    return f"{a.at:%m-%d %H:%M} {a.who}: {a.action}{target}{detail}"
 
 
 def waiting_window(state: RolloutState) -> list[str]:

@@ -10,12 +10,14 @@ from pydantic import BaseModel, Field, computed_field
 from common.types import TERMINAL, RolloutStatus
 from common.vocabulary import RolloutPhase as RolloutPhase  # what the rollout is doing; holds are not phases
 from workflows.controls import AuditEntry, Hold, find_hold
+from workflows.controls.state import ControlledState
 from workflows.stage.models import StageState
 
 
-class RolloutState(BaseModel):
+class RolloutState(ControlledState[RolloutStatus]):
     """The whole rollout: per-stage state and versions, approvals, audit trail; also its final result."""
 
+    TERMINAL = TERMINAL
     rollout_id: str
     service: str
     version: str
@@ -23,8 +25,6 @@ class RolloutState(BaseModel):
     holds: list[Hold] = Field(default_factory=list, description="what keeps the rollout from going on: the service "
                               "lock, an approval, a deployment window, a pause (workflows/controls/)")
     doing: str | None = Field(default=None, description="what it works on now, when no hold holds it")
-    status: RolloutStatus = Field(default="planning", description="derived from phase and holds (controls.status_of)")
-    waiting_for: str | None = Field(default=None, description="derived: what the hold in force waits for")
     waves: int = 0
     current_wave: int | None = None
     current_stages: list[str] = Field(default_factory=list, description="the stages the rollout works on now")

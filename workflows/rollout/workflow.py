@@ -791,7 +791,6 @@ class RolloutWorkflow:
 
     def _publish(self) -> None:
         """Every change: the search attributes, the UI's current details and the metrics, all from the state."""
-        self.controls.sync()
         status = self.state.status
         before, since = self._metered or (None, None)
         if status != before:
