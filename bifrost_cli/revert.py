@@ -21,7 +21,7 @@ from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.problems import listing, payload_problems
 from common.text import markdown as md
-from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertState
+from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertState, starting_state
 
 STATUS_QUERY = "status"
 STARTED_WITHIN = 120.0  # seconds the command waits for the revert to pass its checks and the lock
@@ -81,18 +81,15 @@ async def start_revert(client: Any, inp: RevertInput, task_queue: str) -> Any:
     from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
     from bifrost_cli.claims import Claim, bifrost_run
-    from workflows import search
+    from workflows.revert.details import revert_search
 
     await bifrost_run(client, Claim(inp.workflow_id, REVERT_WORKFLOW, task_queue, "bifrost revert", inp.requested_by,
                                     "the revert can start"))
     return await client.start_workflow(
         REVERT_WORKFLOW, inp, id=inp.workflow_id, task_queue=task_queue, result_type=RevertState,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING, id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-        search_attributes=TypedSearchAttributes([
-            SearchAttributePair(search.SERVICE, inp.service), SearchAttributePair(search.VERSION, inp.to_version),
-            SearchAttributePair(search.STATUS, "planning"), SearchAttributePair(search.STAGE, "-"),
-            SearchAttributePair(search.ENVIRONMENT, "-"), SearchAttributePair(search.REQUESTED_BY, inp.requested_by),
-        ]),
+        search_attributes=TypedSearchAttributes([  # the workflow's own mapping, of the state it starts with
+            SearchAttributePair(u.key, u.value) for u in revert_search(starting_state(inp, inp.workflow_id))]),
         static_summary=md(f"revert {inp.service} to {inp.to_version} by {inp.requested_by}"),
         static_details=f"**revert** {md(inp.service)} to `{md(inp.to_version)}`, asked by {md(inp.requested_by)}: "
                        f"{md(inp.reason)}",

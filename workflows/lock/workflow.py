@@ -1,4 +1,5 @@
-"""One rollout per service: the lock workflow (its client, `ServiceLock`, is workflows/controls/lock_client.py).
+"""One rollout per service: the lock workflow. Its client (`ServiceLock`, and the handlers of the lock's answers) is
+workflows/controls/lock_client.py; whose word it takes (claims, recovery) is claims.py; its models are models.py.
 
 Rollouts reach the lock with signal-with-start (an activity, atomic, so racing submissions are ordered by the
 server); the lock answers each rollout with a signal: granted, refused, or superseded.
@@ -16,23 +17,12 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
-    from activities.peers import PeerActivities, PeerQuery
-    from common.lock import (
-        ACQUIRE_SIGNAL,
-        DROPPED_KEPT,
-        LOCK_CLAIM_QUERY,
-        LOCK_STATE_QUERY,
-        LOCK_WORKFLOW,
-        LockClaim,
-        LockRequest,
-        LockState,
-    )
+    from common.lock import ACQUIRE_SIGNAL, LOCK_STATE_QUERY, LOCK_WORKFLOW
     from common.types import INVALID_PAYLOAD
     from workflows import options
 
@@ -43,9 +33,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.controls.lock_client import SUPERSEDED_SIGNAL as SUPERSEDED_SIGNAL
     from workflows.controls.lock_client import LockAnswer as LockAnswer
     from workflows.controls.lock_client import ServiceLock as ServiceLock
+    from workflows.lock.claims import claim_of, recover
+    from workflows.lock.models import LockRequest, LockState, remember
     from workflows.parentage import lock_refusal
 
 IDLE_BEFORE_EXIT = timedelta(minutes=5)
+
 
 @workflow.defn(name=LOCK_WORKFLOW, failure_exception_types=options.FAIL_ON_BUGS)
 class ServiceLockWorkflow:
@@ -70,7 +63,8 @@ class ServiceLockWorkflow:
         if self.refusal is not None:
             raise ApplicationError(self.refusal, type=INVALID_PAYLOAD, non_retryable=True)
         if self.recovering:
-            await self._recover()
+            if await recover(self.state, self.recovered):
+                self._grant_next()  # waiting rollouts whose holder has ended
             self.recovering = False
         while True:
             await self._flush()
@@ -97,34 +91,6 @@ class ServiceLockWorkflow:
                 await self._flush()
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state, initial_versioning_behavior=options.upgrade_on_continue_as_new())
-
-    async def _recover(self) -> None:
-        """Take back the holder and the queue from the claims of the service's running rollouts and reverts on this
-        queue, each by its own word (a terminated lock run took its state with it); the queue keeps their order."""
-        try:
-            found = await workflow.execute_activity_method(
-                LockActivities.recover_claims, self.state.service,
-                summary=f"who holds or waits for the {self.state.service} lock?", **options.CONFIRM,
-            )
-        except ActivityError as err:
-            self.state.log.append(f"could not recover the claims of running rollouts ({err.cause or err}); "
-                                  "starting empty")
-            return
-        for req in found.holders:
-            if self.state.holder is None:
-                self.state.holder = req
-                self.state.log.append(f"recovered holder {req.workflow_id} (its own claim: granted)")
-            else:
-                self.state.log.append(f"{req.workflow_id} also claims to hold the lock; {self.state.holder.workflow_id}, "
-                                      "started first, is recovered as the holder")
-        for req in found.waiting:
-            if all(q.workflow_id != req.workflow_id for q in self.state.queue):
-                self.state.queue.append(req)
-                self.recovered.add(req.workflow_id)
-                self.state.log.append(f"recovered {req.workflow_id} waiting (its own claim: waiting)")
-        for why in found.skipped:
-            self.state.log.append(f"not recovered: {why}")
-        self._grant_next()  # waiting rollouts whose holder has ended
 
     async def _check_holder(self) -> None:
         """A rollout that was terminated never releases the lock: free it so the queue moves on."""
@@ -155,7 +121,7 @@ class ServiceLockWorkflow:
     async def acquire(self, req: LockRequest) -> None:
         await workflow.wait_condition(lambda: not self.recovering)
         async with self.confirming:
-            claim, why = await self._claim(req.workflow_id)
+            claim, why = await claim_of(self.state.service, req.workflow_id)
             if claim is not None and claim.status != "waiting":
                 why = f"{req.workflow_id} is not waiting for the lock (its request is {claim.status})"
             elif claim is not None and claim.request != req:
@@ -191,16 +157,16 @@ class ServiceLockWorkflow:
         if req.policy == "reject":
             self.state.log.append(f"refused {req.workflow_id}: {busy} is active")
             reason = f"{busy} is already rolling out {self.state.service}"
-            _remember(self.state.refused, req.workflow_id, reason)
+            remember(self.state.refused, req.workflow_id, reason)
             self.outbox.append((req.workflow_id, REFUSED_SIGNAL, reason))
         elif req.policy == "supersede":
             for waiting in self.state.queue:
-                _remember(self.state.superseded, waiting.workflow_id, req.version)
+                remember(self.state.superseded, waiting.workflow_id, req.version)
                 self.outbox.append((waiting.workflow_id, SUPERSEDED_SIGNAL, req.version))
             self.state.queue = [req]
             if holder is not None:
                 self.state.log.append(f"{req.workflow_id} supersedes {holder.workflow_id}")
-                _remember(self.state.superseded, holder.workflow_id, req.version)
+                remember(self.state.superseded, holder.workflow_id, req.version)
                 self.outbox.append((holder.workflow_id, SUPERSEDED_SIGNAL, req.version))
             self._grant_next()
         else:
@@ -217,7 +183,7 @@ class ServiceLockWorkflow:
             if not holds and all(q.workflow_id != workflow_id for q in self.state.queue):
                 self.state.log.append(f"release from {workflow_id}: it neither holds nor waits for the lock; nothing to do")
                 return
-            claim, why = await self._claim(workflow_id)
+            claim, why = await claim_of(self.state.service, workflow_id)
             if claim is not None and claim.status in ("waiting", "granted"):
                 why = f"{workflow_id} still {'holds' if claim.status == 'granted' else 'waits for'} the lock"
             elif claim is None and why and "no such workflow" not in why:
@@ -238,34 +204,6 @@ class ServiceLockWorkflow:
         else:
             self.state.queue = [q for q in self.state.queue if q.workflow_id != workflow_id]
 
-    async def _claim(self, workflow_id: str) -> tuple[LockClaim | None, str]:
-        """The rollout's own account of its lock request, or None and why there is none."""
-        try:
-            answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query=LOCK_CLAIM_QUERY),
-                summary=f"confirm with {workflow_id}", **options.CONFIRM,
-            )
-        except ActivityError as err:
-            return None, f"could not ask it ({err.cause or err})"
-        if not answer.found:
-            return None, "no such workflow"  # ended and gone, or never existed
-        if answer.error is not None:
-            return None, f"it is not a rollout waiting for a lock ({answer.error})"
-        try:
-            claim = LockClaim.model_validate(answer.answer)
-        except ValidationError:
-            return None, "its answer is not a lock claim"
-        if claim.request.workflow_id != workflow_id or claim.request.service != self.state.service:
-            return None, f"it claims a lock for {claim.request.service}, not this one"
-        return claim, ""
-
     @workflow.query(name=LOCK_STATE_QUERY, description="Who holds the service lock, who waits, whom it refused or superseded.")
     def lock_state(self) -> LockState:
         return self.state
-
-
-def _remember(record: dict[str, str], workflow_id: str, what: str) -> None:
-    """Note a refusal or supersession; only the latest DROPPED_KEPT are kept (the lock lives on through continue-as-new)."""
-    record[workflow_id] = what
-    while len(record) > DROPPED_KEPT:
-        del record[next(iter(record))]

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from common.text import Identity
 from common.traffic.models import HealthInterval
-from common.types import EnvKind, StageKey, stage_key
+from common.types import EnvKind, StageKey, StageRef, stage_key
 from common.vocabulary import REVERT_TERMINAL as REVERT_TERMINAL
 from common.vocabulary import RevertPhase as RevertPhase
 from common.vocabulary import RevertRegionStatus as RegionStatus
@@ -85,6 +86,9 @@ class RevertRegion(BaseModel):
     def key(self) -> str:
         return stage_key(self.region, self.environment)
 
+    def ref(self, service: str) -> StageRef:
+        return StageRef(service=service, region=self.region, environment=self.environment)
+
 
 class RevertState(ControlledState[RevertStatus]):
     """The whole revert; also its result."""
@@ -112,3 +116,18 @@ class RevertState(ControlledState[RevertStatus]):
 
     def row(self, key: str) -> RevertRegion | None:
         return next((r for r in self.regions if r.key == key), None)
+
+
+def starting_state(inp: RevertInput, revert_id: str) -> RevertState:
+    """A revert's state before it has read its release: the workflow's first, and what `bifrost revert` starts the
+    run's search attributes from (workflows/revert/details.py)."""
+    return RevertState(revert_id=revert_id, service=inp.service, to_version=inp.to_version, requested_by=inp.requested_by,
+                       request_reason=inp.reason, evacuate=inp.evacuate, on_conflict=inp.on_conflict)
+
+
+@dataclass(frozen=True)
+class RevertStop:
+    """Why the revert ends early: its final status and the reason."""
+
+    status: RevertPhase
+    reason: str

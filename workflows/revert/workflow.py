@@ -20,57 +20,30 @@ patch aborted-revert-ends-canceled); any other stop ends Failed with the state a
 from __future__ import annotations
 
 import asyncio
-import json
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.deploy import DeployActivities
-    from activities.errors import error_text
-    from activities.models import RollbackInput, StageOnly
-    from activities.notify import NotifyActivities
-    from activities.releases import ReleaseActivities, ReleaseFound, ReleaseQuery
-    from activities.traffic.messages import HealthInput, RegionHealth
-    from activities.traffic.shift import TrafficActivities
-    from canary.config import JudgeConfig
     from common import notices
     from common.failures import INVALID_REQUEST, OUTCOME_FAILURE_TYPES
-    from common.text import markdown as md
-    from common.types import MetricWindow, Notification, StageRef
-    from workflows import options, search
-    from workflows.controls import Controls, Stopped, pause_updates, stop_update
+    from workflows import options
+    from workflows.controls import Controls, Outbox, Stopped, pause_updates, stop_update
     from workflows.controls.ending import CANCEL_REASON, end_canceled, name_canceller
     from workflows.controls.lock_client import LockHolder, ServiceLock
-    from workflows.evacuation.models import EvacuationInput, EvacuationState
-    from workflows.evacuation.workflow import run_traffic_change
-    from workflows.plan import PlanError, build_plan
     from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest
-    from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertPhase, RevertRegion, RevertState
-    from workflows.rollout.models import RolloutState
+    from workflows.revert.details import revert_published
+    from workflows.revert.find import NotRevertible, find_release, read_versions, take
+    from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertState, RevertStop, starting_state
+    from workflows.revert.regions import Regions
     from workflows.rollout.updates import Abort
 
 FAILURE_TYPES = {**OUTCOME_FAILURE_TYPES, "invalid": INVALID_REQUEST}
-AUDIT_LINES = 5
 # A queued revert tells people which rollout it waits behind (a timer, a lock query and a notify activity).
 QUEUED_NOTICE_AFTER = timedelta(seconds=10)  # as a rollout's: a lock not granted by then is held by a running rollout
-
-
-@dataclass(frozen=True)
-class RevertStop:
-    """Why the revert ends early: its final status and the reason."""
-
-    status: RevertPhase
-    reason: str
-
-
-class _Invalid(Exception):
-    """Internal: the input does not fit the release (or there is none); refused before anything is deployed."""
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)
@@ -81,16 +54,14 @@ class RevertWorkflow(LockHolder):
     def __init__(self, inp: RevertInput) -> None:
         self.inp = inp
         info = workflow.info()
-        self.state = RevertState(revert_id=info.workflow_id, service=inp.service, to_version=inp.to_version,
-                                 requested_by=inp.requested_by, request_reason=inp.reason, evacuate=inp.evacuate,
-                                 on_conflict=inp.on_conflict)
+        self.state = starting_state(inp, info.workflow_id)
         self.controls: Controls[RevertStop] = Controls(
             self.state, noun="revert", terminal=REVERT_TERMINAL, stop_word=lambda stop: stop.status,
             on_cancel=self._cancel_requested)
         self.lock = ServiceLock(info.workflow_id, inp.service, inp.to_version, inp.on_conflict)
         self.release: RolloutRequest | None = None
-        self._outbox: list[asyncio.Future[Any]] = []
-        self._watchers: list[asyncio.Future[Any]] = []  # notices that wait for a hold to last (queued)
+        self.outbox = Outbox()
+        self._queued_notice: asyncio.Future[Any] | None = None  # a notice sent if the lock is not granted soon
 
     def _cancel_requested(self) -> None:
         self.controls.halt(RevertStop("aborted", CANCEL_REASON))
@@ -107,7 +78,7 @@ class RevertWorkflow(LockHolder):
             await self._revert()
         except Stopped:
             pass
-        except _Invalid as bad:
+        except NotRevertible as bad:
             self.controls.halt(RevertStop("invalid", f"refused, nothing was deployed: {bad}"))
         except asyncio.CancelledError:
             self.controls.halt(RevertStop("aborted", CANCEL_REASON))
@@ -120,17 +91,19 @@ class RevertWorkflow(LockHolder):
         return await self._end()
 
     async def _revert(self) -> None:
-        self._take(await self._find(settled=False))  # refuse a bad input at once, even when it would queue
+        # refuse a bad input at once, even when it would queue
+        self.release = take(await find_release(self.inp, self.controls, settled=False), self.inp, self.state)
         self.controls.hold("lock", releases=f"the {self.inp.service} lock (a rollout of {self.inp.service} may be running)")
         self._publish()
         if self.inp.on_conflict == "queue":
-            self._watchers.append(asyncio.ensure_future(self._notice_if_queued()))
+            self._queued_notice = asyncio.ensure_future(self._notice_if_queued())
         acquired = await self.lock.acquire(give_up=lambda: self.controls.stopping, answered=self._lock_answered)
         self.controls.release("lock")
         if not acquired:
             raise Stopped()
         before = self.state.release
-        self._take(await self._find(settled=True))  # under the lock: the release cannot change any more
+        # under the lock: the release cannot change any more
+        self.release = take(await find_release(self.inp, self.controls, settled=True), self.inp, self.state)
         if self.state.release != before:
             self.controls.audit("bifrost", "release", self.state.release, f"{before} was the latest when the revert "
                                 "was asked for; the rollout it waited for ended since, and is the one undone")
@@ -138,205 +111,8 @@ class RevertWorkflow(LockHolder):
         self._publish()
         self._tell(notices.REVERT_STARTED, f"reverting {len(self.state.regions)} stages of {self.state.release} "
                    f"({self.state.release_version}) to {self.inp.to_version}: {self.inp.reason}")
-        await self._inventory()
-        for wave in sorted({r.wave for r in self.state.regions}, reverse=True):
-            await self.controls.wait_unpaused(f"wave {wave}", self._publish)
-            rows = [r for r in self.state.regions if r.wave == wave]
-            if self.inp.evacuate:  # one traffic change of a service at a time: one region after the other
-                for row in rows:
-                    await self._one(row)
-                    self.controls.raise_if_stopped()
-            else:
-                await asyncio.gather(*(self._one(row) for row in rows))
-            self.controls.raise_if_stopped()
-
-    # -- the release -------------------------------------------------------------------------------
-    async def _find(self, *, settled: bool) -> ReleaseFound:
-        try:
-            found = await workflow.execute_activity_method(
-                ReleaseActivities.find_release,
-                ReleaseQuery(service=self.inp.service, rollout_id=self.inp.release, settled=settled,
-                             to_version=self.inp.to_version),
-                summary=f"find the release of {self.inp.service} to undo", **options.RELEASE)
-        except ActivityError as err:
-            self.controls.halt(RevertStop("failed", f"nothing was deployed: could not read the release to undo "
-                                                    f"({error_text(err)})"))
-            raise Stopped() from None
-        if not found.found:
-            problem = found.problem
-            if not problem.startswith("release:"):
-                problem = f"service: {problem}"
-            raise _Invalid(problem)
-        return found
-
-    def _take(self, found: ReleaseFound) -> None:
-        """Check the input against the release and lay out its stages, last wave first."""
-        rid, inp = found.rollout_id, self.inp
-        try:
-            req = RolloutRequest.model_validate_json(json.dumps(found.request))
-        except ValidationError:
-            raise _Invalid(f"release: the request of {rid} could not be read; name another with --release") from None
-        state: RolloutState | None = None
-        if found.state is not None:
-            try:
-                state = RolloutState.model_validate(found.state)
-            except ValidationError:
-                state = None
-        if state is not None and state.stages:
-            stages = [(st.region, st.environment, st.wave, st.version_before) for st in state.stages]
-        else:  # a final state without stages (the reader returns no run without a state of its own): its plan says
-            try:
-                plan = build_plan(req, now=workflow.now())
-            except PlanError as err:
-                raise _Invalid(f"release: {rid} left no state and its plan cannot be rebuilt ({err})") from None
-            stages = [(s.region, s.environment, w.index, None) for w in plan.waves for s in w.stages]
-        known = ({v for *_, v in stages if v} | set(found.earlier_versions)) - {req.version}
-        keys = [f"{r}/{e}" for r, e, _, _ in stages]
-        problems = []
-        if inp.to_version == req.version:
-            problems.append(f"to_version: {inp.to_version} is the version {rid} rolled out; go back to one it replaced "
-                            f"({', '.join(sorted(known)) or 'none known'})")
-        elif inp.to_version not in known:
-            problems.append(f"to_version: {inp.to_version} is not a version {inp.service} ran before {rid}; versions to "
-                            f"go back to: {', '.join(sorted(known)) or 'none known'}")
-        unknown = [k for k in inp.stages if k not in keys]
-        if unknown:
-            problems.append(f"stages: {', '.join(unknown)} not in {rid}; its stages: {', '.join(keys)}")
-        if problems:
-            raise _Invalid("; ".join(problems))
-        self.release = req
-        self.state.release, self.state.release_version = rid, req.version
-        self.state.known_versions = sorted(known)
-        chosen = [(r, e, w) for r, e, w, _ in stages if not inp.stages or f"{r}/{e}" in inp.stages]
-        self.state.regions = [RevertRegion(region=r, environment=e, wave=w)
-                              for r, e, w in sorted(reversed(chosen), key=lambda s: -s[2])]
-
-    async def _inventory(self) -> None:
-        """Read the version every region runs before anything changes (its health is judged on that version)."""
-
-        async def read(row: RevertRegion) -> None:
-            row.version_before = row.version_now = await workflow.execute_local_activity_method(
-                DeployActivities.current_version, StageOnly(stage=self._ref(row)),
-                summary=f"read version in {row.key}", **options.QUICK_LOCAL)
-
-        outcomes = await asyncio.gather(*(read(r) for r in self.state.regions), return_exceptions=True)
-        errors = [o for o in outcomes if isinstance(o, BaseException)]
-        if errors:
-            self.controls.halt(RevertStop("failed", f"nothing was deployed: could not read the current versions: "
-                                                    f"{error_text(errors[0])}"))
-            raise Stopped()
-
-    # -- one region --------------------------------------------------------------------------------
-    async def _one(self, row: RevertRegion) -> None:
-        """Evacuate (if asked), deploy the version, restore, judge its health against its own window before."""
-        v = self.inp.to_version
-        if row.version_before == v:
-            row.status, row.health = "skipped", f"already on {v}"
-            self.controls.audit("bifrost", "skip", row.key, f"already runs {v}")
-            self._publish()
-            return
-        if self.controls.stopping:
-            return
-        row.started_at = before = workflow.now()
-        self.state.current = sorted({*self.state.current, row.key})
-        evacuated = None
-        if self.inp.evacuate and row.environment == "prod":
-            evacuated = await self._evacuate(row)
-        row.status = "deploying"
-        self._publish()
-        try:
-            await workflow.execute_activity_method(
-                DeployActivities.rollback,
-                RollbackInput(stage=self._ref(row), to_version=v, image=self.inp.image,
-                              reason=f"revert by {self.inp.requested_by}: {self.inp.reason}"),
-                summary=f"revert {row.key} to {v}", **options.ROLLBACK)
-        except ActivityError as err:
-            row.status, row.version_now = "failed", None
-            return self._stop_at(row, f"could not deploy {v} in {row.key}: {error_text(err)}"
-                                      + (f"; its traffic is still evacuated ({row.traffic})" if evacuated else ""))
-        row.version_now, row.deployed_at = v, workflow.now()
-        self.controls.audit("bifrost", "deployed", row.key, f"{row.version_before} → {v}")
-        if evacuated is not None and not await self._restore(row, evacuated):
-            row.status = "failed"
-            return self._stop_at(row, f"{row.key} runs {v} but its traffic did not come back: {row.traffic}")
-        await self._check(row, before)
-
-    async def _check(self, row: RevertRegion, before: Any) -> None:
-        """Wait out the health window, then judge the region's primary on it against its window just before."""
-        assert self.release is not None
-        e, canary = self.release.evacuation, self.release.canary
-        minutes = self.inp.health_minutes or e.health_check_minutes
-        interval = self.inp.health_interval_seconds or e.health_interval_seconds
-        window = timedelta(minutes=minutes)
-        row.status = "checking"
-        self._publish()
-        start = workflow.now()
-        await workflow.sleep(window, summary=f"health window of {row.key} on {self.inp.to_version}")
-        judge: JudgeConfig = canary.judge.model_copy(update={"min_samples": e.min_samples})
-        try:
-            health = await workflow.execute_activity_method(
-                TrafficActivities.check_health,
-                HealthInput(service=self.inp.service, environment=row.environment,
-                            regions=[RegionHealth(region=row.region, metrics=canary.metrics)],
-                            baseline_window=MetricWindow(start=before - window, end=before, interval_seconds=interval),
-                            window=MetricWindow(start=start, end=workflow.now(), interval_seconds=interval),
-                            judge=judge, look=1, max_looks=1, baseline_version=row.version_before),
-                summary=f"health of {self.inp.to_version} in {row.key}", **options.ANALYSIS)
-        except ActivityError as err:
-            row.status = "failed"
-            return self._stop_at(row, f"could not check the health of {row.key}: {error_text(err)}")
-        row.health, row.ended_at = health.summary, workflow.now()
-        if health.alarm:
-            row.status = "unhealthy"
-            return self._stop_at(row, f"{row.key} is not healthy on {self.inp.to_version} against its own window "
-                                      f"before the revert: {health.summary}")
-        row.status = "reverted"
-        self.state.current = [k for k in self.state.current if k != row.key]
-        self.controls.audit("bifrost", "healthy", row.key, health.summary)
-        self._publish()
-
-    def _stop_at(self, row: RevertRegion, why: str) -> None:
-        """Stop before the next region, saying what is left on the release's version."""
-        left = [r.key for r in self.state.regions if r.status == "pending"]
-        rest = (f"; not reverted yet (still on {self.state.release_version}): {', '.join(left)}" if left
-                else "; every other region was reverted")
-        self.controls.audit("bifrost", "stop", row.key, why)
-        self.controls.halt(RevertStop("failed", f"stopped at {row.key}: {why}{rest}"))
-        self._publish()
-
-    # -- traffic: evacuate a production region first, bring its traffic back after the deploy --------
-    async def _traffic(self, move: EvacuationInput, key: str) -> tuple[EvacuationState | None, str]:
-        """Run an evacuation or restore as a child workflow; its state (or None) and one line on how it ended."""
-        run = await run_traffic_change(move, summary=f"{move.direction} {move.region} for {self.inp.service} (revert of {key})")
-        return run.state, run.line
-
-    async def _evacuate(self, row: RevertRegion) -> EvacuationState | None:
-        assert self.release is not None
-        row.status = "evacuating"
-        self._publish()
-        move = EvacuationInput.for_stage(
-            self.release.evacuation, self.release.canary.judge, service=self.inp.service, region=row.region,
-            environment=row.environment, reason=f"revert of {row.key} to {self.inp.to_version}: {self.inp.reason}",
-        ).model_copy(update={"requested_by": self.inp.requested_by})
-        state, how = await self._traffic(move, row.key)
-        if state is not None and state.status == "evacuated":
-            row.traffic = f"evacuated (weights {state.weights_before} → {state.weights_now})"
-            return state
-        row.traffic = f"{how}; reverted without evacuating"
-        self.controls.audit("bifrost", "not-evacuated", row.key, how)
-        return None
-
-    async def _restore(self, row: RevertRegion, evacuated: EvacuationState) -> bool:
-        row.status = "restoring_traffic"
-        self._publish()
-        restore = evacuated.restore_input(requested_by=self.inp.requested_by,
-                                          reason=f"{self.inp.to_version} deployed in {row.key} (revert)")
-        state, how = await self._traffic(restore, row.key)
-        if state is not None and state.status == "restored":
-            row.traffic += f"; restored (weights {state.weights_now})"
-            return True
-        row.traffic += f"; {how}; restore it with `bifrost restore {row.region} --service {self.inp.service}`"
-        return False
+        await read_versions(self.inp, self.state, self.controls)
+        await Regions(self.inp, self.release, self.state, self.controls, self._publish).revert_all()
 
     # -- the end -----------------------------------------------------------------------------------
     async def _end(self) -> RevertState:
@@ -352,10 +128,11 @@ class RevertWorkflow(LockHolder):
         self._publish()
         if status == "reverted":
             self._tell(notices.REVERT_FINISHED, reason)
-        elif status in ("failed", "aborted") and self._changed():
+        elif status in ("failed", "aborted") and any(r.status != "pending" for r in self.state.regions):
             self._tell(notices.REVERT_FAILED, f"{status}: {reason}")
-        await asyncio.gather(*self._watchers, return_exceptions=True)  # each ends once the lock is not held
-        await asyncio.gather(*self._outbox, return_exceptions=True)
+        if self._queued_notice is not None:  # it ends once the lock is not waited for
+            await asyncio.gather(self._queued_notice, return_exceptions=True)
+        await self.outbox.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if status == "aborted":
             await end_canceled(self.state, "revert")  # Canceled, its state in the memo (returns if it cannot)
@@ -363,22 +140,12 @@ class RevertWorkflow(LockHolder):
             raise ApplicationError(f"revert {status}: {reason}", self.state, type=FAILURE_TYPES[status], non_retryable=True)
         return self.state
 
-    def _changed(self) -> bool:
-        return any(r.status != "pending" for r in self.state.regions)
-
-    # -- plumbing ----------------------------------------------------------------------------------
-    def _ref(self, row: RevertRegion) -> StageRef:
-        return StageRef(service=self.inp.service, region=row.region, environment=row.environment)
-
+    # -- telling people and publishing ---------------------------------------------------------------
     def _tell(self, event: str, text: str) -> None:
         """Tell people (chat webhooks) without waiting: a notice never delays or fails the revert."""
-        self._tell_notice(notices.revert(revert_id=self.state.revert_id, service=self.inp.service,
-                                         version=self.inp.to_version, event=event, text=text,
-                                         stages=[r.key for r in self.state.regions]))
-
-    def _tell_notice(self, n: Notification) -> None:
-        self._outbox.append(asyncio.ensure_future(workflow.execute_activity_method(
-            NotifyActivities.notify, n, summary=f"notify {n.event}", **options.NOTIFY)))
+        self.outbox.send(notices.revert(revert_id=self.state.revert_id, service=self.inp.service,
+                                        version=self.inp.to_version, event=event, text=text,
+                                        stages=[r.key for r in self.state.regions]))
 
     def _waiting_for_lock(self) -> bool:
         return self.controls.held("lock") is not None and not self.controls.stopping
@@ -398,20 +165,11 @@ class RevertWorkflow(LockHolder):
         self.controls.hold("lock", releases=f"the {self.inp.service} lock, held by {behind}")
         self.controls.audit("bifrost", "queued", None, f"behind {behind}; starts when it ends")
         self._publish()
-        self._tell_notice(notices.revert_queued(revert_id=self.state.revert_id, service=self.inp.service,
-                                                version=self.inp.to_version, waits_for=ahead))
+        self.outbox.send(notices.revert_queued(revert_id=self.state.revert_id, service=self.inp.service,
+                                               version=self.inp.to_version, waits_for=ahead))
 
     def _publish(self) -> None:
-        st = self.state
-        envs = {r.environment for r in st.regions if r.key in st.current}
-        self.controls.publish([
-            search.SERVICE.value_set(st.service),
-            search.VERSION.value_set(st.to_version),
-            search.STATUS.value_set(st.status),
-            search.STAGE.value_set(", ".join(st.current) or "-"),
-            search.ENVIRONMENT.value_set("prod" if "prod" in envs else "test" if envs else "-"),
-            search.REQUESTED_BY.value_set(st.requested_by),
-        ], revert_details(st))
+        self.controls.publish(*revert_published(self.state))
 
     # -- the lock (its signal handlers and claim query: LockHolder) -------------------------------
     def _refused_by_lock(self, reason: str) -> None:
@@ -439,25 +197,3 @@ class RevertWorkflow(LockHolder):
 
     abort = stop_update(Abort, _abort, description='Stop before the next region; regions already reverted stay '
                         'reverted. JSON: {"by": "alice", "reason": "why"}.')
-
-
-def revert_details(st: RevertState) -> str:
-    """The UI's Current Details: the release undone, each region (last wave first), what it waits for, the audit."""
-    lines = [f"**revert** {md(st.service)} → `{md(st.to_version)}` — **{st.status}**",
-             f"undoes {md(st.release or '?')} ({md(st.release_version or '?')}); asked by {md(st.requested_by)}: "
-             f"{md(st.request_reason)}" + (" (evacuating production regions)" if st.evacuate else "")]
-    if st.waiting_for:
-        lines.append(f"waiting for: {md(st.waiting_for)}")
-    if st.reason:
-        lines.append(f"reason: {md(st.reason)}")
-    if st.regions:
-        lines += ["", "| stage | wave | status | before → now | health | traffic |", "|---|---|---|---|---|---|"]
-        lines += [f"| {md(r.key)} | {r.wave} | {r.status} | {md(r.version_before or '?')} → {md(r.version_now or '?')} | "
-                  f"{md(r.health) or '–'} | {md(r.traffic) or '–'} |" for r in st.regions]
-    if st.status not in REVERT_TERMINAL:
-        lines += ["", 'Act: More actions → Update → `pause` / `resume` / `abort` with {"by": "<your name>", "reason": "..."}']
-    if st.audit:
-        lines += ["", "last actions:"]
-        lines += [f"- {a.at:%H:%M:%S} {md(a.who)}: {md(a.action)} {md(a.target or '')} {md(a.detail)}".rstrip()
-                  for a in st.audit[-AUDIT_LINES:]]
-    return "\n".join(lines)

@@ -1,0 +1,53 @@
+"""What a revert shows of itself: its search attributes and the UI's Current Details, pure functions of its state,
+used by the workflow (every publish) and by `bifrost revert` (the attributes it starts the run with)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from temporalio.common import SearchAttributeUpdate
+
+from common.text import markdown as md
+from workflows import search
+from workflows.controls.details import AUDIT_LINES
+from workflows.revert.models import REVERT_TERMINAL, RevertState
+
+
+def revert_published(st: RevertState) -> tuple[list[SearchAttributeUpdate[Any]], str]:
+    """The revert's search attributes and its Current Details."""
+    return revert_search(st), revert_details(st)
+
+
+def revert_search(st: RevertState) -> list[SearchAttributeUpdate[Any]]:
+    """Service, version, status, the stages being reverted, the furthest environment among them, who asked."""
+    envs = {r.environment for r in st.regions if r.key in st.current}
+    return [
+        search.SERVICE.value_set(st.service),
+        search.VERSION.value_set(st.to_version),
+        search.STATUS.value_set(st.status),
+        search.STAGE.value_set(", ".join(st.current) or "-"),
+        search.ENVIRONMENT.value_set("prod" if "prod" in envs else "test" if envs else "-"),
+        search.REQUESTED_BY.value_set(st.requested_by),
+    ]
+
+
+def revert_details(st: RevertState) -> str:
+    """The UI's Current Details: the release undone, each region (last wave first), what it waits for, the audit."""
+    lines = [f"**revert** {md(st.service)} → `{md(st.to_version)}` — **{st.status}**",
+             f"undoes {md(st.release or '?')} ({md(st.release_version or '?')}); asked by {md(st.requested_by)}: "
+             f"{md(st.request_reason)}" + (" (evacuating production regions)" if st.evacuate else "")]
+    if st.waiting_for:
+        lines.append(f"waiting for: {md(st.waiting_for)}")
+    if st.reason:
+        lines.append(f"reason: {md(st.reason)}")
+    if st.regions:
+        lines += ["", "| stage | wave | status | before → now | health | traffic |", "|---|---|---|---|---|---|"]
+        lines += [f"| {md(r.key)} | {r.wave} | {r.status} | {md(r.version_before or '?')} → {md(r.version_now or '?')} | "
+                  f"{md(r.health) or '–'} | {md(r.traffic) or '–'} |" for r in st.regions]
+    if st.status not in REVERT_TERMINAL:
+        lines += ["", 'Act: More actions → Update → `pause` / `resume` / `abort` with {"by": "<your name>", "reason": "..."}']
+    if st.audit:
+        lines += ["", "last actions:"]
+        lines += [f"- {a.at:%H:%M:%S} {md(a.who)}: {md(a.action)} {md(a.target or '')} {md(a.detail)}".rstrip()
+                  for a in st.audit[-AUDIT_LINES:]]
+    return "\n".join(lines)
