@@ -25,14 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from common.lock import ACQUIRE_SIGNAL, LOCK_STATE_QUERY, LOCK_WORKFLOW
     from common.types import INVALID_PAYLOAD
     from workflows import options
-
-    # the rollout's names from here until it imports workflows.controls.lock_client itself
-    from workflows.controls.lock_client import GRANTED_SIGNAL as GRANTED_SIGNAL
-    from workflows.controls.lock_client import REFUSED_SIGNAL as REFUSED_SIGNAL
-    from workflows.controls.lock_client import RELEASE_SIGNAL
-    from workflows.controls.lock_client import SUPERSEDED_SIGNAL as SUPERSEDED_SIGNAL
-    from workflows.controls.lock_client import LockAnswer as LockAnswer
-    from workflows.controls.lock_client import ServiceLock as ServiceLock
+    from workflows.controls.lock_client import GRANTED_SIGNAL, REFUSED_SIGNAL, RELEASE_SIGNAL, SUPERSEDED_SIGNAL
     from workflows.lock.claims import claim_of, recover
     from workflows.lock.models import LockRequest, LockState, remember
     from workflows.parentage import lock_refusal
