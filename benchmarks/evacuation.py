@@ -29,7 +29,8 @@ from worker.build import build_worker  # noqa: E402
 from worker.converter import DATA_CONVERTER  # noqa: E402
 from worker.server import DEV_SERVER_FLAGS  # noqa: E402
 from workflows import search  # noqa: E402
-from workflows.evacuation.models import EvacuationInput, EvacuationState  # noqa: E402
+from workflows.evacuation.models import EvacuationState
+from workflows.evacuation.settings import EvacuationInput
 from workflows.evacuation.workflow import EvacuationWorkflow  # noqa: E402
 
 TARGET_SECONDS = 600.0

@@ -52,7 +52,7 @@ from benchmarks.failover import free_port, wait_for_pollers  # noqa: E402
 from common.types import StageRef  # noqa: E402
 from worker.connect import connect  # noqa: E402
 from worker.server import start_dev_server  # noqa: E402
-from workflows.evacuation.models import evacuation_id  # noqa: E402
+from workflows.evacuation.settings import evacuation_id
 from workflows.guard.models import GuardInput, GuardState, StopGuard, guard_id  # noqa: E402
 from workflows.guard.workflow import RegionGuardWorkflow  # noqa: E402
 

@@ -12,7 +12,7 @@ import click
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_OK, EXIT_ROLLED_BACK
 from bifrost_cli.guard import quiet_window
 from bifrost_cli.traffic import _csv_ints, _fail, _identity, _run, validated
-from workflows.drill.workflow import DrillInput, drill_id
+from workflows.drill.models import DrillInput, drill_id
 
 DRILL_HELP = """Practise evacuations: each region in turn evacuated and restored, on a schedule.
 
@@ -77,8 +77,9 @@ async def run_drill(inp: DrillInput, *, wait: bool, task_queue: str) -> int:
 
     from bifrost_cli.claims import Claim, bifrost_run
     from worker.connect import connect
-    from workflows.drill.workflow import DrillReport, DrillWorkflow
-    from workflows.evacuation.models import evacuation_id
+    from workflows.drill.models import DrillReport
+    from workflows.drill.workflow import DrillWorkflow
+    from workflows.evacuation.settings import evacuation_id
 
     client = await connect()
     # the drill moves traffic under traffic/<service>: a run there no Bifrost worker will run would refuse every step

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import get_args
 
 from common.types import RolloutStatus
-from workflows.revert.models import RevertStatus
+from common.vocabulary import RevertStatus
 
 ROLLOUT_WORKFLOW = "RolloutWorkflow"  # RolloutWorkflow's workflow type
 REVERT_WORKFLOW = "RevertWorkflow"  # `bifrost revert`: listed beside the rollouts it undoes

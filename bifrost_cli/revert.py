@@ -21,7 +21,8 @@ from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.problems import listing, payload_problems
 from common.text import markdown as md
-from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertState, starting_state
+from common.vocabulary import REVERT_TERMINAL
+from workflows.revert.models import RevertInput, RevertState, starting_state
 
 STATUS_QUERY = "status"
 STARTED_WITHIN = 120.0  # seconds the command waits for the revert to pass its checks and the lock

@@ -22,7 +22,8 @@ from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.text import markdown as md
 from common.text import terminal
-from workflows.evacuation.models import EvacuationInput, EvacuationState, aborted_message, evacuation_id
+from workflows.evacuation.models import EvacuationState, aborted_message
+from workflows.evacuation.settings import EvacuationInput, evacuation_id
 
 TRAFFIC_EXIT_CODES = """\b
 Exit codes:

@@ -32,9 +32,7 @@ from canary.config import JudgeConfig, MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
 from common.text import MAX_IDENTITY, Identity
-from common.traffic.models import MAX_REGIONS as MAX_REGIONS  # one bound for a request and a traffic change
-from common.traffic.models import MAX_SERVICE_LEN as MAX_SERVICE_LEN
-from common.traffic.models import HealthInterval
+from common.traffic.models import MAX_REGIONS, MAX_SERVICE_LEN, HealthInterval
 from common.traffic.plan import step_problems
 from common.traffic.settings import HealthCheckMinutes, TrafficChangeSettings
 from common.types import ENV_KINDS, REGION_NAME, ConcurrencyPolicy, EnvKind, RollbackScope, StageKey, stage_key

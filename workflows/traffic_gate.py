@@ -34,7 +34,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import TrafficActivities
     from common.types import EnvKind
     from workflows import options
-    from workflows.evacuation.models import EvacuationState, evacuation_id
+    from workflows.evacuation.models import EvacuationState
+    from workflows.evacuation.settings import evacuation_id
 
 GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
 EVACUATION_TYPE, GUARD_TYPE = "EvacuationWorkflow", "RegionGuardWorkflow"  # the only types asked at those ids

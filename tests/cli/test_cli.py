@@ -363,7 +363,7 @@ def test_list_status_takes_every_status_of_every_listed_kind_and_says_them():
 
     from bifrost_cli.listed import LISTED, REVERT_WORKFLOW, ROLLOUT_WORKFLOW
     from common.types import RolloutStatus
-    from workflows.revert.models import RevertStatus
+    from common.vocabulary import RevertStatus
 
     assert LISTED == {ROLLOUT_WORKFLOW: get_args(RolloutStatus), REVERT_WORKFLOW: get_args(RevertStatus)}
     help_text = " ".join(run("list", "--help").output.split())

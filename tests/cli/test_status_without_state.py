@@ -17,7 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID
 from bifrost_cli.main import cli
 from tests.workflows.helpers import fleet, running_worker
-from workflows.evacuation.models import evacuation_id
+from workflows.evacuation.settings import evacuation_id
 from workflows.guard.models import guard_id
 from workflows.revert.models import revert_id
 

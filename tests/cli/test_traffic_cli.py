@@ -9,7 +9,7 @@ from bifrost_cli import traffic
 from bifrost_cli.main import cli
 from tests.cli.test_cli import _closed_port
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_registry, wait_for
-from workflows.evacuation.models import EvacuationInput, evacuation_id
+from workflows.evacuation.settings import EvacuationInput, evacuation_id
 from workflows.evacuation.workflow import EvacuationWorkflow
 
 

@@ -16,7 +16,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 
 from bifrost_cli import traffic
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_registry, wait_for
-from workflows.evacuation.models import AbortShift, EvacuationInput, evacuation_id
+from workflows.evacuation.models import AbortShift
+from workflows.evacuation.settings import EvacuationInput, evacuation_id
 from workflows.evacuation.workflow import EvacuationWorkflow
 from workflows.rollout.updates import Pause, Resume
 

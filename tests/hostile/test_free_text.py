@@ -29,7 +29,8 @@ from common.text import identity_problem, markdown, slack, terminal, web_url
 from tests.workflows.helpers import make_request
 from workflows.controls import AuditEntry, Hold
 from workflows.evacuation.details import evacuation_details
-from workflows.evacuation.models import AbortShift, EvacuationInput, EvacuationState
+from workflows.evacuation.models import AbortShift, EvacuationState
+from workflows.evacuation.settings import EvacuationInput
 from workflows.request import RequestError
 from workflows.rollout.details import rollout_details
 from workflows.rollout.models import RolloutState
@@ -80,7 +81,7 @@ def test_an_update_with_a_bad_identity_is_refused_naming_the_field(model, payloa
 
 
 def test_the_how_to_act_placeholder_is_refused_if_sent_unedited():
-    from workflows.rollout.details import WHO
+    from workflows.controls.details import WHO
 
     with pytest.raises(ValidationError, match="approver"):
         Approve.model_validate({"wave": 1, "approver": WHO})

@@ -23,7 +23,7 @@ from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.revert_helpers import FAST
 from tests.workflows.test_guard import fleet_with
 from tests.workflows.test_revert import _released
-from workflows.evacuation.models import EvacuationInput, evacuation_id
+from workflows.evacuation.settings import EvacuationInput, evacuation_id
 from workflows.evacuation.workflow import EvacuationWorkflow
 from workflows.guard.models import guard_id
 from workflows.guard.workflow import RegionGuardWorkflow

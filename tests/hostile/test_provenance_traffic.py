@@ -34,8 +34,10 @@ from common.failures import INVALID_REQUEST
 from tests.workflows.evacuation_helpers import evacuation, running_worker, service, simulated_registry, wait_for
 from tests.workflows.test_drill import ALL_WEEK, drill_input
 from tests.workflows.test_guard import guard_input
-from workflows.drill.workflow import DrillReport, DrillWorkflow, drill_id
-from workflows.evacuation.models import AbortShift, EvacuationState, evacuation_id
+from workflows.drill.models import DrillReport, drill_id
+from workflows.drill.workflow import DrillWorkflow
+from workflows.evacuation.models import AbortShift, EvacuationState
+from workflows.evacuation.settings import evacuation_id
 from workflows.evacuation.workflow import EvacuationWorkflow
 from workflows.guard.models import GuardState, RegionWatch, guard_id
 from workflows.guard.workflow import RegionGuardWorkflow

@@ -18,7 +18,7 @@ from activities.adapters.reports import report_key
 from activities.adapters.targets import TargetsError, load_targets
 from activities.models import ReportInput
 from common.lock import LockState
-from workflows.evacuation.models import EvacuationInput
+from workflows.evacuation.settings import EvacuationInput
 from workflows.request import RequestError, RolloutRequest, load_request
 from workflows.rollout.updates import Approve, Pause
 from workflows.stage.models import StageInput

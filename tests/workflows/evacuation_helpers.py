@@ -17,7 +17,8 @@ from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from activities.adapters.targets import parse_targets
 from tests.conftest import shared_render_pool
 from worker.build import build_worker
-from workflows.evacuation.models import EvacuationInput, EvacuationState
+from workflows.evacuation.models import EvacuationState
+from workflows.evacuation.settings import EvacuationInput
 from workflows.evacuation.workflow import EvacuationWorkflow
 
 REGIONS = ("us-east-1", "eu-west-1", "ap-south-1")

@@ -46,7 +46,8 @@ from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.converter import DATA_CONVERTER
 from worker.server import DEV_SERVER_FLAGS
 from workflows import search
-from workflows.evacuation.models import AbortShift, ApproveShift, evacuation_id
+from workflows.evacuation.models import AbortShift, ApproveShift
+from workflows.evacuation.settings import evacuation_id
 from workflows.evacuation.workflow import EvacuationWorkflow
 from workflows.guard.models import ApproveGuard, StopGuard
 from workflows.guard.workflow import RegionGuardWorkflow

@@ -16,8 +16,10 @@ from temporalio.worker import Worker
 
 with workflow.unsafe.imports_passed_through():
     from common.types import stage_key
+    from workflows.stage.context import PROGRESS_SIGNAL
     from workflows.stage.models import StageConclusion, StageInput, StageOrders, StageState
-    from workflows.stage.workflow import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY, StageWorkflow
+    from workflows.stage.orders import STAGE_ORDERS_QUERY
+    from workflows.stage.workflow import StageWorkflow
 
 
 @workflow.defn(name="TestStageParent")

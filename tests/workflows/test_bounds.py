@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from bifrost_cli.ops import outcome
+from common.traffic.models import MAX_SERVICE_LEN
 from tests.workflows.helpers import METRICS, fleet, running_worker, start
 from workflows.plan import build_plan
 from workflows.request import (
     MAX_ANALYSIS_MINUTES,
     MAX_APPROVAL_HOURS,
     MAX_LOOKS,
-    MAX_SERVICE_LEN,
     MAX_SOAK_HOURS,
     MIN_LOOK_MINUTES,
     RolloutRequest,
@@ -114,7 +114,7 @@ async def test_the_longest_approval_timeout_is_a_timer(ts_env, task_queue, tmp_p
 def test_every_traffic_change_input_takes_the_same_headroom_and_health_interval_bounds_with_its_own_default() -> None:
     from pydantic import BaseModel, ValidationError
 
-    from workflows.evacuation.models import EvacuationInput
+    from workflows.evacuation.settings import EvacuationInput
     from workflows.guard.models import GuardEvacuation
     from workflows.request import EvacuationSettings
     from workflows.revert.models import RevertInput

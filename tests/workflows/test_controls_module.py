@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError
 from temporalio.exceptions import ApplicationError
 
 from common.types import TERMINAL, RolloutStatus
+from common.vocabulary import EVACUATION_TERMINAL
 from workflows.controls import (
     HOLD_PRECEDENCE,
     HOLD_STATUS,
@@ -23,7 +24,7 @@ from workflows.controls import (
     status_of,
     waiting_for,
 )
-from workflows.evacuation.models import EVACUATION_TERMINAL, AbortShift, EvacuationState
+from workflows.evacuation.models import AbortShift, EvacuationState
 from workflows.rollout.models import RolloutState
 from workflows.rollout.updates import Pause
 
@@ -211,8 +212,8 @@ def test_the_shared_validators_refuse_a_stopping_workflow() -> None:
 
 
 def test_a_child_traffic_change_says_in_one_line_how_it_ended() -> None:
-    from workflows.evacuation.models import EvacuationInput
-    from workflows.evacuation.workflow import TrafficChange
+    from workflows.evacuation.child import TrafficChange
+    from workflows.evacuation.settings import EvacuationInput
 
     move = EvacuationInput(service="pay", region="eu-west-1", requested_by="bifrost")
     assert TrafficChange(move, busy=True).line == ("could not evacuate eu-west-1: another traffic change of pay is "

@@ -154,9 +154,9 @@ def test_a_decision_is_recorded_in_the_audit_and_releases_the_hold_it_answers(mo
 def test_the_shared_page_pieces_render_as_the_rollout_and_evacuation_pages_did() -> None:
     from workflows.controls.details import GAP, WHO, audit_line, link, row, when
     from workflows.evacuation import details as evacuation_details
-    from workflows.rollout import details as rollout_details
+    from workflows.stage import details as stage_details
 
-    assert rollout_details.link is link and evacuation_details.link is link and evacuation_details.WHO == WHO
+    assert stage_details.link is link and evacuation_details.link is link and evacuation_details.WHO == WHO
     assert WHO == "<your name>" and GAP == "\u2003"
     assert row(["a", "b"]) == "| a\u2003 | b\u2003 |"
     assert (when(T0), when(None)) == ("2026-12-01 09:30 UTC", "?")

@@ -13,7 +13,8 @@ import pytest
 from bifrost_cli import drill as drill_cli
 from tests.workflows.evacuation_helpers import running_worker, service
 from tests.workflows.test_guard import fleet_with
-from workflows.drill.workflow import DrillInput, DrillReport, DrillWorkflow, drill_id
+from workflows.drill.models import DrillInput, DrillReport, drill_id
+from workflows.drill.workflow import DrillWorkflow
 
 DRILL_DEADLINE = 120.0  # a drill that does not end fails its test instead of hanging the suite
 

@@ -17,7 +17,8 @@ from activities.adapters.simulated import FleetScenario, SimulatedFleet, Version
 from activities.adapters.targets import parse_targets
 from common.types import StageRef
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_targets
-from workflows.evacuation.models import EvacuationState, evacuation_id
+from workflows.evacuation.models import EvacuationState
+from workflows.evacuation.settings import evacuation_id
 from workflows.guard.models import ApproveGuard, GuardInput, GuardState, StopGuard
 from workflows.guard.workflow import RegionGuardWorkflow
 

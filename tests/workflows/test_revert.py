@@ -179,7 +179,8 @@ async def test_an_unknown_service_and_a_hand_typed_bad_input_are_refused(env, ta
 async def test_evacuate_moves_a_production_regions_traffic_away_before_its_deploy_and_back_after(env, task_queue, tmp_path):
     from tests.workflows.evacuation_helpers import running_worker as traffic_worker
     from tests.workflows.evacuation_helpers import simulated_registry
-    from workflows.evacuation.models import EvacuationState, evacuation_id
+    from workflows.evacuation.models import EvacuationState
+    from workflows.evacuation.settings import evacuation_id
 
     client = env.client
     registry, f = simulated_registry(ttl=1)

@@ -18,7 +18,7 @@ from bifrost_cli.traffic import traffic_moves
 from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry
 from tests.workflows.helpers import make_request, start
 from workflows import search
-from workflows.evacuation.models import evacuation_id
+from workflows.evacuation.settings import evacuation_id
 from workflows.evacuation.workflow import EvacuationWorkflow
 from workflows.request import RequestError, parse_request
 from workflows.rollout.models import RolloutState

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from canary.config import MetricResult
 from workflows.evacuation.details import evacuation_details, wait_line
-from workflows.evacuation.models import EvacuationInput, EvacuationState, HealthValue, StepRecord
+from workflows.evacuation.models import EvacuationState, HealthValue, StepRecord
+from workflows.evacuation.settings import EvacuationInput
 
 
 def _state(direction: str = "evacuate", **health: object) -> EvacuationState:

@@ -188,7 +188,7 @@ def test_a_region_that_has_its_share_is_not_restored_again():
 
 def test_a_hand_started_restores_hpa_floors_are_refused_out_of_bounds():
     """restore_to.min_replicas becomes an HPA's minReplicas: the workflow refuses 0 or absurd floors, naming the field."""
-    from workflows.evacuation.models import EvacuationInput
+    from workflows.evacuation.settings import EvacuationInput
 
     def restore(floors: dict[str, int]) -> list[str]:
         return EvacuationInput.model_validate({

@@ -11,7 +11,8 @@ from pydantic import BaseModel, ValidationError
 
 from common.traffic.settings import MAX_SAMPLES, TrafficChangeSettings
 from workflows.drill.models import DrillInput
-from workflows.evacuation.models import EvacuationInput, EvacuationState
+from workflows.evacuation.models import EvacuationState
+from workflows.evacuation.settings import EvacuationInput
 from workflows.guard.models import GuardInput
 from workflows.request import EvacuationSettings, RequestError, load_request, parse_request
 

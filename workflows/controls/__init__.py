@@ -25,10 +25,11 @@ How a workflow uses it (the rollout, the evacuation, the revert and the region g
 
 from __future__ import annotations
 
+from common.vocabulary import HOLD_PRECEDENCE, HOLD_STATUS, HoldReason
 from workflows.controls.approval import Approval, check_approver
 from workflows.controls.audit import AuditEntry, audit_entry
 from workflows.controls.controller import Controlled, Controls, StopT
-from workflows.controls.holds import HOLD_PRECEDENCE, HOLD_STATUS, Hold, HoldReason, find_hold, status_of, waiting_for
+from workflows.controls.holds import Hold, find_hold, status_of, waiting_for
 from workflows.controls.outbox import Outbox
 from workflows.controls.payloads import Ack, Name, Pause, Payload, Resume, refused
 from workflows.controls.state import ControlledState

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from common.text import visible
+from common.vocabulary import HoldReason
 from workflows.controls.controller import Controls
-from workflows.controls.holds import Hold, HoldReason
+from workflows.controls.holds import Hold
 from workflows.controls.payloads import refused
 
 

@@ -9,8 +9,9 @@ from typing import Any, Generic, Protocol, TypeVar
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
+from common.vocabulary import HoldReason
 from workflows.controls.audit import AuditEntry, audit_entry
-from workflows.controls.holds import Hold, HoldReason, find_hold
+from workflows.controls.holds import Hold, find_hold
 from workflows.controls.payloads import refused
 from workflows.controls.stopping import Stopped, until
 

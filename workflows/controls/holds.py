@@ -9,9 +9,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
-from common.vocabulary import HOLD_PRECEDENCE as HOLD_PRECEDENCE
-from common.vocabulary import HOLD_STATUS as HOLD_STATUS
-from common.vocabulary import HoldReason as HoldReason
+from common.vocabulary import HOLD_PRECEDENCE, HOLD_STATUS, HoldReason
 
 
 class Hold(BaseModel):

@@ -9,10 +9,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from common.text import Identity
+from common.traffic.models import MAX_SERVICE_LEN
 from common.traffic.settings import lift
 from common.types import EnvKind
 from workflows.guard.models import GuardEvacuation, GuardRules
-from workflows.request import MAX_SERVICE_LEN, DeployWindow, TimeZone
+from workflows.request import DeployWindow, TimeZone
 
 DrillOutcome = Literal["drilled", "skipped", "failed"]
 

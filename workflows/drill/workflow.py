@@ -20,12 +20,10 @@ with workflow.unsafe.imports_passed_through():
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
     from common.types import INVALID_REQUEST, Notification
     from workflows import options
-    from workflows.drill.models import DrillInput as DrillInput  # callers import the models from here too
-    from workflows.drill.models import DrillOutcome, RegionDrill
-    from workflows.drill.models import DrillReport as DrillReport
-    from workflows.drill.models import drill_id as drill_id
+    from workflows.drill.models import DrillInput, DrillOutcome, DrillReport, RegionDrill, drill_id
     from workflows.evacuation.child import run_traffic_change
-    from workflows.evacuation.models import EvacuationInput, EvacuationState
+    from workflows.evacuation.models import EvacuationState
+    from workflows.evacuation.settings import EvacuationInput
     from workflows.provenance import require_drill_id
 
 

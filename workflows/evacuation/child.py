@@ -12,7 +12,8 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError, Workflow
 with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
     from activities.traffic.shift import REFUSED
-    from workflows.evacuation.models import EvacuationInput, EvacuationState, evacuation_id
+    from workflows.evacuation.models import EvacuationState
+    from workflows.evacuation.settings import EvacuationInput, evacuation_id
 
 # The workflow type, by name: this module sits below the workflow (whose callers import it from here).
 EVACUATION_WORKFLOW = "EvacuationWorkflow"

@@ -9,10 +9,11 @@ import json
 from temporalio.common import SearchAttributePair
 
 from common.text import markdown as md
+from common.vocabulary import EVACUATION_TERMINAL
 from workflows import search
 from workflows.controls import find_hold
 from workflows.controls.details import WHO, link
-from workflows.evacuation.models import EVACUATION_TERMINAL, EvacuationState, StepRecord
+from workflows.evacuation.models import EvacuationState, StepRecord
 
 
 def how_to_act(state: EvacuationState, *, paused: bool, awaiting_approval: bool) -> list[tuple[str, dict[str, object]]]:

@@ -18,9 +18,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import REFUSED, TrafficActivities
     from common import notices
     from common.types import EVACUATION_FAILED, OUTCOME_FAILURE_TYPES
+    from common.vocabulary import EvacuationPhase
     from workflows.controls.ending import end_canceled, name_canceller
     from workflows.evacuation.calls import READ, text
-    from workflows.evacuation.models import EvacuationPhase, EvacuationState, aborted_message
+    from workflows.evacuation.models import EvacuationState, aborted_message
     from workflows.evacuation.progress import Progress
     from workflows.evacuation.scale import raised_floors, scale_back
     from workflows.evacuation.shift import Alarm, set_weights

@@ -18,13 +18,10 @@ from common.traffic.models import RestoreTarget, TrafficDirection, TrafficPlan
 from common.traffic.plan import DEFAULT_STEPS
 from common.traffic.settings import TrafficChangeSettings
 from common.types import EnvKind
-from common.vocabulary import EVACUATION_TERMINAL as EVACUATION_TERMINAL
-from common.vocabulary import EvacuationPhase as EvacuationPhase
-from common.vocabulary import EvacuationStatus as EvacuationStatus
+from common.vocabulary import EVACUATION_TERMINAL, EvacuationPhase, EvacuationStatus
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.controls.state import ControlledState
-from workflows.evacuation.settings import EvacuationInput as EvacuationInput  # callers import it from here
-from workflows.evacuation.settings import evacuation_id as evacuation_id
+from workflows.evacuation.settings import EvacuationInput
 
 
 class HealthValue(BaseModel):

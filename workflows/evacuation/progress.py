@@ -14,9 +14,11 @@ with workflow.unsafe.imports_passed_through():
     from common import metrics, notices
     from common.traffic.models import TrafficPlan
     from common.types import StageRef
+    from common.vocabulary import EvacuationPhase
     from workflows.controls import Approval, Controls, Outbox
     from workflows.evacuation.details import evacuation_view
-    from workflows.evacuation.models import AbortShift, ApproveShift, EvacuationInput, EvacuationPhase, EvacuationState
+    from workflows.evacuation.models import AbortShift, ApproveShift, EvacuationState
+    from workflows.evacuation.settings import EvacuationInput
 
 
 class Progress:

@@ -20,25 +20,17 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.traffic.shift import TrafficActivities
+    from common.vocabulary import EVACUATION_TERMINAL, EvacuationPhase
     from workflows import options
     from workflows.controls import Ack, Controls, Stopped, pause_updates, stop_update
     from workflows.evacuation import ending
     from workflows.evacuation.approval import await_approval, check_approval, take_approval
-    from workflows.evacuation.calls import PLAN as PLAN  # the guard plans with the same options (workflows/guard)
-    from workflows.evacuation.calls import refused, text
-    from workflows.evacuation.child import TrafficChange as TrafficChange  # where callers found it before
-    from workflows.evacuation.child import run_traffic_change as run_traffic_change
-    from workflows.evacuation.models import (
-        EVACUATION_TERMINAL,
-        AbortShift,
-        ApproveShift,
-        EvacuationInput,
-        EvacuationPhase,
-        EvacuationState,
-    )
+    from workflows.evacuation.calls import PLAN, refused, text
+    from workflows.evacuation.models import AbortShift, ApproveShift, EvacuationState
     from workflows.evacuation.prewarm import prewarm
     from workflows.evacuation.progress import Progress
     from workflows.evacuation.scale import scale_down
+    from workflows.evacuation.settings import EvacuationInput
     from workflows.evacuation.shift import Alarm, shift
 
 _text = text  # the guard reads an activity's failure with it (workflows/guard)

@@ -8,8 +8,9 @@ from temporalio import workflow
 
 from common.traffic.models import RestoreTarget
 from common.traffic.plan import probe_weights
-from workflows.evacuation.models import EvacuationInput, EvacuationState, evacuation_id
-from workflows.evacuation.workflow import run_traffic_change
+from workflows.evacuation.child import run_traffic_change
+from workflows.evacuation.models import EvacuationState
+from workflows.evacuation.settings import EvacuationInput, evacuation_id
 from workflows.guard.models import RegionWatch
 from workflows.guard.proposals import Proposals
 from workflows.guard.records import GUARD, GuardRecords

@@ -9,7 +9,8 @@ from temporalio.exceptions import ActivityError
 
 from activities.guard import GuardActivities
 from activities.guard_models import GuardLookInput, GuardLookResult
-from workflows.evacuation.workflow import PLAN, _text
+from workflows.evacuation.calls import PLAN
+from workflows.evacuation.workflow import _text
 from workflows.guard.models import GuardState, RegionWatch
 from workflows.guard.records import GuardRecords
 from workflows.guard.rules import home_weights

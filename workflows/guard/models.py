@@ -17,16 +17,14 @@ from activities.guard_models import Readiness
 from canary.config import MetricSpec
 from canary.guard import GuardJudge, Streak
 from common.text import Identity
-from common.traffic.models import Steps
+from common.traffic.models import MAX_SERVICE_LEN, Steps
 from common.traffic.settings import TrafficChangeSettings, lift
 from common.types import EnvKind
-from common.vocabulary import GUARD_TERMINAL as GUARD_TERMINAL
-from common.vocabulary import GuardPhase as GuardPhase
-from common.vocabulary import GuardStatus as GuardStatus
+from common.vocabulary import GUARD_TERMINAL, GuardPhase, GuardStatus
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.controls.state import ControlledState
-from workflows.evacuation.models import EvacuationInput
-from workflows.request import MAX_SERVICE_LEN, MAX_TEXT, DeployWindow, Region, TimeZone
+from workflows.evacuation.settings import EvacuationInput
+from workflows.request import MAX_TEXT, DeployWindow, Region, TimeZone
 from workflows.windows import is_open
 
 DEFAULT_GUARD_STEPS = [50, 10, 0]  # a restore walks back through 10% (the probe), 50%, 100%

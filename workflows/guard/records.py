@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from common.vocabulary import GuardPhase
 from workflows.controls import Controls, Outbox
 from workflows.guard.details import guard_view
-from workflows.guard.models import Decision, GuardInput, GuardPhase, GuardState, StopGuard
+from workflows.guard.models import Decision, GuardInput, GuardState, StopGuard
 
 GUARD = "region-guard"  # who the guard's own actions are recorded as
 

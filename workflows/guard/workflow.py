@@ -23,20 +23,13 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from common.types import INVALID_REQUEST
+    from common.vocabulary import GUARD_TERMINAL
     from workflows import options
     from workflows.controls import Ack, Controls, Stopped, pause_updates, stop_update
     from workflows.guard.actions import Actions
     from workflows.guard.decide import decide
     from workflows.guard.look import look
-    from workflows.guard.models import (
-        GUARD_TERMINAL,
-        ApproveGuard,
-        DismissGuard,
-        GuardInput,
-        GuardState,
-        StopGuard,
-        guard_id,
-    )
+    from workflows.guard.models import ApproveGuard, DismissGuard, GuardInput, GuardState, StopGuard, guard_id
     from workflows.guard.proposals import Proposals
     from workflows.guard.records import GuardRecords
     from workflows.provenance import refuse_start, require_continued, require_id

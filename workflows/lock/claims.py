@@ -11,9 +11,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
     from activities.peers import PeerActivities, PeerQuery
-    from common.lock import LOCK_CLAIM_QUERY
+    from common.lock import LOCK_CLAIM_QUERY, LockClaim, LockState
     from workflows import options
-    from workflows.lock.models import LockClaim, LockState
 
 
 async def claim_of(service: str, workflow_id: str) -> tuple[LockClaim | None, str]:

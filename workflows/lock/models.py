@@ -4,10 +4,6 @@ activities/lock.py) reads them too and may not import a workflow; here is what t
 from __future__ import annotations
 
 from common.lock import DROPPED_KEPT
-from common.lock import LockClaim as LockClaim
-from common.lock import LockRequest as LockRequest
-from common.lock import LockState as LockState
-from common.lock import RecoveredClaims as RecoveredClaims
 
 
 def remember(record: dict[str, str], workflow_id: str, what: str) -> None:

@@ -22,12 +22,12 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
-    from common.lock import ACQUIRE_SIGNAL, LOCK_STATE_QUERY, LOCK_WORKFLOW
+    from common.lock import ACQUIRE_SIGNAL, LOCK_STATE_QUERY, LOCK_WORKFLOW, LockRequest, LockState
     from common.types import INVALID_PAYLOAD
     from workflows import options
     from workflows.controls.lock_client import GRANTED_SIGNAL, REFUSED_SIGNAL, RELEASE_SIGNAL, SUPERSEDED_SIGNAL
     from workflows.lock.claims import claim_of, recover
-    from workflows.lock.models import LockRequest, LockState, remember
+    from workflows.lock.models import remember
     from workflows.parentage import lock_refusal
 
 IDLE_BEFORE_EXIT = timedelta(minutes=5)

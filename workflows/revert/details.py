@@ -8,9 +8,10 @@ from typing import Any
 from temporalio.common import SearchAttributeUpdate
 
 from common.text import markdown as md
+from common.vocabulary import REVERT_TERMINAL
 from workflows import search
 from workflows.controls.details import AUDIT_LINES
-from workflows.revert.models import REVERT_TERMINAL, RevertState
+from workflows.revert.models import RevertState
 
 
 def revert_published(st: RevertState) -> tuple[list[SearchAttributeUpdate[Any]], str]:

@@ -15,15 +15,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from common.text import Identity
-from common.traffic.models import HealthInterval
+from common.traffic.models import MAX_SERVICE_LEN, HealthInterval
 from common.types import EnvKind, StageKey, StageRef, stage_key
-from common.vocabulary import REVERT_TERMINAL as REVERT_TERMINAL
-from common.vocabulary import RevertPhase as RevertPhase
+from common.vocabulary import REVERT_TERMINAL, RevertPhase, RevertStatus
 from common.vocabulary import RevertRegionStatus as RegionStatus
-from common.vocabulary import RevertStatus as RevertStatus
 from workflows.controls import AuditEntry, Hold
 from workflows.controls.state import ControlledState
-from workflows.request import MAX_SERVICE_LEN, MAX_TEXT
+from workflows.request import MAX_TEXT
 
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request.py)
 

@@ -21,8 +21,9 @@ with workflow.unsafe.imports_passed_through():
     from common.types import MetricWindow
     from workflows import options
     from workflows.controls import Controls
-    from workflows.evacuation.models import EvacuationInput, EvacuationState
-    from workflows.evacuation.workflow import run_traffic_change
+    from workflows.evacuation.child import run_traffic_change
+    from workflows.evacuation.models import EvacuationState
+    from workflows.evacuation.settings import EvacuationInput
     from workflows.request import RolloutRequest
     from workflows.revert.models import RevertInput, RevertRegion, RevertState, RevertStop
 

@@ -29,6 +29,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from common import notices
     from common.failures import INVALID_REQUEST, OUTCOME_FAILURE_TYPES
+    from common.vocabulary import REVERT_TERMINAL
     from workflows import options
     from workflows.controls import Controls, Outbox, Stopped, pause_updates, stop_update
     from workflows.controls.ending import CANCEL_REASON, end_canceled, name_canceller
@@ -37,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.request import RolloutRequest
     from workflows.revert.details import revert_published
     from workflows.revert.find import NotRevertible, find_release, read_versions, take
-    from workflows.revert.models import REVERT_TERMINAL, RevertInput, RevertState, RevertStop, starting_state
+    from workflows.revert.models import RevertInput, RevertState, RevertStop, starting_state
     from workflows.revert.regions import Regions
     from workflows.rollout.updates import Abort
 

@@ -16,12 +16,13 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from common import metrics
     from common.types import TERMINAL, RolloutStatus
+    from common.vocabulary import RolloutPhase
     from workflows.controls import Approval, Controls, Outbox, refused
     from workflows.controls.ending import CANCEL_REASON
     from workflows.plan import Plan
     from workflows.request import RolloutRequest
     from workflows.rollout.details import published
-    from workflows.rollout.models import RolloutPhase, RolloutState, Stop
+    from workflows.rollout.models import RolloutState, Stop
     from workflows.stage.models import StageOrders, StageState
 
 

@@ -18,11 +18,7 @@ from common.text import markdown as md
 from common.types import TERMINAL
 from workflows import search
 from workflows.controls import find_hold
-from workflows.controls.details import AUDIT_LINES as AUDIT_LINES
-from workflows.controls.details import GAP as GAP
-from workflows.controls.details import WHO as WHO
-from workflows.controls.details import audit_line as audit_line
-from workflows.controls.details import link as link
+from workflows.controls.details import AUDIT_LINES, WHO, audit_line
 from workflows.controls.details import row as _row
 from workflows.controls.details import when as _when
 from workflows.plan import Plan

@@ -9,7 +9,7 @@ from datetime import datetime
 from pydantic import BaseModel, Field, computed_field
 
 from common.types import TERMINAL, RollbackScope, RolloutStatus
-from common.vocabulary import RolloutPhase as RolloutPhase  # what the rollout is doing; holds are not phases
+from common.vocabulary import RolloutPhase
 from workflows.controls import AuditEntry, Hold, find_hold
 from workflows.controls.state import ControlledState
 from workflows.stage.models import StageState

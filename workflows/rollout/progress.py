@@ -17,8 +17,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.rollout.context import Rollout
     from workflows.rollout.holds import Holds
+    from workflows.stage.context import PROGRESS_SIGNAL
     from workflows.stage.models import StageDetail, StageState
-    from workflows.stage.workflow import PROGRESS_SIGNAL
 
 
 class Progress:

@@ -44,8 +44,9 @@ with workflow.unsafe.imports_passed_through():
         SkipSoak,
     )
     from workflows.rollout.waits import Waits
+    from workflows.stage.context import PROGRESS_SIGNAL
     from workflows.stage.models import StageOrders, StageState
-    from workflows.stage.workflow import PROGRESS_SIGNAL, STAGE_ORDERS_QUERY
+    from workflows.stage.orders import STAGE_ORDERS_QUERY
 
 
 @workflow.defn(failure_exception_types=options.FAIL_ON_BUGS)

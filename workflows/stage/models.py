@@ -13,11 +13,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from canary.config import JudgeResult, MonitorResult, StagePlace
+from common.traffic.models import MAX_SERVICE_LEN
 from common.types import EnvKind, StageStatus, stage_key
 from workflows.controls import AuditEntry
 from workflows.request import (
     _NAME,
-    MAX_SERVICE_LEN,
     MAX_SOAK_HOURS,
     MAX_WAVE,
     MAX_WHO,

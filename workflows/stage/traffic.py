@@ -18,8 +18,9 @@ from activities.traffic.messages import HealthInput, RegionHealth
 from activities.traffic.shift import TrafficActivities
 from common.types import MetricWindow
 from workflows import options
-from workflows.evacuation.models import EvacuationInput, EvacuationState
-from workflows.evacuation.workflow import run_traffic_change
+from workflows.evacuation.child import run_traffic_change
+from workflows.evacuation.models import EvacuationState
+from workflows.evacuation.settings import EvacuationInput
 from workflows.stage.context import StageContext
 
 

@@ -27,11 +27,9 @@ with workflow.unsafe.imports_passed_through():
     from common.types import INVALID_PAYLOAD
     from workflows import options
     from workflows.parentage import stage_refusal
-    from workflows.stage.context import PROGRESS_SIGNAL as PROGRESS_SIGNAL  # re-exported: the rollout's names
     from workflows.stage.context import Failed, StageContext
     from workflows.stage.judge import Judge
     from workflows.stage.models import HoldDecision, StageConclusion, StageDetail, StageInput, StageState
-    from workflows.stage.orders import STAGE_ORDERS_QUERY as STAGE_ORDERS_QUERY  # re-exported, as PROGRESS_SIGNAL
     from workflows.stage.orders import Orders
     from workflows.stage.rollback import Rollback
     from workflows.stage.soak import Soak
