@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
 from bifrost_cli.ops import outcome
@@ -111,6 +112,22 @@ async def attributes(handle: WorkflowHandle) -> dict[str, str]:
             if pair.key.name.startswith("Bifrost")}
 
 
+async def published_attributes(handle: WorkflowHandle) -> list[dict[str, str]]:
+    """The rollout's Bifrost search attributes after each upsert in its own history, in order."""
+    converter = DataConverter.default.payload_converter
+    now: dict[str, str] = {}
+    seen = []
+    async for event in handle.fetch_history_events():
+        if event.event_type != EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+            continue
+        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        for name, payload in fields.items():
+            if name.startswith("Bifrost"):
+                now[name] = str(converter.from_payloads([payload])[0])
+        seen.append(dict(now))
+    return seen
+
+
 async def attributes_when(handle: WorkflowHandle, pred, timeout: float = 30.0) -> dict[str, str]:
     """The rollout's search attributes once `pred` holds for them, or the last seen after `timeout` seconds."""
     deadline = asyncio.get_running_loop().time() + timeout
@@ -133,13 +150,16 @@ async def test_search_attributes_and_the_bold_row_follow_the_rollout(env, task_q
         assert "**ap-south-1/prod**" in details and "**ap-south-1/test**" not in details
         await h.execute_update(RolloutWorkflow.approve, Approve(wave=2, approver="dave"))
         await wait_for(h, lambda s: s.stage("ap-south-1/prod").status != "pending")
-        # the query answers from the worker's state, which may be a workflow task ahead of what the server holds:
-        # wait for the server's attributes to catch up
-        in_prod = await attributes_when(h, lambda a: a["BifrostEnvironment"] != "test")
-        assert (in_prod["BifrostStage"], in_prod["BifrostEnvironment"]) == ("ap-south-1/prod", "prod")
         result = await outcome(h)
         done = await attributes(h)
+        # the prod stage's moment on the list may be shorter than any poll: read what the run published
+        published = await published_attributes(h)
     assert result.status == "succeeded"
+    moments = [(a.get("BifrostStage"), a.get("BifrostEnvironment")) for a in published]
+    assert ("ap-south-1/prod", "prod") in moments
+    # while the prod stage ran the rollout no longer read "test"; before it, never "prod"
+    first_prod = moments.index(("ap-south-1/prod", "prod"))
+    assert all(env != "prod" for _, env in moments[:first_prod])
     # an ended rollout keeps the furthest environment it changed: "rolled back from prod" is one list query
     assert (done["BifrostStatus"], done["BifrostStage"], done["BifrostEnvironment"]) == ("succeeded", "-", "prod")
 
