@@ -134,3 +134,17 @@ def test_a_tail_only_regression_is_caught_by_the_tail_test() -> None:
     assert classify(spec, same, 20, alpha=1e-4).classification == "Pass"
     other = MetricSpec(name="latency")  # kind 'other': no tail test
     assert "tail_up" not in classify(other, tail, 20, alpha=1e-4).tests
+
+
+def test_an_error_rate_over_fewer_canary_requests_is_not_a_spread_regression() -> None:
+    # uneven volume: the canary's rate over 400 requests per interval spreads wider than the baseline's over 2,000
+    # at the same mean; a rate's spread follows its mean and volume, so error rates take no spread test
+    rng = np.random.default_rng(5)
+    flagged = {"error_rate": 0, "other": 0}
+    for _ in range(100):
+        b, c = rng.binomial(2000, 0.002, 60) / 2000, rng.binomial(400, 0.002, 60) / 400
+        for kind in flagged:
+            spec = MetricSpec(name="errors", kind=kind)  # type: ignore[arg-type]
+            data = MetricSamples(name="errors", baseline=b.tolist(), canary=c.tolist())
+            flagged[kind] += judge(JudgeConfig(), [spec], [data]).metrics[0].classification != "Pass"
+    assert flagged["error_rate"] <= 3 and flagged["other"] >= 20, flagged
