@@ -133,28 +133,32 @@ def welch_p_values(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, flo
 
 
 def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False, tolerance: float = 0.0,
-           shape_tests: tuple[str, ...] = ("spread",)) -> Evidence:
+           shape_tests: tuple[str, ...] = ("spread",), direction: Direction = "either") -> Evidence:
     """Run the rank, mean and shape tests on cleaned samples (each with at least one point).
 
     `means_only`: decide on the means alone, for samples whose per-sample noise differs between the sides by
     design (a rate over fewer requests spreads wider at the same mean), where ranks and spread would compare
     volumes, not health. `tolerance`: a practical margin — on non-negative data the up-side tests compare the
-    canary with the baseline scaled by 1 + tolerance (the down-side ones with it divided), so a shift inside the
-    margin is no evidence however many samples there are. `shape_tests`: 'spread' and/or 'tail'."""
+    canary with the baseline scaled by 1 + tolerance (the down-side ones with it divided; only the harmful sides of
+    `direction`), so a shift inside the margin is no evidence however many samples there are. `shape_tests`:
+    'spread' and/or 'tail'."""
     b, c = np.sort(baseline), np.sort(canary)
     u = u_statistic(c, b)
     quantum = resolution(b, c)
     scaled = tolerance > 0 and b[0] >= 0 and c[0] >= 0
-    b_up, b_down = (b * (1 + tolerance), b / (1 + tolerance)) if scaled else (b, b)
-    u_up, u_down = (u_statistic(c, b_up), u_statistic(c, b_down)) if scaled else (u, u)
-    w_up = welch_p_values(c, b_up)[0]
-    w_down = welch_p_values(c, b_down)[1]
+    up = scaled and direction != "decrease"  # only the harmful side(s) of `direction` are tested with the margin
+    down = scaled and direction != "increase"
+    b_up, b_down = b * (1 + tolerance) if up else b, b / (1 + tolerance) if down else b
+    u_up, u_down = u_statistic(c, b_up) if up else u, u_statistic(c, b_down) if down else u
+    plain = welch_p_values(c, b)
+    w_up = welch_p_values(c, b_up)[0] if up else plain[0]
+    w_down = welch_p_values(c, b_down)[1] if down else plain[1]
     s_up, s_ratio = spread_test(c, b_up, quantum) if "spread" in shape_tests and not means_only else (1.0, 1.0)
     t_up = tail_test(c, b_up) if "tail" in shape_tests and not means_only else 1.0
     t_ratio = top_ratio(c, b, quantum) if "tail" in shape_tests else 1.0
     return Evidence(b, c, u, u_up.p_greater(), u_down.p_less(), w_up, w_down, float(b.mean()), float(c.mean()),
                     s_up, s_ratio, means_only, t_up, t_ratio, tolerance if scaled else 0.0, quantum, shape_tests,
-                    welch_p_values(c, b) if scaled else (w_up, w_down))
+                    plain)
 
 
 def shape_tests_for(spec: MetricSpec) -> tuple[str, ...]:
@@ -174,7 +178,7 @@ def gather_for(spec: MetricSpec, baseline: np.ndarray, canary: np.ndarray, toler
                *, means_only: bool = False) -> Evidence:
     """`gather` with the metric's tolerance and shape tests."""
     return gather(baseline, canary, means_only=means_only, tolerance=tolerance_for(spec, tolerances),
-                  shape_tests=shape_tests_for(spec))
+                  shape_tests=shape_tests_for(spec), direction=spec.direction)
 
 
 def _margins(spec: MetricSpec) -> tuple[float, float]:

@@ -10,8 +10,9 @@ cannot make them degenerate; effects are floored by the data's resolution, so a 
 # Tail: a linear rank test whose scores rise from 0 at the pooled 90th percentile (midrank - floor(0.9 (N+1)),
 # positive part): only the upper decile of the pooled sample counts, weighted by how high it sits. Its
 # permutation distribution is computed exactly (the canary's share of the top-k items is hypergeometric and
-# their score sum is counted by dynamic programming) while k <= EXACT_TOP; beyond that the normal
-# approximation, which is conservative for these bounded scores, is used. Deterministic: no sampling.
+# their score sum is counted by dynamic programming) while k <= EXACT_TOP and the p-value could matter;
+# otherwise the normal approximation, which is conservative for these bounded scores, is used.
+# Deterministic: no sampling.
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ import math
 
 import numpy as np
 from scipy.special import gammaln, ndtr
-from scipy.stats import rankdata
 
 from canary.ranks import u_statistic
 
 TAIL_FROM = 0.9  # the tail test weighs the pooled sample above this quantile
 EXACT_TOP = 64  # at most this many top items: exact permutation p-value; more: normal approximation
+EXACT_BELOW = 0.2  # ... computed only when the (conservative) normal approximation is below this: the two differ
+# only in the far tail (all 12 top items of 60 + 60 on the canary: exact 1.4e-4, normal 8.7e-4), and a p-value
+# above 0.2 is no evidence at any level the judge uses
 
 
 def resolution(*arrays: np.ndarray) -> float:
@@ -63,20 +66,30 @@ def tail_test(canary: np.ndarray, baseline: np.ndarray) -> float:
     """p-value for 'the canary's values are over-represented, and higher, in the pooled upper decile'."""
     n, m = len(canary), len(baseline)
     total = n + m
-    ranks = rankdata(np.concatenate([canary, baseline]))  # midranks
-    scores2 = np.maximum(0.0, 2 * ranks - 2 * math.floor(TAIL_FROM * (total + 1)))  # doubled: integers
+    pooled = np.sort(np.concatenate([canary, baseline]))
+    cut2 = 2 * math.floor(TAIL_FROM * (total + 1))
+    # only the upper decile is scored: midranks (doubled, so ties stay integers) of the pooled values from the
+    # first one whose run of ties reaches past the cut, found by binary search in the pooled order
+    first = int(np.searchsorted(pooled, pooled[min(total - 1, max(0, cut2 // 2 - 1))], side="left"))
+    upper = pooled[first:]
+    mid2 = np.searchsorted(pooled, upper, side="left") + np.searchsorted(pooled, upper, side="right") + 1
+    scores2 = np.maximum(0, mid2 - cut2)
     top = scores2 > 0
     k = int(top.sum())
     if k == 0:
         return 1.0
-    observed = float(scores2[:n].sum())
-    if k <= EXACT_TOP:
-        return _exact_tail(scores2[top].astype(np.int64), observed, n, total)
-    mean = n * float(scores2.mean())
-    var = n * m / (total * (total - 1)) * float(((scores2 - scores2.mean()) ** 2).sum())
+    mine = canary[canary >= upper[0]]
+    can2 = np.searchsorted(pooled, mine, side="left") + np.searchsorted(pooled, mine, side="right") + 1
+    observed = float(np.maximum(0, can2 - cut2).sum())
+    total_score, total_sq = float(scores2.sum()), float((scores2.astype(float) ** 2).sum())
+    mean = n * total_score / total
+    var = n * m / (total * (total - 1)) * (total_sq - total_score * total_score / total)  # zeros outside the top
     if var <= 0:
         return 1.0
-    return float(ndtr(-(observed - mean - 1.0) / math.sqrt(var)))  # continuity: half a doubled-score step
+    normal = float(ndtr(-(observed - mean - 1.0) / math.sqrt(var)))  # continuity: half a doubled-score step
+    if k > EXACT_TOP or normal > EXACT_BELOW:
+        return normal
+    return _exact_tail(scores2[top].astype(np.int64), observed, n, total)
 
 
 def _exact_tail(scores: np.ndarray, observed: float, n: int, total: int) -> float:

@@ -60,8 +60,8 @@ def test_spread_and_tail_tests_hold_their_level_on_tied_and_zero_heavy_samples(d
 
 
 def test_the_tail_test_is_the_exact_permutation_p_value_with_ties() -> None:
-    old = shape.TAIL_FROM
-    shape.TAIL_FROM = 0.6  # a wide tail so that small samples have several scored items
+    old, below = shape.TAIL_FROM, shape.EXACT_BELOW
+    shape.TAIL_FROM, shape.EXACT_BELOW = 0.6, 1.0  # a wide tail so small samples have several scored items; always exact
     try:
         rng = np.random.default_rng(3)
         for _ in range(4):
@@ -72,7 +72,7 @@ def test_the_tail_test_is_the_exact_permutation_p_value_with_ties() -> None:
             hits = [scores[list(comb)].sum() >= scores[:6].sum() - 1e-9 for comb in itertools.combinations(range(13), 6)]
             assert shape.tail_test(c, b) == pytest.approx(sum(hits) / len(hits), rel=1e-9)
     finally:
-        shape.TAIL_FROM = old
+        shape.TAIL_FROM, shape.EXACT_BELOW = old, below
 
 
 @pytest.mark.parametrize("count", [2, 10, 20, 50])
