@@ -358,10 +358,10 @@ def judge_with_evidence(
 
 
 def undiluted(config: JudgeConfig, regressed: list[MetricResult]) -> list[MetricResult]:
-    """The regressed metrics that fail the decision on their own, whatever the score: every one outside the groups
-    the request weighted explicitly (`JudgeConfig.groups`) — with no weights that is every one, so the number of
-    metrics never dilutes a regression. Metrics whose groups all carry explicit weights count as the weights say."""
-    return [r for r in regressed if not r.groups or any(g not in config.groups for g in r.groups)]
+    """The regressed metrics that fail the decision on their own, whatever the score: all of them. Group weights
+    (`JudgeConfig.groups`) shape the score, which Kayenta mode decides by and bifrost mode only shows, so neither
+    the number of metrics nor a weighting can average a regression away."""
+    return list(regressed)
 
 
 def _verdict(config: JudgeConfig, specs: list[MetricSpec], results: list[MetricResult]) -> JudgeResult:

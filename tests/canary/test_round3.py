@@ -88,12 +88,14 @@ def test_one_regressed_metric_fails_the_analysis_however_many_metrics_are_fine(c
     assert look.alarm
 
 
-def test_explicit_group_weights_still_decide_by_the_score() -> None:
+def test_group_weights_shape_the_score_but_do_not_dilute_a_regression() -> None:
     specs = [MetricSpec(name=f"m{i}", groups=["g"]) for i in range(20)]
     data = [MetricSamples(name=s.name, baseline=_quantiles(120), canary=_quantiles(120, 1.4 if i == 0 else 1.0))
             for i, s in enumerate(specs)]
-    assert judge(JudgeConfig(groups={"g": 100}), specs, data).verdict == "pass"
+    weighted = judge(JudgeConfig(groups={"g": 100}), specs, data)
+    assert weighted.score == 95.0 and weighted.verdict == "fail"  # a score Kayenta would pass; bifrost mode fails
     assert judge(JudgeConfig(), specs, data).verdict == "fail"
+    assert judge(JudgeConfig(mode="kayenta", groups={"g": 100}), specs, data).verdict == "pass"
 
 
 def test_a_shift_inside_the_tolerance_is_no_regression_however_significant() -> None:
