@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy.special import ndtri
 from scipy.stats import beta
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -49,8 +50,31 @@ def lognormal(median: float, sigma: float) -> Draw:
     return lambda rng, n: rng.lognormal(math.log(median), sigma, n)
 
 
-def errors(p: float) -> Draw:
-    return lambda rng, n: rng.binomial(VOLUME, min(1.0, p), n) / VOLUME
+def errors(p: float, volume: int = VOLUME) -> Draw:
+    return lambda rng, n: rng.binomial(volume, min(1.0, p), n) / volume
+
+
+def bucketed(median: float, sigma: float, step: float) -> Draw:
+    """Latency reported in `step` buckets (1 ms, 5 ms): a handful of distinct values, heavy ties."""
+    return lambda rng, n: np.round(rng.lognormal(math.log(median), sigma, n) / step) * step
+
+
+def outliers(median: float, sigma: float, share: float = 0.02, factor: float = 5.0) -> Draw:
+    """Log-normal with `share` of the intervals `factor` times slower: a heavy tail in both arms."""
+    return lambda rng, n: rng.lognormal(math.log(median), sigma, n) * np.where(rng.random(n) < share, factor, 1.0)
+
+
+def pareto(scale: float, shape: float = 2.5) -> Draw:
+    return lambda rng, n: scale * (1 + rng.pareto(shape, n))
+
+
+def tail_raised(median: float, sigma: float, start: float, top: float, factor: float = 1.5) -> Draw:
+    """Quantiles above `start` raised, linearly up to `factor` at `top` and beyond; the median unchanged."""
+    def draw(rng: np.random.Generator, n: int) -> np.ndarray:
+        u = rng.random(n)
+        x = np.exp(math.log(median) + sigma * ndtri(u))
+        return np.asarray(x * (1 + (factor - 1) * np.clip((u - start) / (top - start), 0, 1)))
+    return draw
 
 
 @dataclass(frozen=True)
@@ -75,6 +99,33 @@ TEN = Shape(
 )
 
 
+def many(k: int, sigma: float = 0.25) -> Shape:
+    """k metrics, 70% latency (log-normal), 30% error rates."""
+    lat = [f"latency_{i}" for i in range(k - k * 3 // 10)]
+    err = [f"errors_{i}" for i in range(k * 3 // 10)]
+    return Shape(f"{k} metrics ({len(lat)} latency, {len(err)} error rates)",
+                 [MetricSpec(name=n, kind="latency") for n in lat] + [MetricSpec(name=n, kind="error_rate") for n in err],
+                 {**{n: lognormal(100 + 40 * (i % 7), sigma) for i, n in enumerate(lat)}, **{n: errors(ERROR_P) for n in err}})
+
+
+TWENTY, FIFTY, TEN_WIDE = many(20), many(50), many(10, sigma=0.4)
+# ties and zeros: latencies in 1 ms / 5 ms buckets (4-15 distinct values), counters that are 0 in 67-97% of intervals
+TIES = Shape("ties and zeros (5 bucketed latencies, 4 zero-heavy counters)", [
+    *(MetricSpec(name=f"fast_{i}", kind="latency") for i in range(3)),
+    *(MetricSpec(name=f"slow_{i}", kind="latency") for i in range(2)),
+    MetricSpec(name="errors_rare", kind="error_rate"), MetricSpec(name="errors_some", kind="error_rate"),
+    MetricSpec(name="retries_rare"), MetricSpec(name="retries_some"),  # kind 'other': the spread test applies
+], {"fast_0": bucketed(6, 0.25, 1), "fast_1": bucketed(9, 0.25, 1), "fast_2": bucketed(14, 0.25, 1),
+    "slow_0": bucketed(30, 0.2, 5), "slow_1": bucketed(60, 0.2, 5),
+    "errors_rare": errors(0.03 / VOLUME), "errors_some": errors(0.4 / VOLUME),
+    "retries_rare": errors(0.03 / VOLUME), "retries_some": errors(0.4 / VOLUME)})
+HEAVY = Shape("heavy tails, 20 metrics (Pareto, 2% outliers)",
+              [MetricSpec(name=f"latency_{i}", kind="latency") for i in range(14)]
+              + [MetricSpec(name=f"errors_{i}", kind="error_rate") for i in range(6)],
+              {**{f"latency_{i}": (pareto(80) if i % 2 else outliers(100, 0.25)) for i in range(14)},
+               **{f"errors_{i}": errors(ERROR_P) for i in range(6)}})
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A release: `changed` maps a metric to how the new version draws it (none: a good release)."""
@@ -90,7 +141,38 @@ SCENARIOS = {
     "latency": Scenario("+20% latency in one of ten metrics", TEN, {"latency_0": lognormal(100 * 1.2, 0.25)}),
     "errors": Scenario("2x error rate in one of ten metrics", TEN, {"errors_0": errors(2 * ERROR_P)}),
     "spread": Scenario("latency spread 2x at the same median (demo shape)", DEMO, {"latency_p99": lognormal(120, 0.50)}),
+    # issue 32's shapes
+    "aa_ties": Scenario("A/A, ties and zeros", TIES),
+    "aa_uneven": Scenario("A/A, ten metrics, canary error rates over 1/5 of the requests", TEN,
+                          {f"errors_{i}": errors(ERROR_P, VOLUME // 5) for i in range(3)}),
+    "aa_wide": Scenario("A/A, ten metrics, latency sigma 0.4", TEN_WIDE),
+    "aa_20": Scenario("A/A, 20 metrics", TWENTY),
+    "aa_50": Scenario("A/A, 50 metrics", FIFTY),
+    "aa_heavy": Scenario("A/A, heavy tails", HEAVY),
+    "plus2": Scenario("+2% on every latency of ten metrics (within tolerance)", TEN,
+                      {f"latency_{i}": lognormal((100 + 40 * i) * 1.02, 0.25) for i in range(7)}),
+    "latency_2": Scenario("+20% latency in one of two metrics", DEMO, {"latency_p99": lognormal(120 * 1.2, 0.25)}),
+    "latency_20": Scenario("+20% latency in one of 20 metrics", TWENTY, {"latency_0": lognormal(100 * 1.2, 0.25)}),
+    "latency_50": Scenario("+20% latency in one of 50 metrics", FIFTY, {"latency_0": lognormal(100 * 1.2, 0.25)}),
+    "latency_wide": Scenario("+20% latency in one of ten metrics, sigma 0.4", TEN_WIDE,
+                             {"latency_0": lognormal(100 * 1.2, 0.4)}),
+    "ties_errors": Scenario("ties and zeros: rare counter 10x (0.03 -> 0.3 per interval)", TIES,
+                            {"retries_rare": errors(0.3 / VOLUME)}),
+    "tail_p80": Scenario("tail only: quantiles above p80 raised, 1.5x from p95 (ten metrics)", TEN,
+                         {"latency_0": tail_raised(100, 0.25, 0.80, 0.95)}),
+    "tail_p95": Scenario("tail only: quantiles above p95 raised, 1.5x from p99 (ten metrics)", TEN,
+                         {"latency_0": tail_raised(100, 0.25, 0.95, 0.99)}),
 }
+# goals per regression scenario: (label, last stage, share caught) — stage 0 is the first, 1 the first prod stage
+GOALS: dict[str, list[tuple[str, int, float]]] = {
+    **{k: [("caught at the first stage", 0, 0.70), ("caught by the first prod stage", 1, 0.95)]
+       for k in ("latency", "latency_2", "latency_20", "latency_50")},
+    "errors": [("caught at the first stage", 0, 0.99)],
+    "tail_p80": [("caught by the first prod stage", 1, 0.50)],
+    "tail_p95": [("caught by the first prod stage", 1, 0.50)],
+    "ties_errors": [("caught by the first prod stage", 1, 0.95)],
+}
+AT_MOST = {"plus2": 0.005}  # a regression nobody rolls back for: rolled back at most this often
 
 
 @dataclass
@@ -102,6 +184,8 @@ class Outcome:
     analysis_samples: int = 0
     extended: int = 0
     first_look_failures: int = 0
+    decide_seconds: float = 0.0  # CPU time inside the judge's analysis calls (not drawing samples)
+    decide_calls: int = 0
 
 
 def _draw(sc: Scenario, rng: np.random.Generator, n: int, *, new_version: bool) -> dict[str, np.ndarray]:
@@ -123,7 +207,11 @@ def _canary(sc: Scenario, rng: np.random.Generator, config: JudgeConfig, place: 
         return judge(config, sc.shape.specs, _samples(base, new)).verdict == "pass"
     look = 1
     while True:
-        d = decide(config, sc.shape.specs, _samples(base, new), place=place, look=look)
+        data = _samples(base, new)
+        t0 = time.process_time()
+        d = decide(config, sc.shape.specs, data, place=place, look=look)
+        out.decide_seconds += time.process_time() - t0
+        out.decide_calls += 1
         if d.action != "extend":
             out.analysis_samples += len(next(iter(base.values())))
             return d.action == "pass"
@@ -207,7 +295,7 @@ def main() -> None:
             cost: list[Outcome] = []
             for key in a.scenarios.split(","):
                 sc = SCENARIOS[key]
-                n = a.rollouts if key.startswith("aa") else max(1, a.rollouts // 2)
+                n = a.rollouts if key.startswith("aa") or key in AT_MOST else max(1, a.rollouts // 2)
                 t0 = time.perf_counter()
                 outs = run(key, a.seed, n, sequential, pool if isinstance(pool, ProcessPoolExecutor) else None)
                 secs = time.perf_counter() - t0
@@ -215,23 +303,26 @@ def main() -> None:
                 print(f"{sc.name}: {n} rollouts in {secs:.0f} s")
                 at_canary = sum(1 for o in rb if o.rolled_back_at and o.rolled_back_at[1] == "canary")
                 print(f"  rolled back: {clopper(len(rb), n)} ({at_canary} at a canary, {len(rb) - at_canary} in a soak)")
-                if key.startswith("aa"):
+                calls = sum(o.decide_calls for o in outs)
+                if calls:
+                    print(f"  time per analysis look: {1000 * sum(o.decide_seconds for o in outs) / calls:.1f} ms CPU "
+                          f"({calls} looks, {len(sc.shape.specs)} metrics)")
+                if key in AT_MOST:
+                    print(goal("rolled back", len(rb) / n, AT_MOST[key], at_most=True) + f" — {clopper(len(rb), n)}")
+                elif key.startswith("aa"):
                     cost += outs
                     stage0 = sum(1 for o in outs if o.rolled_back_at == (0, "canary"))
                     print(f"  first canary analysis not passing: {clopper(stage0, n)}")
-                    print(goal("A/A rollouts rolled back", len(rb) / n, 0.005, at_most=True))
+                    print(goal("A/A rollouts rolled back", len(rb) / n, 0.005, at_most=True) + f" — {clopper(len(rb), n)}")
                 else:
                     first_canary = _caught_by(outs, 0, ("canary",))
                     print(f"  caught at the first stage's canary analysis: {clopper(first_canary, n)}")
                     print(f"  caught during the first stage (canary or soak): {clopper(_caught_by(outs, 0), n)}")
                     print(f"  caught by the end of the first production stage: {clopper(_caught_by(outs, first_prod), n)}")
-                    if key == "latency":
-                        print(goal("+20% latency caught at the first stage", _caught_by(outs, 0) / n, 0.70, at_most=False))
-                        print(goal("+20% latency caught by the first prod stage", _caught_by(outs, first_prod) / n, 0.95,
-                                   at_most=False))
-                    elif key == "errors":
-                        print(goal("2x errors caught at the first stage", _caught_by(outs, 0) / n, 0.99, at_most=False))
-                    else:
+                    for label, last, share in GOALS.get(key, []):
+                        caught = _caught_by(outs, last)
+                        print(goal(label, caught / n, share, at_most=False) + f" — {clopper(caught, n)}")
+                    if key not in GOALS:
                         print(f"  (spread: no numeric goal beyond being caught; caught at the first stage "
                               f"{_caught_by(outs, 0) / n:.1%})")
             if cost:

@@ -31,7 +31,9 @@ GOAL_SECONDS = 0.5
 
 
 def make_data(seed: int = 1) -> tuple[list[MetricSpec], list[MetricSamples]]:
-    """A mix of latency (log-normal), error-rate (binomial, tie-heavy) and gauge (normal) metrics."""
+    """A mix of latency (log-normal), error-rate (binomial, tie-heavy) and gauge (normal) metrics, with their kinds
+    (latency takes the tolerance and the upper-tail test, error rates no spread test; a judge from before issue 32
+    ignores kinds, so the same data times both)."""
     rng = np.random.default_rng(seed)
     specs, data = [], []
     for i in range(METRICS):
@@ -42,7 +44,7 @@ def make_data(seed: int = 1) -> tuple[list[MetricSpec], list[MetricSamples]]:
             base, can = rng.binomial(2000, 0.005, SAMPLES) / 2000, rng.binomial(2000, 0.005, SAMPLES) / 2000
         else:
             base, can = rng.normal(0.55, 0.03, SAMPLES), rng.normal(0.55, 0.03, SAMPLES)
-        specs.append(MetricSpec(name=f"metric_{i:02d}"))
+        specs.append(MetricSpec(name=f"metric_{i:02d}", kind=("latency", "error_rate", "other")[kind]))  # kinds pick the tests
         data.append(MetricSamples(name=f"metric_{i:02d}", baseline=base.tolist(), canary=can.tolist()))
     return specs, data
 

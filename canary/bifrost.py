@@ -11,17 +11,18 @@ No dead zone: the Hodges-Lehmann estimate and its interval are reported, not use
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import stdtr
 
-from canary.config import JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec
+from canary.config import DEFAULT_TOLERANCE, JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec
 from canary.findings import precheck, prepare, samples_of, scored
 from canary.ranks import UStat, shift_estimate_and_interval, u_statistic
 from canary.scoring import verdict_for, weighted_sum
-from common.types import NO_VERDICT, REGRESSED, Direction
+from canary.shape import floored_ratio, resolution, spread_test, tail_test, top_ratio
+from common.types import NO_VERDICT, REGRESSED, Direction, MetricKind
 
 DEFAULT_ALPHA = 0.01
 DEFAULT_RATIO_MARGIN = 1.05  # without allowed_increase/decrease, changes of the mean under 5% are not regressions
@@ -43,16 +44,37 @@ class Evidence:
     p_mean_down: float
     mean_b: float
     mean_c: float
-    p_spread_up: float = 1.0  # Brown-Forsythe: the canary's spread around its median is larger
-    spread_ratio: float = 1.0  # mean absolute deviation from the median, canary / baseline (NaN when undefined)
+    p_spread_up: float = 1.0  # ranks of the absolute deviations from each side's median: the canary spreads more
+    spread_ratio: float = 1.0  # mean absolute deviation from the median, canary / baseline (floored, never inf)
     means_only: bool = False  # judge on Welch's test of the means alone (sides whose per-sample noise differs)
+    p_tail_up: float = 1.0  # upper-decile rank test (latency): the canary's tail is heavier
+    tail_ratio: float = 1.0  # mean of the canary's upper decile over the baseline's
+    tolerance: float = 0.0  # the up-side tests compared the canary with the baseline x (1 + tolerance)
+    quantum: float = 0.0  # the data's resolution (smallest gap between distinct values): one count for a rate
+    shape_tests: tuple[str, ...] = ("spread",)  # the shape tests taking part: 'spread', 'tail'
+    p_plain: tuple[float, float] = (1.0, 1.0)  # Welch (up, down) on the unscaled baseline, when tolerance > 0
 
     @property
     def p_up(self) -> float:
-        """p-value for 'canary is higher or more spread': Simes' combination of the rank, mean and spread tests."""
+        """p-value for 'canary is higher, more spread or heavier-tailed': Simes over the tests taking part."""
         if self.means_only:
             return self.p_mean_up
-        return simes(self.p_rank_up, self.p_mean_up, self.p_spread_up)
+        return simes(self.p_rank_up, self.p_mean_up, *self._p_shape())
+
+    def _p_shape(self) -> list[float]:
+        """The shape tests' share: one p-value, Bonferroni over spread and tail (so the location tests keep
+        Simes' factor 3 whichever shape tests a kind takes)."""
+        ps = [p for name, p in (("spread", self.p_spread_up), ("tail", self.p_tail_up)) if name in self.shape_tests]
+        return [min(1.0, len(ps) * min(ps))] if ps else []
+
+    def p_hint(self, direction: Direction) -> float:
+        """`p_value` before the tolerance (the location tests on the unscaled baseline): what makes an analysis
+        extend rather than pass — a non-binding rule, so it spends nothing of the budget."""
+        if not self.tolerance:
+            return self.p_value(direction)
+        up = self.p_plain[0] if self.means_only else simes(self.u.p_greater(), self.p_plain[0], *self._p_shape())
+        down = self.p_plain[1] if self.means_only else simes(self.u.p_less(), self.p_plain[1])
+        return {"increase": up, "decrease": down}.get(direction, min(1.0, 2 * min(up, down)))
 
     @property
     def p_down(self) -> float:
@@ -77,12 +99,12 @@ class Evidence:
 
     @property
     def ratio(self) -> float:
-        """mean(canary) / mean(baseline); inf when only the baseline mean is 0, NaN when undefined."""
-        if self.mean_b > 0 and self.mean_c >= 0:
-            return self.mean_c / self.mean_b
-        if self.mean_b == 0 and self.mean_c > 0:
-            return math.inf
-        return 1.0 if self.mean_b == self.mean_c == 0 else math.nan
+        """mean(canary) / mean(baseline), never infinite: a zero mean gets half a quantum per sample added to both.
+
+        NaN when undefined (negative means)."""
+        if self.mean_b < 0 or self.mean_c < 0:
+            return math.nan
+        return floored_ratio(self.mean_c, self.mean_b, self.quantum / 2 / max(1, min(len(self.baseline), len(self.canary))))
 
 
 def simes(*ps: float) -> float:
@@ -110,36 +132,53 @@ def welch_p_values(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, flo
     return float(stdtr(df, -t)), float(stdtr(df, t))
 
 
-def spread_test(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, float]:
-    """Brown-Forsythe, one-sided: p-value for 'the canary spreads more around its median', and the spread ratio.
-
-    Welch's t on the absolute deviations from each side's median: robust to skew and ties, and blind to a
-    pure shift, so a latency distribution whose tail grows at the same median is seen (Mann-Whitney is not).
-    Both samples sorted and non-empty."""
-    dc, db = np.abs(canary - _sorted_median(canary)), np.abs(baseline - _sorted_median(baseline))
-    p_up, _ = welch_p_values(dc, db)
-    mc, mb = float(dc.sum()) / len(dc), float(db.sum()) / len(db)
-    ratio = mc / mb if mb > 0 else (math.inf if mc > 0 else 1.0)
-    return p_up, ratio
-
-
-def _sorted_median(a: np.ndarray) -> float:
-    n = len(a)
-    return float(a[n // 2]) if n % 2 else 0.5 * float(a[n // 2 - 1] + a[n // 2])
-
-
-def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False) -> Evidence:
-    """Run the rank, mean and spread tests on cleaned samples (each with at least one point).
+def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False, tolerance: float = 0.0,
+           shape_tests: tuple[str, ...] = ("spread",), direction: Direction = "either") -> Evidence:
+    """Run the rank, mean and shape tests on cleaned samples (each with at least one point).
 
     `means_only`: decide on the means alone, for samples whose per-sample noise differs between the sides by
     design (a rate over fewer requests spreads wider at the same mean), where ranks and spread would compare
-    volumes, not health."""
+    volumes, not health. `tolerance`: a practical margin — on non-negative data the up-side tests compare the
+    canary with the baseline scaled by 1 + tolerance (the down-side ones with it divided; only the harmful sides of
+    `direction`), so a shift inside the margin is no evidence however many samples there are. `shape_tests`:
+    'spread' and/or 'tail'."""
     b, c = np.sort(baseline), np.sort(canary)
     u = u_statistic(c, b)
-    w_up, w_down = welch_p_values(c, b)
-    s_up, s_ratio = spread_test(c, b)
-    return Evidence(b, c, u, u.p_greater(), u.p_less(), w_up, w_down, float(b.mean()), float(c.mean()), s_up, s_ratio,
-                    means_only)
+    quantum = resolution(b, c)
+    scaled = tolerance > 0 and b[0] >= 0 and c[0] >= 0
+    up = scaled and direction != "decrease"  # only the harmful side(s) of `direction` are tested with the margin
+    down = scaled and direction != "increase"
+    b_up, b_down = b * (1 + tolerance) if up else b, b / (1 + tolerance) if down else b
+    u_up, u_down = u_statistic(c, b_up) if up else u, u_statistic(c, b_down) if down else u
+    plain = welch_p_values(c, b)
+    w_up = welch_p_values(c, b_up)[0] if up else plain[0]
+    w_down = welch_p_values(c, b_down)[1] if down else plain[1]
+    s_up, s_ratio = spread_test(c, b_up, quantum) if "spread" in shape_tests and not means_only else (1.0, 1.0)
+    t_up = tail_test(c, b_up) if "tail" in shape_tests and not means_only else 1.0
+    t_ratio = top_ratio(c, b, quantum) if "tail" in shape_tests else 1.0
+    return Evidence(b, c, u, u_up.p_greater(), u_down.p_less(), w_up, w_down, float(b.mean()), float(c.mean()),
+                    s_up, s_ratio, means_only, t_up, t_ratio, tolerance if scaled else 0.0, quantum, shape_tests,
+                    plain)
+
+
+def shape_tests_for(spec: MetricSpec) -> tuple[str, ...]:
+    """Which shape tests a metric's kind takes: spread for all but rates (a rate's spread follows its mean and
+    its request volume, so it says nothing about health), the upper-tail test for latency."""
+    if spec.kind == "error_rate":
+        return ()
+    return ("spread", "tail") if spec.kind == "latency" else ("spread",)
+
+
+def tolerance_for(spec: MetricSpec, tolerances: Mapping[MetricKind, float]) -> float:
+    """The practical tolerance of a metric: its kind's entry in `JudgeConfig.tolerance` (0 when none)."""
+    return float(tolerances.get(spec.kind, 0.0))
+
+
+def gather_for(spec: MetricSpec, baseline: np.ndarray, canary: np.ndarray, tolerances: Mapping[MetricKind, float],
+               *, means_only: bool = False) -> Evidence:
+    """`gather` with the metric's tolerance and shape tests."""
+    return gather(baseline, canary, means_only=means_only, tolerance=tolerance_for(spec, tolerances),
+                  shape_tests=shape_tests_for(spec), direction=spec.direction)
 
 
 def _margins(spec: MetricSpec) -> tuple[float, float]:
@@ -156,8 +195,8 @@ def _change(ev: Evidence) -> str:
     r = ev.ratio
     if math.isnan(r):
         return f"mean {_fmt(ev.mean_c)} vs {_fmt(ev.mean_b)}"
-    if math.isinf(r):
-        return f"mean {_fmt(ev.mean_c)} vs 0"
+    if ev.mean_b == 0:
+        return f"mean {_fmt(ev.mean_c)} vs 0 ({r:.2f}x with half a count added per side)"
     rel = f"{r:.2f}x" if r >= 2 or r <= 0.5 else f"{(r - 1) * 100:+.1f}%"
     return f"mean {_fmt(ev.mean_c)} vs {_fmt(ev.mean_b)} ({rel})"
 
@@ -169,16 +208,29 @@ def _effect_and_allowed(spec: MetricSpec, ev: Evidence) -> tuple[float, float]:
 
 
 def gate_open(spec: MetricSpec, ev: Evidence) -> bool:
-    """Whether the effect in the evidence's harmful direction exceeds the allowed change."""
+    """Whether the effect in the evidence's harmful direction exceeds the allowed change (and the tolerance)."""
     effect, allowed = _effect_and_allowed(spec, ev)
     if ev.side(spec.direction) == "High":
-        return math.isnan(effect) or effect >= allowed or _spread_regressed(ev)
+        if spec.effect_size != "cles":
+            allowed = max(allowed, 1 + ev.tolerance)
+        return math.isnan(effect) or effect >= allowed or _shape_regressed(ev) is not None
+    if spec.effect_size != "cles":
+        allowed = min(allowed, 1 / (1 + ev.tolerance))
     return math.isnan(effect) or effect <= allowed
 
 
-def _spread_regressed(ev: Evidence) -> bool:
-    """The spread test carries the evidence (its p-value is the smallest) and the spread grew beyond the margin."""
-    return not ev.means_only and ev.p_spread_up < min(ev.p_rank_up, ev.p_mean_up) and ev.spread_ratio >= SPREAD_MARGIN
+def _shape_regressed(ev: Evidence) -> str | None:
+    """'spread' or 'tail' when that test carries the evidence (its p-value is the smallest of the up-side tests)
+    and its effect is beyond its margin: spread grown 1.5x, or the upper decile's mean beyond the allowed change."""
+    if ev.means_only:
+        return None
+    location = min(ev.p_rank_up, ev.p_mean_up)
+    if "spread" in ev.shape_tests and ev.p_spread_up < location and ev.spread_ratio >= SPREAD_MARGIN:
+        return "spread"
+    tail_margin = max(DEFAULT_RATIO_MARGIN, 1 + ev.tolerance)
+    if "tail" in ev.shape_tests and ev.p_tail_up < min(location, ev.p_spread_up) and ev.tail_ratio >= tail_margin:
+        return "tail"
+    return None
 
 
 def decide(
@@ -201,17 +253,19 @@ def decide(
     shift = f"median shift {hl:+.4g} (95% CI {_fmt(ci[0])} to {_fmt(ci[1])})"
     if significant and gate_open(spec, ev):
         label = side
-        what = "higher" if side == "Low" or not _spread_regressed(ev) else f"more spread ({ev.spread_ratio:.2f}x)"
-        reason = f"canary {'lower' if side == 'Low' else what}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}"
+        shape = _shape_regressed(ev) if side == "High" else None
+        what = {None: "higher", "spread": f"more spread ({ev.spread_ratio:.2f}x)",
+                "tail": f"heavier upper tail (top 10% mean {ev.tail_ratio:.2f}x)"}[shape]
+        reason = f"canary {'lower' if side == 'Low' else what}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}{_tol(ev)}"
     elif significant:
         label = "Pass"
         measure = f"CLES {effect:.2f}" if spec.effect_size == "cles" else f"ratio {effect:.3f}"
-        reason = f"significant but small: {measure} within allowed {allowed:.3g}; {_change(ev)}, p={p:.2g}"
+        reason = f"significant but small: {measure} within allowed {allowed:.3g}; {_change(ev)}, p={p:.2g}{_tol(ev)}"
     else:
         label = "Pass"
         what = "change" if spec.direction == "either" else spec.direction
         level = f"> {threshold:.2g}" if p > threshold else f"<= {threshold:.2g} but Holm's step-down stopped at a smaller p-value"
-        reason = f"no significant {what}: {_change(ev)}, {shift}; p={p:.2g} {level}"
+        reason = f"no significant {what}: {_change(ev)}, {shift}; p={p:.2g} {level}{_tol(ev)}"
     critical = spec.critical and label != "Pass" and _beyond_critical(spec, effect, label)
     return MetricResult(
         name=spec.name,
@@ -237,9 +291,15 @@ def decide(
             "mann_whitney_down": ev.p_rank_down,
             "welch_up": ev.p_mean_up,
             "welch_down": ev.p_mean_down,
-            "spread_up": ev.p_spread_up,
+            **({"spread_up": ev.p_spread_up} if "spread" in ev.shape_tests else {}),
+            **({"tail_up": ev.p_tail_up} if "tail" in ev.shape_tests else {}),
         },
+        tolerance=ev.tolerance or None,
     )
+
+
+def _tol(ev: Evidence) -> str:
+    return f" (tested beyond the {ev.tolerance:.0%} tolerance)" if ev.tolerance else ""
 
 
 def _beyond_critical(spec: MetricSpec, effect: float, label: str) -> bool:
@@ -266,7 +326,7 @@ def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
 def classify_bifrost(spec: MetricSpec, data: MetricSamples, min_samples: int, alpha: float = DEFAULT_ALPHA) -> MetricResult:
     """One metric on its own, as its own family at level `alpha`."""
     base, can = prepare(spec, data)
-    return precheck(spec, base, can, min_samples) or decide(spec, gather(base, can), alpha)
+    return precheck(spec, base, can, min_samples) or decide(spec, gather_for(spec, base, can, DEFAULT_TOLERANCE), alpha)
 
 
 def judge_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples]) -> JudgeResult:
@@ -285,7 +345,7 @@ def judge_with_evidence(
         early = precheck(spec, base, can, config.min_samples)
         results.append(early)
         if early is None:
-            evidence[i] = gather(base, can)
+            evidence[i] = gather_for(spec, base, can, config.tolerance)
     family = [i for i in evidence if not specs[i].muted]
     steps = holm([evidence[i].p_value(specs[i].direction) for i in family], config.alpha)
     for i, (rejected, level) in zip(family, steps):
@@ -297,6 +357,13 @@ def judge_with_evidence(
     return _verdict(config, specs, final), evidence
 
 
+def undiluted(config: JudgeConfig, regressed: list[MetricResult]) -> list[MetricResult]:
+    """The regressed metrics that fail the decision on their own, whatever the score: all of them. Group weights
+    (`JudgeConfig.groups`) shape the score, which Kayenta mode decides by and bifrost mode only shows, so neither
+    the number of metrics nor a weighting can average a regression away."""
+    return list(regressed)
+
+
 def _verdict(config: JudgeConfig, specs: list[MetricSpec], results: list[MetricResult]) -> JudgeResult:
     active = [(s, r) for s, r in zip(specs, results) if not s.muted]
     sc = weighted_sum(scored(specs, results), config.groups, nodata_rule=False)
@@ -304,6 +371,8 @@ def _verdict(config: JudgeConfig, specs: list[MetricSpec], results: list[MetricR
     regressed = [r for _, r in active if r.classification in REGRESSED]
     unknown = [r for _, r in active if r.classification in NO_VERDICT]
     verdict = verdict_for(sc.score, t.pass_, t.marginal)
+    if undiluted(config, regressed):  # one regression fails however many metrics are fine (the score is for display)
+        verdict = "fail"
     if not active or (verdict == "pass" and unknown):  # evidence of a regression outranks missing data
         verdict = "insufficient_data"
     if verdict == "insufficient_data":

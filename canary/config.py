@@ -11,7 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from common.metric_spec import MetricSpec as MetricSpec  # shared vocabulary: the request and the traffic plan name metrics too
-from common.types import Classification, Direction, EffectMeasure, JudgeMode, Verdict
+from common.types import Classification, Direction, EffectMeasure, JudgeMode, MetricKind, Verdict
+
+DEFAULT_TOLERANCE: dict[MetricKind, float] = {"latency": 0.03}  # 3% for latency; none for other kinds
 
 
 class _Strict(BaseModel):
@@ -57,6 +59,20 @@ class JudgeConfig(_Strict):
         description="bifrost mode: an analysis extends (not passes) while a metric's p-value times the number of metrics is below this",
     )
 
+    tolerance: dict[MetricKind, float] = Field(
+        default_factory=lambda: dict(DEFAULT_TOLERANCE),
+        description="bifrost mode: per metric kind, a relative change below which a shift is no regression even when "
+                    "significant (an equivalence margin: the tests compare with the baseline x (1 + tolerance))",
+    )
+
+    @field_validator("tolerance")
+    @classmethod
+    def _tolerances(cls, v: dict[MetricKind, float]) -> dict[MetricKind, float]:
+        bad = [f"{k}={t:g}" for k, t in v.items() if not 0 <= t < 1]
+        if bad:
+            raise ValueError(f"tolerances must be at least 0 and below 1 (a fraction: 0.03 is 3%); got {', '.join(bad)}")
+        return v
+
     @field_validator("groups")
     @classmethod
     def _weights(cls, v: dict[str, float]) -> dict[str, float]:
@@ -100,6 +116,7 @@ class MetricResult(BaseModel):
     interval_level: float | None = Field(default=None, description="confidence level of `interval`")
     threshold: float | None = Field(default=None, description="the level the p-value was compared with")
     tests: dict[str, float] = Field(default_factory=dict, description="p-values of the component tests")
+    tolerance: float | None = Field(default=None, description="the practical tolerance the tests allowed (0.03: 3%)")
 
 
 class JudgeResult(BaseModel):

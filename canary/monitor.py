@@ -12,7 +12,7 @@ Each look tests recent suffix windows and the whole soak, so a mid-soak regressi
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from canary.config import JudgeConfig, MetricResult, MetricSamples, MetricSpec, 
 from canary.findings import precheck, prepare, samples_of, scored
 from canary.preprocess import clean
 from canary.scoring import weighted_sum
-from common.types import NO_VERDICT, REGRESSED
+from common.types import NO_VERDICT, REGRESSED, MetricKind
 
 MIN_WINDOW = 10  # the shortest recent window tested, in samples per side
 
@@ -57,7 +57,7 @@ def look_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[Metric
         early = precheck(spec.model_copy(update={"must_have_data": required}), base, can, config.min_samples)
         results.append(early)
         if early is None:
-            best[i] = _best_window(spec, samples, spec.kind in means_only)
+            best[i] = _best_window(spec, samples, config.tolerance, spec.kind in means_only)
     family = [i for i in best if not specs[i].muted]
     pvals = [min(1.0, best[i][0].p_value(specs[i].direction) * best[i][2]) for i in family]
     for i, (rejected, lvl) in zip(family, bifrost.holm(pvals, level)):
@@ -70,7 +70,8 @@ def look_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[Metric
     final = [r for r in results if r is not None]
     score = weighted_sum(scored(specs, final), config.groups, nodata_rule=False)
     bad = [r for s, r in zip(specs, final) if not s.muted and r.classification in REGRESSED]
-    alarm = bool(bad) and (score.score < config.thresholds.pass_ or any(r.critical for r in bad))
+    # no dilution: a regressed metric outside the explicitly weighted groups alarms however many others are fine
+    alarm = bool(bifrost.undiluted(config, bad)) or (bool(bad) and (score.score < config.thresholds.pass_ or any(r.critical for r in bad)))
     waiting = [r.name for s, r in zip(specs, final) if not s.muted and r.classification in NO_VERDICT]
     reasons = [f"{r.name}: {r.reason}" for r in bad]
     summary = f"look {look}/{max_looks} (alpha {level:.2g} this look): "
@@ -84,7 +85,7 @@ def _ctx(window: int, n_windows: int) -> str:
     return f"[last {window} samples, p x{n_windows} windows] "
 
 
-def _best_window(spec: MetricSpec, samples: MetricSamples, means_only: bool = False) -> tuple[bifrost.Evidence, int, int]:
+def _best_window(spec: MetricSpec, samples: MetricSamples, tolerance: Mapping[MetricKind, float], means_only: bool = False) -> tuple[bifrost.Evidence, int, int]:
     """Evidence on the most significant suffix window whose effect clears the gate (else the most significant)."""
     n = min(len(samples.baseline), len(samples.canary))
     sizes = windows(n)
@@ -94,10 +95,10 @@ def _best_window(spec: MetricSpec, samples: MetricSamples, means_only: bool = Fa
         can = clean(samples.canary[-w:], spec.nan_strategy, spec.outliers)
         if min(len(base), len(can)) < min(MIN_WINDOW, w) or not (np.isfinite(base).all() and np.isfinite(can).all()):
             continue
-        ev = bifrost.gather(base, can, means_only=means_only)
+        ev = bifrost.gather_for(spec, base, can, tolerance, means_only=means_only)
         candidates.append((not bifrost.gate_open(spec, ev), ev.p_value(spec.direction), -w, ev))
     if not candidates:  # the whole soak passed the precheck, so its window always qualifies
         base, can = clean(samples.baseline, spec.nan_strategy, spec.outliers), clean(samples.canary, spec.nan_strategy, spec.outliers)
-        return bifrost.gather(base, can, means_only=means_only), n, len(sizes)
+        return bifrost.gather_for(spec, base, can, tolerance, means_only=means_only), n, len(sizes)
     _, _, neg_w, ev = min(candidates, key=lambda c: c[:3])
     return ev, -neg_w, len(sizes)

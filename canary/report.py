@@ -103,6 +103,7 @@ def _metric_row(m: MetricResult) -> str:
         f"<td style='color:{_CLASS_COLOR.get(m.classification, '#222')}'><b>{m.classification}</b>{crit}</td>"
         f"<td class='num'>{_num(m.p_value, 3)}</td><td class='num'>{_num(m.threshold, 3)}</td>"
         f"<td class='num'>{_num(m.estimate)}</td><td class='num'>{_interval(m)}</td><td class='num'>{effect}</td>"
+        f"<td class='num'>{f'±{m.tolerance:.0%}' if m.tolerance else '–'}</td>"
         f"<td class='num'>{m.baseline_n} / {m.canary_n}</td><td class='num'>{_num(m.baseline_mean)} / {_num(m.canary_mean)}</td>"
         f"<td>{esc(m.reason)}</td></tr>"
     )
@@ -119,7 +120,10 @@ def _method(result: JudgeResult) -> str:
     return (
         "Bifrost mode: each metric is tested in its harmful direction by Mann-Whitney U and Welch's t (Simes-combined); "
         "Holm's procedure keeps the chance of any false alarm in this analysis at the configured alpha. A significant "
-        "metric is High/Low only if the mean ratio (or CLES) exceeds the allowed change (default 5%). Score = weighted "
+        "metric is High/Low only if the mean ratio (or CLES) exceeds the allowed change (default 5%). Latency metrics "
+        "are also tested on their upper tail, and against the baseline scaled by their tolerance (an equivalence "
+        "margin, default 3%: a smaller shift is no regression however significant). Any regressed metric fails the "
+        "analysis however many others pass (unless all its groups carry explicit weights). Score = weighted "
         "mean over groups of Pass / (Pass + High + Low + NodataFailMetric); a failing critical metric scores 0; "
         "too few samples for any metric gives 'insufficient_data', never a pass."
     )
@@ -152,7 +156,7 @@ def _sections(metrics: list[MetricResult], specs: list[MetricSpec], data: list[M
 
 
 _TABLE_HEAD = ("<h2>Metrics</h2><table><tr><th>metric</th><th>class</th><th>p-value</th><th>level</th><th>shift estimate</th>"
-               "<th>interval</th><th>effect</th><th>n base / canary</th><th>mean base / canary</th><th>reason</th></tr>")
+               "<th>interval</th><th>effect</th><th>tolerance</th><th>n base / canary</th><th>mean base / canary</th><th>reason</th></tr>")
 
 
 def _page(title: str, head: str, metrics: list[MetricResult], sections: str) -> str:

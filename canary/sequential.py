@@ -65,8 +65,8 @@ def decide(
                         reason=f"{where}: {result.summary}")
     family = [i for i in evidence if not specs[i].muted]
     suggestive = sorted(
-        ((evidence[i].p_value(specs[i].direction), specs[i].name) for i in family
-         if evidence[i].p_value(specs[i].direction) * len(family) <= config.extend_below
+        ((evidence[i].p_hint(specs[i].direction), specs[i].name) for i in family
+         if evidence[i].p_hint(specs[i].direction) * len(family) <= config.extend_below
          and bifrost.gate_open(specs[i], evidence[i])),
     )
     if look < max_looks and suggestive:

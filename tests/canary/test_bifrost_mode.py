@@ -246,7 +246,10 @@ def test_group_weights_and_thresholds() -> None:
         samples("cpu", rng.normal(1, 0.05, 60), rng.normal(1, 0.05, 60)),
     ]
     r = judge(JudgeConfig(groups={"latency": 20, "saturation": 80}, thresholds=Thresholds(**{"pass": 80, "marginal": 50})), specs, data)
-    assert r.score == 80.0 and r.verdict == "pass" and r.group_scores == {"latency": 0.0, "saturation": 100.0}
+    # the weights make the score (80, "pass" by Kayenta's thresholds), but a +30% latency fails bifrost mode:
+    # a weighting must not average a regression away any more than many healthy metrics may
+    assert r.score == 80.0 and r.group_scores == {"latency": 0.0, "saturation": 100.0}
+    assert r.verdict == "fail"
 
 
 def test_holm_and_simes_helpers() -> None:

@@ -84,10 +84,12 @@ def test_critical_and_muted_metrics() -> None:
     rng = np.random.default_rng(2)
     b, c = draw(rng, 120), draw(rng, 120, error_factor=3.0)
     data = [MetricSamples(name=n, baseline=b[n].tolist(), canary=c[n].tolist()) for n in b]
-    many = SPECS + [MetricSpec(name=f"other{i}") for i in range(40)]  # one High among many scores above 95
+    many = SPECS + [MetricSpec(name=f"other{i}") for i in range(40)]  # one High among many scores above 95 ...
     other = [MetricSamples(name=f"other{i}", baseline=b["cpu"].tolist(), canary=b["cpu"].tolist()) for i in range(40)]
     plain = soak_look(JudgeConfig(), many, data + other, look=12, max_looks=12)
-    assert not plain.alarm and "below alarm threshold" in plain.summary
+    assert plain.alarm and plain.reasons[0].startswith("errors:")  # ... and still alarms: no dilution
+    weighted = [s.model_copy(update={"groups": ["g"]}) for s in many]  # weights shape the score, never dilute
+    assert soak_look(JudgeConfig(groups={"g": 100}), weighted, data + other, look=12, max_looks=12).alarm
     critical = [s.model_copy(update={"critical": s.name == "errors"}) for s in many]
     loud = soak_look(JudgeConfig(), critical, data + other, look=12, max_looks=12)
     assert loud.alarm and loud.reasons and loud.reasons[0].startswith("errors:")
