@@ -11,6 +11,7 @@ import click
 
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_OK, EXIT_ROLLED_BACK
 from bifrost_cli.guard import quiet_window
+from bifrost_cli.links import echo_link
 from bifrost_cli.traffic import _csv_ints, _fail, _identity, _run, validated
 from workflows.drill.models import DrillInput, drill_id
 
@@ -88,6 +89,7 @@ async def run_drill(inp: DrillInput, *, wait: bool, task_queue: str) -> int:
     handle = await client.start_workflow(DrillWorkflow.run, inp, id=f"{drill_id(inp.service)}/{uuid.uuid4().hex[:8]}",
                                          task_queue=task_queue)
     click.echo(f"started {handle.id}")
+    echo_link(client, handle.id, handle.result_run_id)
     if not wait:
         return EXIT_OK
     report = DrillReport.model_validate(await handle.result())

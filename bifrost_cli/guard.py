@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_OK
+from bifrost_cli.links import echo_current_link, echo_link
 from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from bifrost_cli.traffic import _csv_ints, _fail, _identity, _run, send, validated
@@ -134,6 +135,7 @@ async def start_guard(inp: GuardInput, task_queue: str) -> int:
         return _already_running(inp.service)
     click.echo(f"started {handle.id}: mode {inp.rules.mode}, restore {inp.rules.restore}, a look every "
                f"{inp.look_interval_seconds} s; follow it: bifrost guard status {inp.service}")
+    echo_link(client, handle.id, handle.result_run_id)
     return EXIT_OK
 
 
@@ -151,6 +153,7 @@ async def show_guard(service: str, as_json: bool) -> int:
         click.echo(state.model_dump_json(indent=2))
     else:
         print_guard(state)
+        await echo_current_link(client, handle)
     return EXIT_OK
 
 

@@ -25,6 +25,7 @@ from temporalio.service import RPCError
 from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.claims import Claim, bifrost_run
 from bifrost_cli.exits import EXIT_OK, EXIT_ROLLED_BACK, exit_code_for
+from bifrost_cli.links import current_link, ui_link
 from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
 from bifrost_cli.render import print_status, shown, state_table
 from bifrost_cli.run_state import NoState, read_state
@@ -138,6 +139,9 @@ async def submit(req: RolloutRequest, *, wait: bool, follow: bool, task_queue: s
     client = await connect(**(connect_kwargs or {}))  # tracing interceptors, when OTEL_EXPORTER_OTLP_ENDPOINT is set
     handle = await start_rollout(client, req, task_queue)
     console.print(Text.assemble("rollout ", (handle.id, "bold"), f" (run {handle.result_run_id})"))
+    link = ui_link(client, handle.id, handle.result_run_id)
+    if link is not None:
+        console.print(Text(f"Web UI: {link}"), soft_wrap=True)
     if not wait:
         console.print(Text(f"follow it: bifrost status {handle.id}   or the Temporal UI's workflow page"))
         return 0
@@ -165,6 +169,9 @@ async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> in
         console.print_json(state.model_dump_json())
         return EXIT_OK
     print_status(state, rollout_id, console)
+    link = await current_link(client, handle)
+    if link is not None:
+        console.print(Text(f"Web UI: {link}"), soft_wrap=True)
     return EXIT_OK
 
 

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK
+from bifrost_cli.links import echo_current_link, echo_link
 from bifrost_cli.listed import REVERT_WORKFLOW
 from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
@@ -122,6 +123,7 @@ async def run_revert(inp: RevertInput, *, wait: bool, task_queue: str) -> int:
     client = await connect()
     handle = await start_revert(client, inp, task_queue)
     echo(f"started {handle.id}: {inp.service} back to {inp.to_version}")
+    echo_link(client, handle.id, handle.result_run_id)
     result = asyncio.ensure_future(revert_outcome(handle))
     seen, shown_plan = 0, False
     loop = asyncio.get_running_loop()
@@ -183,4 +185,5 @@ async def show_revert(revert_id: str, *, as_json: bool) -> int:
     print_state(state)
     echo("audit trail:")
     print_audit(state)
+    await echo_current_link(client, handle)
     return EXIT_OK

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.exits import EXIT_ABORTED, EXIT_INVALID, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE
+from bifrost_cli.links import echo_current_link, echo_link
 from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.text import markdown as md
@@ -241,6 +242,7 @@ async def run_traffic(inp: EvacuationInput, *, wait: bool, task_queue: str) -> i
     except WorkflowAlreadyStartedError:
         await refuse_busy(client, inp.service)
     click.echo(f"started {handle.id} (run {handle.result_run_id}): {inp.direction} {inp.region} of {inp.service}")
+    echo_link(client, handle.id, handle.result_run_id)
     seen = 0
     result_task = asyncio.ensure_future(traffic_outcome(handle))
     planned = False
@@ -359,6 +361,7 @@ async def show_status(service: str, as_json: bool) -> int:
     print_state(state)
     click.echo("audit trail:")
     print_audit(state)
+    await echo_current_link(client, handle)
     return EXIT_OK
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from activities.adapters.base import NotifyError, http_status
 from activities.adapters.secrets import SecretError, redact, resolve_secret
-from common.text import slack, web_url
+from common.links import workflow_link
+from common.text import slack
 from common.types import Notification
 
 log = logging.getLogger(__name__)
@@ -70,15 +71,6 @@ def _fields(n: Notification) -> list[tuple[str, str]]:
     if n.weights:
         rows.append(("Weights", ", ".join(f"{k} {v}" for k, v in sorted(n.weights.items()))))
     return rows
-
-
-def workflow_link(ui_url: str | None, namespace: str, workflow_id: str, run_id: str | None = None) -> str | None:
-    """The Temporal Web UI page of a workflow (its ids URL-encoded), or None without a usable UI base URL."""
-    base = web_url(ui_url)
-    if base is None:
-        return None
-    page = f"{base.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/{quote(workflow_id, safe='')}"
-    return f"{page}/{quote(run_id, safe='')}/history" if run_id else page
 
 
 def slack_payload(n: Notification, link: str | None = None) -> dict[str, object]:

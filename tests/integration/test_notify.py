@@ -165,7 +165,7 @@ async def test_approval_pending_says_which_wave_who_may_approve_and_links_the_ro
         assert "approval_pending" in pending["text"] and "ap-south-1/prod" in pending["text"]
         assert "alice, bob_smith" in pending["text"]  # the allow-list
         run = (await h.describe()).run_id
-        link = f"{UI}/namespaces/default/workflows/{quote(h.id, safe='')}/{run}/history"
+        link = f"{UI}/namespaces/default/workflows/{quote(h.id, safe='')}/{run}/user-metadata"
         assert f"<{link}|Open in the Temporal Web UI>" in pending["text"]
         fields = {f["text"].split("\n")[0]: f["text"].split("\n")[1] for f in pending["blocks"][1]["fields"]}
         assert fields["*Wave*"] == "2" and fields["*Who may approve*"] == "alice, bob_smith" and "*Times out*" in fields
@@ -231,7 +231,7 @@ async def test_a_stage_held_on_failure_is_told_with_who_may_decide_when_it_times
     assert len(held) == 1 and "us-east-1/test failed and holds" in held[0]["text"] and "resolve_hold" in held[0]["text"]
     assert "it will rollback" in held[0]["text"]
     run = (await h.describe()).run_id
-    assert f"<{UI}/namespaces/default/workflows/{quote(h.id, safe='')}/{run}/history|Open in the Temporal Web UI>" \
+    assert f"<{UI}/namespaces/default/workflows/{quote(h.id, safe='')}/{run}/user-metadata|Open in the Temporal Web UI>" \
         in held[0]["text"]
     fields = {x["text"].split("\n")[0]: x["text"].split("\n")[1] for x in held[0]["blocks"][1]["fields"]}
     assert fields["*Who may decide*"] == "alice" and "*Times out*" in fields and fields["*Stages*"] == "us-east-1/test"

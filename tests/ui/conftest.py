@@ -31,6 +31,7 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
 ]
+WALKTHROUGH_NAMESPACE = "walkthrough"
 START_ATTEMPTS = 3  # a free port can be taken by a concurrent test run between probing and binding
 
 
@@ -86,6 +87,7 @@ async def ui_server(browser: Browser) -> AsyncIterator[UiServer]:
                 search_attributes=search.ALL, data_converter=DATA_CONVERTER,
                 dev_server_extra_args=[
                     "--ui-disable-news-fetch",
+                    "--namespace", WALKTHROUGH_NAMESPACE,  # an empty list for tests/ui/test_walkthrough.py to count
                     "--dynamic-config-value", "frontend.enableServerVersionCheck=false",
                     *DEV_SERVER_FLAGS,
                 ],

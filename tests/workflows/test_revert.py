@@ -9,9 +9,10 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from activities.adapters.webhooks import slack_payload, workflow_link
+from activities.adapters.webhooks import slack_payload
 from bifrost_cli.ops import outcome, start_rollout
 from common.failures import OUTCOME_MEMO
+from common.links import workflow_link
 from common.types import StageRef
 from tests.workflows.helpers import cancel_as_release_manager, fleet, make_request, running_worker
 from tests.workflows.revert_helpers import listed_closed, notices_sent, revert_input, revert_outcome, start_revert
