@@ -144,8 +144,8 @@ def test_after_a_restore_the_same_region_needs_stronger_evidence_within_the_back
     once = [EvacuationRecord(evacuated_at=now - timedelta(hours=3), restored_at=now - timedelta(hours=2))]
     flapping = fresh.model_copy(update={"evacuations": once})
     assert looks_needed(flapping, judge, rules, now) == 4
-    assert looks_needed(flapping, judge, rules, now + timedelta(hours=23)) == 4
-    assert looks_needed(flapping, judge, rules, now + timedelta(hours=25)) == 2  # the back-off is over
+    assert looks_needed(flapping, judge, rules, now + timedelta(hours=21)) == 4
+    assert looks_needed(flapping, judge, rules, now + timedelta(hours=23)) == 2  # 25 h after the restore: the back-off is over
     twice = flapping.model_copy(update={"evacuations": once * 2})
     assert looks_needed(twice, judge, rules, now) == 8
     assert looks_needed(fresh, judge, rules, now, incident=True) == 3
