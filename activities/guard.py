@@ -54,17 +54,25 @@ class GuardActivities:
                               interval_seconds=inp.sample_interval_seconds)
         from canary.guard import RegionSamples, look_fleet  # scipy: loaded by the worker, not by the workflows
 
-        async def samples(region: str) -> RegionSamples:
+        volume = MetricSpec(name=inp.judge.volume_metric, kind="throughput")
+
+        async def samples(region: str, at: MetricWindow, past: bool = False) -> RegionSamples:
             stage = StageRef(service=inp.service, region=region, environment=inp.environment)
             version = await self.registry.deployer(stage).current_version(stage)
             if version is None:
                 return RegionSamples(region=region)
             source = self.registry.metrics(stage)
-            got = await asyncio.gather(*(source.fetch(stage, m, window, ("primary", None), ("primary", version))
+            got = await asyncio.gather(*(source.fetch(stage, m, at, ("primary", None), ("primary", version))
                                          for m in specs))
-            return RegionSamples(region=region, metrics={m.name: s.canary for m, s in zip(specs, got)})
+            requests = None
+            if _knows(source, volume.name):
+                requests = (await source.fetch(stage, volume, at, ("primary", None), ("primary", version))).canary
+            history = [] if past or requests is None else [
+                await samples(region, _shifted(at, day), past=True) for day in range(1, inp.judge.history_days + 1)]
+            return RegionSamples(region=region, metrics={m.name: s.canary for m, s in zip(specs, got)},
+                                 requests=requests, history=history)
 
-        all_samples = await asyncio.gather(*(samples(t.region) for t in members))
+        all_samples = await asyncio.gather(*(samples(t.region, window) for t in members))
         serving = [s for s in all_samples if weights[s.region] > 0]
         others = [s for s in all_samples if weights[s.region] == 0]
         looks = look_fleet(inp.judge, specs, serving, others, inp.look)
@@ -107,6 +115,22 @@ async def _alarms(service: str, members: list[TrafficTarget], looks: list[Region
         if missing:
             notes.append(f"{t.region}: CloudWatch alarms not found: {', '.join(missing)} (check the targets file)")
     return notes
+
+
+def _shifted(window: MetricWindow, days: int) -> MetricWindow:
+    """The same window `days` earlier: the same time of day where the region is."""
+    back = timedelta(days=days)
+    return window.model_copy(update={"start": window.start - back, "end": window.end - back})
+
+
+def _knows(source: object, name: str) -> bool:
+    """Whether a metric source can answer `name` (Prometheus queries, CloudWatch metrics; a simulated one always)."""
+    settings = getattr(source, "settings", None)
+    for attr in ("queries", "metrics"):
+        known = getattr(settings, attr, None)
+        if isinstance(known, dict):
+            return name in known
+    return True
 
 
 def _union(healths: object) -> list[MetricSpec]:

@@ -15,10 +15,13 @@ do (every region may be sick at once; the rules then keep the last one serving).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from canary import monitor
 from canary.config import JudgeConfig, MetricSamples, MetricSpec, MonitorResult
+from canary.guard_counts import Comparison, Side, compare, slo_breach
 
 # Regions serve different shares, so a rate's per-sample noise differs between a region and its peers (a rate over
 # fewer requests spreads wider) while its mean does not: error rates are compared on their means alone (Welch),
@@ -43,6 +46,12 @@ class GuardJudge(_Strict):
                                description="hold-down: consecutive healthy looks of an evacuated region before it is restored")
     slo: dict[str, float] = Field(default_factory=dict, max_length=50,
                                   description="metric -> highest acceptable mean over the look's window (absolute SLO)")
+    min_requests: float = Field(default=100, ge=1, le=1e9,
+                                description="a percentile counts only from intervals of at least this many requests")
+    volume_metric: str = Field(default="requests", min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]*$",
+                               description="the metric source's requests per interval (kind throughput), when it has one")
+    history_days: int = Field(default=7, ge=0, le=28,
+                              description="the same window on this many earlier days is each region's own reference")
 
     def config(self) -> JudgeConfig:
         return JudgeConfig(alpha=self.alpha, min_samples=self.min_samples)
@@ -53,10 +62,14 @@ class GuardJudge(_Strict):
 
 
 class RegionSamples(BaseModel):
-    """One region's samples over the look's window, by metric name (oldest first)."""
+    """One region's samples over the look's window, by metric name (oldest first), the requests it served in each
+    interval (empty: the metric source does not say), and the same window on earlier days (its own history)."""
 
     region: str
     metrics: dict[str, list[float]] = Field(default_factory=dict)
+    requests: list[float] | None = Field(default=None, description="requests per interval, aligned with the samples "
+                                                                  "(None: unknown; empty: it served none)")
+    history: list[RegionSamples] = Field(default_factory=list, description="the same window on earlier days")
 
 
 class RegionLook(BaseModel):
@@ -68,6 +81,12 @@ class RegionLook(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     summary: str = ""
     monitor: MonitorResult | None = None
+    degraded: bool = Field(default=False, description="worse than its own history at the same time of day")
+    standing: str = Field(default="", description="worse than its peers but as it always is: why (not evacuated)")
+    incident: list[str] = Field(default_factory=list, description="the regions of a multi-region incident, if any")
+    suspect: list[str] = Field(default_factory=list,
+                               description="regions possibly worse than their own history (a lenient test)")
+    requests: float | None = Field(default=None, description="requests it served in the window (None: unknown)")
 
 
 def interleave(series: list[list[float]]) -> list[float]:
@@ -113,7 +132,10 @@ def look_region(judge: GuardJudge, specs: list[MetricSpec], region: RegionSample
 def look_fleet(judge: GuardJudge, specs: list[MetricSpec], serving: list[RegionSamples],
                others: list[RegionSamples], look: int) -> list[RegionLook]:
     """Every region at one look: a serving region against the other serving regions, and a region not serving
-    (evacuated, being watched for its restore) against all serving ones."""
+    (evacuated, being watched for its restore) against all serving ones. When every region says how many requests
+    it served, the volume-aware judgement with two references (canary.guard (below)) decides."""
+    if serving and all(r.requests is not None for r in serving + others):
+        return judge_fleet(judge, specs, serving, others)
     out = [look_region(judge, specs, r, [p for p in serving if p.region != r.region], look) for r in serving]
     out += [look_region(judge, specs, r, serving, look) for r in others]
     return out
@@ -143,3 +165,128 @@ class Streak(BaseModel):
         """The hold-down of an evacuated region: `healthy_looks` looks in a row without an unhealthy one. A drained
         region has no samples of its own, so its probe (judged on data) is what shows it is well."""
         return self.calm >= judge.healthy_looks
+
+
+# -- when every region says how many requests it served: two references ---------------------------------
+# The region guard's judgement when regions say how many requests they served: two references, not one.
+#
+# Each region is compared, metric by metric and weighted by volume (canary.guard_counts), with
+# 1. **its own history**: the same window on earlier days, i.e. the same time of day where the region is; and
+# 2. **its healthy peers**: the other serving regions that are not themselves worse than their own history.
+#
+# - **sick** (unhealthy): worse than its healthy peers and worse than its own history (or it has no history yet),
+#   or confidently past an absolute SLO;
+# - **standing difference**: worse than its peers but not than its own history: as it always is. Shown, not evacuated;
+# - **degraded**: worse than its own history, but no healthy peer is better (a fleet-wide problem: moving traffic
+#   would not help);
+# - **no data**: it served no requests, or too few to tell (never healthy, never sick);
+# - **incident**: two or more serving regions worse than their own history at once.
+#
+# The false-alarm budget of a look (`GuardJudge.look_level`) is split evenly over the metrics (Bonferroni); sick
+# needs both tests to reject, so it spends no more than one.
+
+SUSPECT_P = 0.01  # a peer this likely worse than its own history is no healthy reference (lenient on purpose)
+
+
+@dataclass(frozen=True)
+class History:
+    """One region against its own history, metric by metric (None: no history that served requests)."""
+
+    by_metric: dict[str, Comparison | None]
+
+    @property
+    def worse(self) -> bool:
+        return any(c is not None and c.state == "worse" for c in self.by_metric.values())
+
+    def suspect(self, specs: list[MetricSpec]) -> bool:
+        """Possibly worse than usual: a lenient test, to keep a degrading peer out of the healthy references."""
+        for s in specs:
+            c = self.by_metric.get(s.name)
+            if c is not None and c.p_value is not None and c.ratio is not None and c.p_value <= SUSPECT_P \
+                    and c.ratio >= 1 + ((s.allowed_increase or 1.2) - 1) / 2:
+                return True
+        return self.worse
+
+
+def side(region: RegionSamples, name: str) -> Side:
+    return Side(list(region.metrics.get(name, [])), list(region.requests or []))
+
+
+def pooled(regions: list[RegionSamples], name: str) -> Side:
+    out = Side()
+    for r in regions:
+        out = out.plus(side(r, name))
+    return out
+
+
+def served(region: RegionSamples) -> float:
+    return float(sum(n for n in region.requests or [] if n > 0))
+
+
+def _history(judge: GuardJudge, specs: list[MetricSpec], region: RegionSamples, level: float) -> History:
+    past = [h for h in region.history if h.requests is not None and served(h) > 0]
+    out: dict[str, Comparison | None] = {}
+    for s in specs:
+        out[s.name] = compare(s, side(region, s.name), pooled(past, s.name), level, min_requests=judge.min_requests,
+                              min_samples=judge.min_samples) if past and served(region) > 0 else None
+    return History(out)
+
+
+def _region(judge: GuardJudge, specs: list[MetricSpec], region: RegionSamples, peers: list[RegionSamples],
+            hist: History, level: float, incident: list[str], suspect: list[str]) -> RegionLook:
+    n = served(region)
+    base = dict(region=region.region, requests=n, degraded=hist.worse, incident=incident, suspect=suspect)
+    if n <= 0:
+        return RegionLook(**base, unhealthy=False, no_data=True, summary="no data: it served no requests")
+    reasons = [why for s in specs if s.name in judge.slo and not s.muted
+               for why in [slo_breach(s, side(region, s.name), judge.slo[s.name], level, judge.min_samples)] if why]
+    sick, standing, seen, notes = [], [], [], []
+    for s in specs:
+        h = hist.by_metric.get(s.name)
+        if not peers:
+            if h is not None:
+                notes.append(f"{h.text} against its own history")
+            seen.append(h is not None and h.state != "no_data")
+            continue
+        c = compare(s, side(region, s.name), pooled(peers, s.name), level, min_requests=judge.min_requests,
+                    min_samples=judge.min_samples)
+        seen.append(c.state != "no_data")
+        if c.state != "worse" or s.muted:
+            notes.append(c.text)
+            continue
+        if h is None or h.state == "worse":
+            vs = f" and its own history ({h.text})" if h is not None else " (no history yet)"
+            sick.append(f"vs peers {', '.join(p.region for p in peers)}: {c.text}{vs}")
+        else:
+            standing.append(f"{c.text}, as usual at this time of day ({h.text})")
+    reasons += sick
+    no_data = not reasons and not any(seen)
+    stand = "; ".join(standing) if not reasons else ""
+    if reasons:
+        summary = "; ".join(reasons)
+    elif not peers and hist.worse:
+        summary = "worse than its own history, as are its peers (no healthy peer to move to): " + "; ".join(notes)
+    elif stand:
+        summary = "standing difference: " + stand
+    elif no_data:
+        summary = "no data: " + "; ".join(notes)
+    else:
+        summary = ("healthy: " if peers else "healthy against its own history (no healthy peer): ") + "; ".join(notes)
+    return RegionLook(**base, unhealthy=bool(reasons), no_data=no_data, reasons=reasons, summary=summary[:2000],
+                      standing=stand[:1000])
+
+
+def judge_fleet(judge: GuardJudge, specs: list[MetricSpec], serving: list[RegionSamples],
+                others: list[RegionSamples]) -> list[RegionLook]:
+    """Every region at one look (see the module's docstring); serving regions first, then the others."""
+    active = [s for s in specs if not s.muted] or specs
+    level = judge.look_level() / max(1, len(active))
+    hist = {r.region: _history(judge, specs, r, level) for r in serving + others}
+    incident = sorted(r.region for r in serving if hist[r.region].worse)
+    incident = incident if len(incident) >= 2 else []
+    healthy = [r for r in serving if not hist[r.region].suspect(specs)]
+    suspect = sorted({r.region for r in serving} - {r.region for r in healthy})
+    out = [_region(judge, specs, r, [p for p in healthy if p.region != r.region], hist[r.region], level, incident,
+                   suspect) for r in serving]
+    out += [_region(judge, specs, r, healthy, hist[r.region], level, incident, suspect) for r in others]
+    return out

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+NO_HISTORY_BEFORE = 12 * 3600.0  # seconds before the latest window asked for: no samples (no history)
+
+
 class VersionEffect(BaseModel):
     """How a version behaves differently from the healthy fleet, optionally only in some places."""
 
@@ -153,6 +156,7 @@ class SimulatedFleet:
         self._conn: sqlite3.Connection | None = None  # opened on first use: a worker that never uses it makes no file
         self._lock = threading.Lock()  # one connection per fleet; its threads take turns
         self.load = SimulatedLoad(self)  # shares, replicas and overload: simulated_traffic.py; the registry wires its observers
+        self._latest_end: float | None = None  # the latest window asked for: the fleet keeps no history before it
 
     # -- storage ---------------------------------------------------------------------------------
     @property
@@ -491,10 +495,16 @@ class SimulatedFleet:
         # the region's traffic: a drained region yields no samples; a region with traffic one per interval (as a
         # metric source scrapes), each over its share of the requests (a loaded region more, a small share fewer,
         # so noisier); an overloaded region is slower and sheds requests
+        end = window.end.timestamp()
+        self._latest_end = max(end, self._latest_end or end)
+        if end < self._latest_end - NO_HISTORY_BEFORE:
+            return []  # a window a day back (the guard's history): the simulated fleet did not exist then
         load = self.load.effect(stage, window)
         n = self._count(window) if load.traffic > 0 else 0
         if n == 0 or version is None:
             return []
+        if metric.kind == "throughput":  # requests per interval (the region guard's volume)
+            return [float(max(1, round(self.scenario.requests_per_interval * load.traffic)))] * n
         # a primary's looks (the guard, health checks): each window its own draw, the same for the same window. A canary
         # and its baseline, and every draw of a fleet without fresh draws (tests): one draw per stage and version, so a
         # verdict does not depend on the service's random name or the hour it ran (seeded by window, the judge's

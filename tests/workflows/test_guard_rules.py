@@ -130,3 +130,25 @@ def test_probe_weights_give_the_region_its_percent_and_the_others_the_rest_pro_r
         assert abs(out[k] / t - home[k] / total * (1 + (home[region] / total) * (1 - percent / 100)
                                                     / (1 - home[region] / total))) <= 1.5 / t + 1e-9
     assert out[region] <= max(1, home[region])
+
+
+def test_after_a_restore_the_same_region_needs_stronger_evidence_within_the_backoff() -> None:
+    from canary.guard import GuardJudge, Streak
+    from workflows.guard.models import EvacuationRecord, GuardState, RegionWatch
+    from workflows.guard.rules import looks_needed, sick_regions
+
+    judge, rules = GuardJudge(unhealthy_looks=2), GuardRules(backoff_hours=24)
+    now = datetime(2026, 3, 2, 12, tzinfo=UTC)
+    fresh = RegionWatch(region="a", streak=Streak(unhealthy=2))
+    assert looks_needed(fresh, judge, rules, now) == 2
+    once = [EvacuationRecord(evacuated_at=now - timedelta(hours=3), restored_at=now - timedelta(hours=2))]
+    flapping = fresh.model_copy(update={"evacuations": once})
+    assert looks_needed(flapping, judge, rules, now) == 4
+    assert looks_needed(flapping, judge, rules, now + timedelta(hours=21)) == 4
+    assert looks_needed(flapping, judge, rules, now + timedelta(hours=23)) == 2  # 25 h after the restore: the back-off is over
+    twice = flapping.model_copy(update={"evacuations": once * 2})
+    assert looks_needed(twice, judge, rules, now) == 8
+    assert looks_needed(fresh, judge, rules, now, incident=True) == 3
+    state = GuardState(workflow_id="guard/x", service="x", regions={"a": flapping, "b": fresh.model_copy(
+        update={"region": "b"})})
+    assert [w.region for w in sick_regions(state, judge, rules, now)] == ["b"]

@@ -11,7 +11,7 @@ from common.traffic.plan import probe_weights
 from workflows.evacuation.child import run_traffic_change
 from workflows.evacuation.models import EvacuationState
 from workflows.evacuation.settings import EvacuationInput, evacuation_id
-from workflows.guard.models import RegionWatch
+from workflows.guard.models import MAX_EVACUATIONS, EvacuationRecord, RegionWatch
 from workflows.guard.proposals import Proposals
 from workflows.guard.records import GUARD, GuardRecords
 from workflows.guard.rules import evacuation_verdict, home_weights
@@ -47,6 +47,9 @@ class Actions:
                                                         reason=f"region guard: {watch.region} is well again")
         if automatic:
             st.last_auto_evacuation = workflow.now()
+        if restore is None:  # a first evacuation (a failed probe drained again is the same one)
+            watch.evacuations = [*watch.evacuations, EvacuationRecord(evacuated_at=workflow.now(),
+                                                                      why=watch.verdict[:300])][-MAX_EVACUATIONS:]
         rec.decision(watch.region, "evacuated", [f"weights {result.weights_after}"])
         rec.notify("guard_evacuated", f"{watch.region} evacuated: weights {result.weights_after}", watch.region)
 
@@ -68,6 +71,8 @@ class Actions:
         if result is None or result.status != "restored":
             return
         watch.serving, watch.evacuated_by_guard, watch.restore, watch.probing = True, False, None, False
+        if watch.evacuations and watch.evacuations[-1].restored_at is None:
+            watch.evacuations[-1].restored_at = workflow.now()
         rec.decision(watch.region, "restored", [f"weights {result.weights_after}"])
         rec.notify("guard_restored", f"{watch.region} restored: weights {result.weights_after}", watch.region)
 

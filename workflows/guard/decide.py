@@ -25,7 +25,7 @@ async def decide(actions: Actions, proposals: Proposals) -> None:
 async def _sick(actions: Actions, proposals: Proposals) -> None:
     """Each sick region, the longest sick first: evacuate, propose or refuse (a refusal recorded once)."""
     rec, st = actions.records, actions.state
-    for watch in sick_regions(st, rec.inp.judge):
+    for watch in sick_regions(st, rec.inp.judge, rec.inp.rules, workflow.now()):
         verdict = evacuation_verdict(rec.inp.rules, watch.region, serving=st.serving(), evacuated=st.evacuated(),
                                      readiness=watch.readiness, last_auto=st.last_auto_evacuation,
                                      now=workflow.now())

@@ -46,6 +46,9 @@ def guard_details(state: GuardState, inp: GuardInput) -> str:
                  f"unhealthy looks, well after {judge.healthy_looks} healthy ones; at most {inp.rules.max_evacuated} "
                  f"evacuated; {inp.rules.min_gap_minutes:g} min between automatic evacuations; false-alarm level "
                  f"{judge.look_level():.2g} per region-look")
+    if state.incident:
+        lines += ["", f"**Multi-region incident**: {md(', '.join(state.incident))} worse than their own history at "
+                      "once; the guard evacuates at most what the rules and capacity allow"]
     if state.waiting_for:
         lines += ["", f"Waiting for: {md(state.waiting_for)}"]
     if state.reason:
@@ -56,6 +59,17 @@ def guard_details(state: GuardState, inp: GuardInput) -> str:
         serving = "yes" if w.serving else ("evacuated by the guard" if w.evacuated_by_guard else "no")
         lines.append(f"| {md(r)} | {w.weight} | {serving} | {w.streak.unhealthy} / {w.streak.healthy} | "
                      f"{md(w.verdict)[:300]} | {md(ready)[:300]} |")
+    standing = [(r, w.standing) for r, w in sorted(state.regions.items()) if w.standing]
+    if standing:
+        lines += ["", "Standing differences (worse than the peers, as usual at this time of day; not evacuated):", ""]
+        lines += [f"- **{md(r)}**: {md(why)[:300]}" for r, why in standing]
+    history = [(r, w.evacuations) for r, w in sorted(state.regions.items()) if w.evacuations]
+    if history:
+        lines += ["", "Evacuations by the guard (latest last):", ""]
+        for r, evs in history:
+            lines.append(f"- **{md(r)}**: " + "; ".join(
+                f"{e.evacuated_at:%Y-%m-%d %H:%M} → " + (f"{e.restored_at:%Y-%m-%d %H:%M}" if e.restored_at else
+                                                        "not restored") for e in evs))
     if state.proposals:
         lines += ["", "Proposals (More actions → Send an Update → `approve`, or `bifrost guard approve`):", ""]
         for p in state.proposals:

@@ -30,6 +30,7 @@ from workflows.windows import is_open
 DEFAULT_GUARD_STEPS = [50, 10, 0]  # a restore walks back through 10% (the probe), 50%, 100%
 MAX_AUDIT = 200  # entries a continue-as-new carries
 MAX_DECISIONS = 50
+MAX_EVACUATIONS = 10  # per region, the latest
 
 
 class GuardEvacuation(TrafficChangeSettings):
@@ -65,6 +66,9 @@ class GuardRules(BaseModel):
     quiet_windows: list[DeployWindow] = Field(default_factory=list, max_length=50,
                                               description="weekly windows in which the guard only proposes")
     timezone: TimeZone = Field(default="UTC", description="IANA zone of the quiet windows")
+    backoff_hours: float = Field(default=24, ge=0, le=24 * 90,
+                                 description="after a restore, evacuating the same region again within this many "
+                                             "hours needs twice the unhealthy looks per restore in it")
 
     def quiet(self, at: datetime) -> bool:
         """Whether `at` falls inside a quiet window."""
@@ -116,6 +120,14 @@ class GuardInput(BaseModel):
         return problems
 
 
+class EvacuationRecord(BaseModel):
+    """One evacuation of a region by the guard: when, why, and when it was restored (None: not yet)."""
+
+    evacuated_at: datetime
+    why: str = ""
+    restored_at: datetime | None = None
+
+
 class RegionWatch(BaseModel):
     """One region as the guard sees it."""
 
@@ -130,6 +142,8 @@ class RegionWatch(BaseModel):
     probing: bool = Field(default=False, description="back at the probe share, judged against its peers")
     set_identifier: str = ""
     restore: EvacuationInput | None = Field(default=None, description="the restore of the guard's evacuation")
+    standing: str = Field(default="", description="a standing difference: worse than its peers, as it always is")
+    evacuations: list[EvacuationRecord] = Field(default_factory=list, description="the guard's latest evacuations")
 
 
 class Proposal(BaseModel):
@@ -175,6 +189,8 @@ class GuardState(ControlledState[GuardStatus]):
     audit: list[AuditEntry] = Field(default_factory=list)
     last_look_at: datetime | None = None
     notes: list[str] = Field(default_factory=list)
+    incident: list[str] = Field(default_factory=list, description="regions worse than their own history at once")
+    suspect: list[str] = Field(default_factory=list, description="regions possibly worse than their own history")
 
     def evacuated(self) -> set[str]:
         return {r for r, w in self.regions.items() if not w.serving}

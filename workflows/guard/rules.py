@@ -62,10 +62,23 @@ def evacuation_verdict(rules: GuardRules, region: str, *, serving: set[str], eva
     return Verdict(action="evacuate", reasons=["all rules allow it"])
 
 
-def sick_regions(state: GuardState, judge: GuardJudge) -> list[RegionWatch]:
-    """Serving regions unhealthy for long enough, the longest sick first (then by name)."""
-    return sorted((w for w in state.regions.values() if w.serving and w.streak.sick(judge)),
-                  key=lambda w: (-w.streak.unhealthy, w.region))
+MAX_BACKOFF = 8  # at most 8x the unhealthy looks
+
+
+def looks_needed(watch: RegionWatch, judge: GuardJudge, rules: GuardRules, now: datetime, *,
+                 incident: bool = False) -> int:
+    """Unhealthy looks in a row before `watch` counts as sick: K, doubled for every restore of it within the
+    back-off (no flapping), and one more while two or more regions may be worse than their own history (a
+    multi-region incident may be starting: let the fleet show who is well)."""
+    since = now - timedelta(hours=rules.backoff_hours)
+    recent: int = sum(1 for e in watch.evacuations if e.restored_at is not None and e.restored_at > since)
+    return int(judge.unhealthy_looks * min(MAX_BACKOFF, 2**recent) + (1 if incident else 0))
+
+
+def sick_regions(state: GuardState, judge: GuardJudge, rules: GuardRules, now: datetime) -> list[RegionWatch]:
+    """Serving regions unhealthy for long enough (`looks_needed`), the longest sick first (then by name)."""
+    return sorted((w for w in state.regions.values() if w.serving and w.streak.unhealthy >= looks_needed(
+        w, judge, rules, now, incident=len(state.suspect) >= 2)), key=lambda w: (-w.streak.unhealthy, w.region))
 
 
 def proposal_stands(p: Proposal, watch: RegionWatch | None, judge: GuardJudge) -> bool:
