@@ -49,16 +49,34 @@ def _number(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
 
 
+def _against(st: StepRecord, region: str) -> str:
+    """What the 'before' value is when it is not the region's own pre-shift window (a restore's peer)."""
+    peer = st.compared_with.get(region)
+    return f"{md(peer)} " if peer else ""
+
+
+def _verdict(classification: str) -> str:
+    """A metric's verdict in words a reader takes for what it is: no data is never a pass."""
+    return {"Pass": "pass", "Nodata": "NO DATA", "Error": "NO DATA (error)"}.get(classification, classification)
+
+
 def step_lines(st: StepRecord) -> str:
     """One step: its level and weights, its health verdict, and under it each metric's mean before → after."""
     reports = ", ".join(link(f"{region} report", url) for region, url in sorted(st.reports.items()))
     line = (f"- {st.index}: {st.level}% → {md(json.dumps(st.weights, sort_keys=True))}"
-            f"{'' if st.changed else ' (already in place)'}; health: {md(st.health or 'pending')}"
+            f"{'' if st.changed else ' (already in place)'}; health: {_health_word(st)}{md(st.health or 'pending')}"
             + (f" — {reports}" if reports else ""))
-    values = [f"  - {md(v.region)} {md(v.metric)}: {_number(v.before)} → {_number(v.after)} "
-              f"({md(v.classification)}{', critical' if v.critical else ''}; n {v.before_n} → {v.after_n})"
+    values = [f"  - {md(v.region)} {md(v.metric)}: {_against(st, v.region)}{_number(v.before)} → {_number(v.after)} "
+              f"({md(_verdict(v.classification))}{', critical' if v.critical else ''}; n {v.before_n} → {v.after_n})"
               for v in st.values]
     return "\n".join([line, *values])
+
+
+def _health_word(st: StepRecord) -> str:
+    """The look's state first: healthy, alarm, or no data (checked but nothing compared)."""
+    if st.checked_at is None:
+        return ""
+    return "**healthy** — " if st.healthy else "**ALARM** — " if st.healthy is False else "**no data** — "
 
 
 def _weights_table(state: EvacuationState) -> str:
