@@ -10,6 +10,7 @@ from temporalio.exceptions import ActivityError
 from activities.guard import GuardActivities
 from activities.guard_models import GuardLookInput, GuardLookResult
 from workflows.evacuation.calls import PLAN
+from workflows.evacuation.models import HealthValue
 from workflows.evacuation.workflow import _text
 from workflows.guard.models import GuardState, RegionWatch
 from workflows.guard.records import GuardRecords
@@ -52,4 +53,7 @@ def seen(st: GuardState, res: GuardLookResult) -> None:
             watch.serving = False
         watch.streak = watch.streak.after(region_look)
         watch.unhealthy, watch.verdict = region_look.unhealthy, region_look.summary
+        watch.no_data = bool(getattr(region_look, "no_data", False))
+        monitor = getattr(region_look, "monitor", None)
+        watch.values = [HealthValue.of(region_look.region, m) for m in monitor.metrics] if monitor is not None else []
         watch.readiness = ready.get(region_look.region) if watch.serving else None
