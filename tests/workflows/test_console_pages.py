@@ -11,6 +11,7 @@ from markdown_it import MarkdownIt
 from canary.config import MetricResult
 from common.text import code_span
 from common.text import markdown as md
+from common.types import Notification
 from workflows.drill.details import drill_view
 from workflows.drill.models import DrillInput, DrillReport, RegionDrill
 from workflows.evacuation.models import HealthValue
@@ -95,3 +96,30 @@ def test_a_drill_has_attributes_and_a_page() -> None:
     text = rendered_text(page)
     assert "Drill of pay (prod) — running" in text and "Drilling now: us-east-1" in text
     assert "eu-west-1: evacuation evacuated: 2 steps; restore restored; drained in 12 s" in text, text
+
+
+def test_notices_that_matter_look_it_and_traffic_notices_say_what_moved_it_and_why() -> None:
+    from activities.adapters.webhooks import URGENT_ICON, slack_payload
+    from common import notices
+
+    auto = notices.traffic(workflow_id="traffic/pay", service="pay", direction="evacuate", region="eu-west-1",
+                           event=notices.TRAFFIC_STARTED, text="3 steps", weights={"eu-west-1": 0},
+                           started_by="guard/pay", requested_by="bifrost-guard",
+                           why="region guard: eu-west-1 unhealthy for 3 looks: latency_p99 high")
+    by_hand = notices.traffic(workflow_id="traffic/pay", service="pay", direction="evacuate", region="eu-west-1",
+                              event=notices.TRAFFIC_STARTED, text="3 steps", weights={}, requested_by="alice",
+                              why="INC-42")
+    assert auto.urgent and not by_hand.urgent
+    assert "started by guard/pay (bifrost-guard): region guard: eu-west-1 unhealthy" in auto.text
+    assert "started by alice: INC-42" in by_hand.text
+    payload = slack_payload(auto)
+    assert str(payload["text"]).startswith(f"{URGENT_ICON} *URGENT* ")
+    assert not str(slack_payload(by_hand)["text"]).startswith(URGENT_ICON)
+    assert "*Why*\\nregion guard" in str(payload["blocks"]).replace("\n", "\\n"), payload["blocks"]
+    rolled_back = Notification(rollout_id="rollout/pay/2.0.0", service="pay", version="2.0.0",
+                               event="rollout_rolled_back", text="rolled back")
+    held = notices.held(rollout_id="rollout/pay/2.0.0", service="pay", version="2.0.0", stage="eu-west-1/prod", wave=1,
+                        reason="canary failed", approvers=[], times_out_at=AT, on_timeout="rollback")
+    started = Notification(rollout_id="rollout/pay/2.0.0", service="pay", version="2.0.0", event="rollout_started", text="")
+    assert notices.is_urgent(rolled_back) and notices.is_urgent(held) and not notices.is_urgent(started)
+    assert str(slack_payload(held)["text"]).startswith(URGENT_ICON) and str(slack_payload(rolled_back)["text"]).startswith(URGENT_ICON)
