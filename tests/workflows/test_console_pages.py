@@ -123,3 +123,27 @@ def test_notices_that_matter_look_it_and_traffic_notices_say_what_moved_it_and_w
     started = Notification(rollout_id="rollout/pay/2.0.0", service="pay", version="2.0.0", event="rollout_started", text="")
     assert notices.is_urgent(rolled_back) and notices.is_urgent(held) and not notices.is_urgent(started)
     assert str(slack_payload(held)["text"]).startswith(URGENT_ICON) and str(slack_payload(rolled_back)["text"]).startswith(URGENT_ICON)
+
+
+def _recorded(name: str) -> tuple[str, list]:
+    import json
+    from pathlib import Path
+
+    from temporalio.client import WorkflowHistory
+
+    data = json.loads((Path(__file__).parent.parent / "histories" / f"{name}.json").read_text())
+    return data["workflow_id"], list(WorkflowHistory.from_json(data["workflow_id"], data["history"]).events)
+
+
+def test_a_reverted_release_is_read_from_the_reverts_own_history_only() -> None:
+    from activities.releases import verified_revert
+
+    revert_id, events = _recorded("revert-reverted-00")
+    queue = events[0].workflow_execution_started_event_attributes.task_queue.name
+    rec = verified_revert(events, revert_id=revert_id, task_queue=queue)
+    assert rec is not None and rec.release.startswith("rollout/") and rec.to_version == "1.0.0" and rec.ended_at
+    assert verified_revert(events, revert_id=revert_id, task_queue="hand-started") is None  # another queue: no worker of ours
+    assert verified_revert(events, revert_id="revert/other/1.0.0", task_queue=queue) is None
+    assert verified_revert(events[:-1], revert_id=revert_id, task_queue=queue) is None  # not ended
+    aborted_id, aborted = _recorded("revert-aborted-00")
+    assert verified_revert(aborted, revert_id=aborted_id, task_queue=queue) is None  # an aborted revert reverted nothing
