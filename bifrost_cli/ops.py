@@ -29,7 +29,7 @@ from bifrost_cli.claims import Claim, bifrost_run
 from bifrost_cli.exits import EXIT_OK, EXIT_ROLLED_BACK, exit_code_for
 from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
 from bifrost_cli.render import print_status, shown, state_table
-from bifrost_cli.reverted import reverted_line, reverts_of
+from bifrost_cli.reverted import reset_line, reverted_line, reverts_of
 from bifrost_cli.run_state import NoState, read_state
 from common.problems import shorten
 from common.text import markdown as md
@@ -172,6 +172,9 @@ async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> in
         console.print_json(json.dumps(data))
         return EXIT_OK
     print_status(state, rollout_id, console)
+    reset = reset_line([e async for e in handle.fetch_history_events()])
+    if reset is not None:
+        console.print(shown(reset), style="bold", soft_wrap=True)
     if reverted is not None:
         console.print(shown(reverted_line(reverted)), style="bold yellow", soft_wrap=True)
     return EXIT_OK

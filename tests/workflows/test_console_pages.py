@@ -147,3 +147,16 @@ def test_a_reverted_release_is_read_from_the_reverts_own_history_only() -> None:
     assert verified_revert(events[:-1], revert_id=revert_id, task_queue=queue) is None  # not ended
     aborted_id, aborted = _recorded("revert-aborted-00")
     assert verified_revert(aborted, revert_id=aborted_id, task_queue=queue) is None  # an aborted revert reverted nothing
+
+
+def test_a_stage_page_says_not_to_reset_it_and_how_to_retry_it_as_typed() -> None:
+    from workflows.stage.details import stage_details
+    from workflows.stage.models import StageState
+
+    st = StageState.model_validate({"key": "eu-west-1/prod", "region": "eu-west-1", "environment": "prod",
+                                    "status": "held", "version_before": "1.9.0"})
+    page = stage_details(st, service="pay", version="2.0.0")
+    assert "Do not Reset this stage’s workflow" in rendered_text(page)  # the typographer's apostrophe
+    code = rendered_code(page)
+    assert '{"stage": "eu-west-1/prod", "action": "retry", "by": "<your name>", "reason": "why"}' in code, code
+    assert "bifrost retry ROLLOUT_ID --stage eu-west-1/prod" in code, code
