@@ -33,6 +33,7 @@ from common.own_memo import own_canceled_state, payload_json
 from common.problems import show
 
 ROLLOUT_TYPE = "RolloutWorkflow"
+REVERT_TYPE = "RevertWorkflow"
 # the rollouts' search attributes (declared in workflows/search.py, which activities may not import): hints for
 # choosing which histories to read, never evidence (a hand-started run may carry any)
 _VERSION = SearchAttributeKey.for_keyword("BifrostVersion")
@@ -315,3 +316,44 @@ def _succeeded_with(found: ReleaseFound) -> str | None:
 def _quoted(value: str) -> str:
     """A string literal for a visibility query."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+class RevertRecord(BaseModel):
+    """A revert that put a release back, as its own history says: which revert, which release, to what, when, who."""
+
+    revert_id: str
+    release: str
+    to_version: str
+    requested_by: str = ""
+    reason: str = ""
+    ended_at: datetime | None = None
+
+
+def verified_revert(events: Iterable[Any], *, revert_id: str, task_queue: str) -> RevertRecord | None:
+    """A revert run read from its own history: a RevertWorkflow started on `task_queue`, Completed by its worker's own
+    command with the state its code wrote saying `reverted` and naming the release; None for anything else (a run
+    started by hand on another queue, terminated, failed or aborted, or one whose state says otherwise). A search
+    attribute or memo is never read: anyone may set them. Pure: events are the protobuf messages the client returns."""
+    events = list(events)
+    if not events or events[0].event_type != _E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+        return None
+    started = events[0].workflow_execution_started_event_attributes
+    if started.workflow_type.name != REVERT_TYPE or started.task_queue.name != task_queue:
+        return None
+    task_ids = {e.event_id for e in events if e.event_type == _E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED}
+    closing = events[-1]
+    if closing.event_type != _E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+        return None
+    attrs = closing.workflow_execution_completed_event_attributes
+    if attrs.workflow_task_completed_event_id not in task_ids:
+        return None
+    state = payload_json(attrs.result.payloads)
+    if not isinstance(state, dict) or state.get("phase") != "reverted" or state.get("revert_id") != revert_id:
+        return None
+    release, to_version = state.get("release"), state.get("to_version")
+    if not isinstance(release, str) or not isinstance(to_version, str):
+        return None
+    ended = closing.event_time.ToDatetime(tzinfo=UTC) if closing.HasField("event_time") else None
+    return RevertRecord(revert_id=revert_id, release=release, to_version=to_version,
+                        requested_by=str(state.get("requested_by") or ""), reason=str(state.get("request_reason") or ""),
+                        ended_at=ended)

@@ -8,6 +8,7 @@ judge's scipy and matplotlib: a command starts in a fraction of a second.
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -22,12 +23,14 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
+from activities.releases import RevertRecord
 from bifrost_cli.canceled import canceled_outcome
 from bifrost_cli.claims import Claim, bifrost_run
 from bifrost_cli.exits import EXIT_OK, EXIT_ROLLED_BACK, exit_code_for
 from bifrost_cli.links import current_link, ui_link
 from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
 from bifrost_cli.render import print_status, shown, state_table
+from bifrost_cli.reverted import reset_line, reverted_line, reverts_of
 from bifrost_cli.run_state import NoState, read_state
 from common.problems import shorten
 from common.text import markdown as md
@@ -165,10 +168,19 @@ async def show_status(rollout_id: str, *, as_json: bool, console: Console) -> in
     if isinstance(state, NoState):  # e.g. the last run failed on invalid input: one line, no traceback
         click.echo(state.line, err=True)
         return state.code
+    reverted = (await reverts_of(client, state.service, (await handle.describe()).task_queue)).get(rollout_id)
     if as_json:
-        console.print_json(state.model_dump_json())
+        data = state.model_dump(mode="json")
+        if reverted is not None:
+            data["reverted_by"] = reverted.model_dump(mode="json")
+        console.print_json(json.dumps(data))
         return EXIT_OK
     print_status(state, rollout_id, console)
+    reset = reset_line([e async for e in handle.fetch_history_events()])
+    if reset is not None:
+        console.print(shown(reset), style="bold", soft_wrap=True)
+    if reverted is not None:
+        console.print(shown(reverted_line(reverted)), style="bold yellow", soft_wrap=True)
     link = await current_link(client, handle)
     if link is not None:
         console.print(Text(f"Web UI: {link}"), soft_wrap=True)
@@ -188,14 +200,24 @@ async def list_rollouts(*, service: str | None, status: str | None, limit: int, 
     if status:
         clauses.append(f"BifrostStatus = '{status}'")
     t = Table("rollout", "status", "stage", "requested by", "started")
-    n = 0
+    rows = []
     async for wf in client.list_workflows(" AND ".join(clauses)):
-        sa = wf.typed_search_attributes
-        t.add_row(Text(wf.id), Text(sa.get(search.STATUS) or "?"), Text(sa.get(search.STAGE) or "-"),
-                  shown(sa.get(search.REQUESTED_BY) or "?"), Text(f"{wf.start_time:%Y-%m-%d %H:%M}"))
-        n += 1
-        if n >= limit:
+        rows.append(wf)
+        if len(rows) >= limit:
             break
+    reverted: dict[tuple[str, str], dict[str, RevertRecord]] = {}  # (service, task queue) -> release -> revert
+    for wf in rows:
+        sa = wf.typed_search_attributes
+        status, svc = sa.get(search.STATUS) or "?", sa.get(search.SERVICE)
+        if wf.workflow_type == "RolloutWorkflow" and status == "succeeded" and svc:
+            if (svc, wf.task_queue) not in reverted:
+                reverted[svc, wf.task_queue] = await reverts_of(client, svc, wf.task_queue)
+            rec = reverted[svc, wf.task_queue].get(wf.id)
+            if rec is not None:
+                at = f"{rec.ended_at:%Y-%m-%d %H:%M}" if rec.ended_at else "?"
+                status = f"succeeded, REVERTED by {rec.revert_id} at {at}"
+        t.add_row(Text(wf.id), Text(status), Text(sa.get(search.STAGE) or "-"),
+                  shown(sa.get(search.REQUESTED_BY) or "?"), Text(f"{wf.start_time:%Y-%m-%d %H:%M}"))
     console.print(t)
 
 

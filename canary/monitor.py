@@ -75,9 +75,13 @@ def look_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[Metric
     waiting = [r.name for s, r in zip(specs, final) if not s.muted and r.classification in NO_VERDICT]
     reasons = [f"{r.name}: {r.reason}" for r in bad]
     summary = f"look {look}/{max_looks} (alpha {level:.2g} this look): "
-    summary += ("ALARM — " + "; ".join(reasons)) if alarm else "healthy" if not bad else f"below alarm threshold (score {score.score:.0f})"
-    if waiting:
+    judged = [r for s, r in zip(specs, final) if not s.muted and r.classification not in NO_VERDICT]
+    calm = "healthy" if judged else "no data"  # nothing compared is no evidence of health
+    summary += ("ALARM — " + "; ".join(reasons)) if alarm else calm if not bad else f"below alarm threshold (score {score.score:.0f})"
+    if waiting and judged:
         summary += f"; waiting for data: {', '.join(waiting)}"
+    elif waiting:
+        summary += f": {', '.join(waiting)}"
     return MonitorResult(alarm=alarm, look=look, max_looks=max_looks, reasons=reasons if alarm else [], metrics=final, summary=summary)
 
 

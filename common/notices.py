@@ -31,6 +31,18 @@ REVERT_QUEUED = "revert_queued"  # a revert waits behind a running rollout of it
 HELD = "held"
 
 
+# a person should act now: a rollback, a rollout that failed, a failure hold and its timeout, a revert that stopped
+URGENT_EVENTS = frozenset({"rollout_rolled_back", "rollout_failed", "stage_rolled_back", "stage_failed", ROLLOUT_HELD,
+                           HOLD_PROMOTED_FAILED, REVERT_FAILED})
+GUARD_PREFIX = "guard/"  # the region guard's workflow ids: a traffic change it started is automatic
+
+
+def is_urgent(n: Notification) -> bool:
+    """Whether a notice must stand out: marked so (an evacuation the guard started on its own), an urgent event, or a
+    failure hold."""
+    return n.urgent or n.event in URGENT_EVENTS or n.hold == "failure"
+
+
 def _when(at: datetime | None) -> str:
     return f"{at:%Y-%m-%d %H:%M} UTC" if at is not None else "never"
 
@@ -93,10 +105,15 @@ def promoted_on_timeout(*, rollout_id: str, service: str, version: str, stage: s
 
 
 def traffic(*, workflow_id: str, service: str, direction: str, region: str, event: str, text: str,
-            weights: dict[str, int]) -> Notification:
-    """Traffic of `region` moves (an evacuation or restore): started, a step, or ended."""
-    return Notification(rollout_id=workflow_id, service=service, version="", event=event,
-                        text=f"{direction} of {region}: {text}", region=region, weights=dict(weights))
+            weights: dict[str, int], started_by: str | None = None, requested_by: str = "", why: str = "") -> Notification:
+    """Traffic of `region` moves (an evacuation or restore): started, a step, or ended; each notice names what
+    moved it (`started_by`: the rollout, guard, drill or revert whose child it is; None: a person) and why."""
+    by = f"{started_by} ({requested_by})" if started_by else requested_by or "?"
+    n = Notification(rollout_id=workflow_id, service=service, version="", event=event,
+                     text=f"{direction} of {region}: {text}; started by {by}: {why or 'no reason given'}", region=region,
+                     weights=dict(weights), started_by=started_by, requested_by=requested_by or None, why=why or None)
+    n.urgent = direction == "evacuate" and started_by is not None and started_by.startswith(GUARD_PREFIX)
+    return n
 
 
 def revert(*, revert_id: str, service: str, version: str, event: str, text: str, stages: list[str]) -> Notification:

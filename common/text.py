@@ -22,6 +22,7 @@ _IDENTITY = re.compile(r"[A-Za-z0-9._@+'\[\]/-]+(?: [A-Za-z0-9._@+'\[\]/-]+)*", 
 # what starts Markdown inside a line: code, emphasis, links and images, HTML and autolinks, entities, table cells,
 # strikethrough, headings; and what starts a block at the beginning of one (lists, quotes, setext underlines)
 _MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~#])")
+_DASHES = re.compile(r"(-{2,}[A-Za-z0-9-]*)")  # a flag like --to: in a code span, which no typographer turns into a dash
 _MD_BLOCK_START = re.compile(r"^([-+=>]|\d+(?=[.)]))")
 
 
@@ -38,12 +39,23 @@ def terminal(text: str) -> str:
 def markdown(text: str) -> str:
     """Text shown as itself in Markdown, inline or at the start of a line: one line (control characters as
     escapes), with a backslash before every character that could start a heading, list, quote, link, image,
-    HTML tag, entity, table cell, code span or emphasis (CommonMark lets any ASCII punctuation be escaped)."""
-    flat = _MD_INLINE.sub(r"\\\1", visible(text).lstrip(" "))
+    HTML tag, entity, table cell, code span or emphasis (CommonMark lets any ASCII punctuation be escaped); runs of
+    hyphens (a flag such as `--to`) go in a code span, since the UI's typographer turns a bare `--` into a dash."""
+    flat = _DASHES.sub(r"`\1`", _MD_INLINE.sub(r"\\\1", visible(text).lstrip(" ")))
     start = _MD_BLOCK_START.match(flat)
     if start is None:
         return flat
     return f"{flat[:start.end()]}\\{flat[start.end():]}" if start.group(1)[0].isdigit() else f"\\{flat}"
+
+
+def code_span(text: str) -> str:
+    """Text shown as itself in a Markdown code span (where backslash escapes are not read): one line, fenced by one
+    more backtick than the longest run inside it, padded when it starts or ends with a backtick."""
+    flat = visible(text)
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") or not flat.strip() else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
 
 
 _SLACK_ENTITIES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})

@@ -127,4 +127,8 @@ class Notification(BaseModel):
     region: str | None = None  # traffic: the region moved
     weights: dict[str, int] = {}  # traffic: each region's weight after the move
     waits_for: str | None = None  # queued: the workflow (a rollout) it waits behind
+    urgent: bool = False  # act now: a rollback, a failure hold, an automatic evacuation (common.notices.is_urgent)
+    started_by: str | None = None  # traffic: the workflow that started the change (a rollout, the guard); None: a person
+    requested_by: str | None = None  # traffic: who asked for it
+    why: str | None = None  # traffic: the reason it was started with
 

@@ -17,6 +17,7 @@ import httpx
 from activities.adapters.base import NotifyError, http_status
 from activities.adapters.secrets import SecretError, redact, resolve_secret
 from common.links import workflow_link
+from common.notices import is_urgent
 from common.text import slack
 from common.types import Notification
 
@@ -26,6 +27,7 @@ _ICONS = {"promoted_failed": ":rotating_light:", "approval": ":raising_hand:", "
           "traffic": ":twisted_rightwards_arrows:", "started": ":rocket:", "completed": ":white_check_mark:",
           "failed": ":x:", "rolled_back": ":rewind:", "rollback": ":rewind:", "paused": ":double_vertical_bar:",
           "held": ":warning:"}
+URGENT_ICON = ":rotating_light:"  # a rollback, a failure hold, an automatic evacuation: never the routine icon
 HELD = "held"  # a webhook's `events` entry that picks every notification the rollout waits on (a hold)
 
 
@@ -70,6 +72,9 @@ def _fields(n: Notification) -> list[tuple[str, str]]:
         rows.append(("Region", n.region))
     if n.weights:
         rows.append(("Weights", ", ".join(f"{k} {v}" for k, v in sorted(n.weights.items()))))
+    if n.region is not None:  # a traffic change: what moved it and why
+        rows.append(("Started by", f"{n.started_by} ({n.requested_by or '?'})" if n.started_by else n.requested_by or "?"))
+        rows.append(("Why", n.why or "no reason given"))
     return rows
 
 
@@ -77,10 +82,11 @@ def slack_payload(n: Notification, link: str | None = None) -> dict[str, object]
     """Slack incoming-webhook JSON a chat service posts as it is; `text` alone also works for Mattermost,
     Rocket.Chat and most chat tools. Every value is escaped for Slack mrkdwn and masked for credentials;
     `link` (the Web UI page) must be a URL from `workflow_link`."""
-    icon = next((v for k, v in _ICONS.items() if k in n.event), ":information_source:")
+    urgent = is_urgent(n)
+    icon = URGENT_ICON if urgent else next((v for k, v in _ICONS.items() if k in n.event), ":information_source:")
     what = f"{n.service} {n.version}".strip()
     where = f" in {_s(n.stage)}" if n.stage else ""
-    headline = f"{icon} *{_s(what)}*{where}: {_s(n.event)}"
+    headline = f"{icon} {'*URGENT* ' if urgent else ''}*{_s(what)}*{where}: {_s(n.event)}"
     body = _s(n.text)
     open_it = f"<{link}|Open in the Temporal Web UI>" if link else ""
     text = f"{headline} — {body}" + (f" — {open_it}" if open_it else "")

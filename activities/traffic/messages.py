@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from canary.config import JudgeConfig, MetricSpec, MonitorResult
-from common.types import EnvKind, MetricWindow, StageRef
+from common.types import NO_VERDICT, EnvKind, MetricWindow, StageRef
 
 
 class SetWeightsInput(BaseModel):
@@ -55,6 +55,9 @@ class ScaleResult(BaseModel):
 class RegionHealth(BaseModel):
     region: str
     metrics: list[MetricSpec]
+    peer: str | None = Field(
+        default=None, description="judge against this region's primary over the same window instead of the region's own "
+        "pre-shift window (a restore: the restored region served nothing before, so its own window holds no data)")
 
 
 class HealthInput(BaseModel):
@@ -99,6 +102,14 @@ class HealthResult(BaseModel):
             text = r.monitor.summary if r.monitor is not None else r.note
             parts.append(f"{r.region}: {text}")
         return "; ".join(parts)
+
+    @property
+    def no_data(self) -> list[str]:
+        """What this look could not compare: a region with nothing to measure, or a metric without a verdict (no
+        samples on a side). Such a look is neither healthy nor an alarm; it is "no data"."""
+        out = [f"{r.region}: {r.note or 'not measured'}" for r in self.regions if r.monitor is None]
+        return out + [f"{r.region} {m.name}" for r in self.regions if r.monitor is not None
+                      for m in r.monitor.metrics if not m.muted and m.classification in NO_VERDICT]
 
     @property
     def reasons(self) -> list[str]:

@@ -33,7 +33,7 @@ from activities.traffic.messages import (
     SetWeightsResult,
     TrafficSnapshot,
 )
-from canary.config import MetricSpec
+from canary.config import MetricSamples, MetricSpec
 from common import metrics
 from common.failures import INVALID_REQUEST, TRAFFIC_CONFLICT
 from common.traffic.models import PlanInput, TrafficPlan, traffic_workflow_id
@@ -284,21 +284,39 @@ class TrafficActivities:
 
     async def _check_health(self, inp: HealthInput) -> HealthResult:
 
-        async def one(region: str, metrics: list[MetricSpec]) -> RegionVerdict:
+        async def one(region: str, metrics: list[MetricSpec], peer: str | None) -> RegionVerdict:
             stage = self._stage(inp.service, region, inp.environment)
             version = await self.registry.deployer(stage).current_version(stage)
             if version is None:
                 return RegionVerdict(region=region, version=None, note="no primary running: nothing to measure")
-            data = await primary_before_after(self.registry.metrics(stage), stage, metrics, inp.baseline_window,
-                                              inp.window, inp.baseline_version or version, version)
+            if peer is not None:  # the peer's primary over the same window is the baseline
+                other = self._stage(inp.service, peer, inp.environment)
+                peer_version = await self.registry.deployer(other).current_version(other)
+                if peer_version is None:
+                    return RegionVerdict(region=region, version=version, note=f"no primary running in {peer}: no peer to compare with")
+                theirs = await primary_before_after(self.registry.metrics(other), other, metrics, inp.window, inp.window,
+                                                    peer_version, peer_version)
+                ours = await primary_before_after(self.registry.metrics(stage), stage, metrics, inp.window, inp.window,
+                                                  version, version)
+                data = [MetricSamples(name=o.name, baseline=t.canary, canary=o.canary) for o, t in zip(ours, theirs)]
+            else:
+                data = await primary_before_after(self.registry.metrics(stage), stage, metrics, inp.baseline_window,
+                                                  inp.window, inp.baseline_version or version, version)
             from canary import judge  # scipy: loaded by the worker, not by every importer of the workflows
 
-            look = judge.soak_look(inp.judge, metrics, data, look=inp.look, max_looks=inp.max_looks)
+            if peer is not None and inp.judge.mode == "bifrost":
+                from canary import guard, monitor  # against a peer: rates on their means alone, as the guard's look
+                from canary.budget import soak_config
+
+                look = monitor.look_bifrost(soak_config(inp.judge, None), metrics, data, look=inp.look,
+                                            max_looks=inp.max_looks, means_only=guard.MEANS_ONLY)
+            else:
+                look = judge.soak_look(inp.judge, metrics, data, look=inp.look, max_looks=inp.max_looks)
             report_id = inp.region_report_id(region)
             url = report_url(self.reports, inp.report_owner, report_id) if inp.report_owner and report_id else None
             return RegionVerdict(region=region, version=version, monitor=look, report_url=url)
 
-        verdicts = await asyncio.gather(*(one(r.region, r.metrics) for r in inp.regions))
+        verdicts = await asyncio.gather(*(one(r.region, r.metrics, r.peer) for r in inp.regions))
         return HealthResult(alarm=any(v.monitor is not None and v.monitor.alarm for v in verdicts), regions=list(verdicts))
 
     @activity.defn

@@ -84,9 +84,16 @@ async def test_revert_status_and_refusal_against_a_dev_server(env, task_queue, m
         await revert_cli.show_revert(good.workflow_id, as_json=False)
         out = capsys.readouterr().out
         assert f"{good.workflow_id}: {req.service} back to 1.0.0 — reverted" in out and "INC-9" in out
-        await ops.list_rollouts(service=req.service, status=None, limit=10, console=ops.Console(width=200))
+        await listed_closed(client, good.workflow_id)
+        await ops.list_rollouts(service=req.service, status=None, limit=10, console=ops.Console(width=300))
         listed = capsys.readouterr().out
         assert good.workflow_id in listed and h.id in listed
+        # the reverted release says so, naming the revert and when, read from the revert's own history
+        row = next(line for line in listed.splitlines() if h.id in line)
+        assert f"succeeded, REVERTED by {good.workflow_id} at " in row, listed
+        assert await ops.show_status(h.id, as_json=False, console=ops.Console(width=300)) == 0
+        status = capsys.readouterr().out
+        assert f"REVERTED by {good.workflow_id} at " in status and "back on 1.0.0, asked by alice (INC-9)" in status, status
 
 
 async def test_an_aborted_revert_exits_3_and_status_reads_its_memo_without_a_worker(env, task_queue, monkeypatch, capsys):

@@ -13,6 +13,7 @@ import pytest
 from bifrost_cli import drill as drill_cli
 from tests.workflows.evacuation_helpers import running_worker, service
 from tests.workflows.test_guard import fleet_with
+from workflows import search
 from workflows.drill.models import DrillInput, DrillReport, drill_id
 from workflows.drill.workflow import DrillWorkflow
 
@@ -41,6 +42,13 @@ async def test_a_drill_evacuates_and_restores_each_region_in_turn(env: Any, tmp_
         report: DrillReport = await bounded(env.client.execute_workflow(
             DrillWorkflow.run, drill_input(svc), id=f"drill/{svc}/1", task_queue=tq))
         assert report.outcome == "drilled", report
+        # the drill has a page of its own: search attributes (found by BifrostService) and Current Details
+        handle = env.client.get_workflow_handle(f"drill/{svc}/1")
+        attrs = (await handle.describe()).typed_search_attributes
+        assert (attrs.get(search.SERVICE), attrs.get(search.STATUS), attrs.get(search.REQUESTED_BY)) == (svc, "drilled", "alice")
+        meta = await handle.query("__temporal_workflow_metadata")
+        details = meta.current_details if hasattr(meta, "current_details") else meta["currentDetails"]
+        assert f"## Drill of {svc} (prod) — **drilled**" in details and "**eu-west-1**: evacuation evacuated" in details, details
         assert [r.region for r in report.regions] == ["eu-west-1", "ap-south-1"]
         for r in report.regions:
             assert r.evacuation.startswith("evacuated") and r.restore.startswith("restored") and not r.refused

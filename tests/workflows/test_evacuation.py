@@ -135,9 +135,39 @@ async def test_restore_walks_back_and_scales_the_receivers_down(env, task_queue,
     details = evacuation_details(result)
     assert "levels 50%, 100%;" in details, details
     assert {(v.region, v.metric) for v in result.steps[0].values} == {("eu-west-1", "latency_p99"), ("eu-west-1", "error_rate")}
-    # the region had no traffic before the restore: no baseline, shown as such
-    assert all(v.before is None and v.after is not None and v.after_n > 0 for v in result.steps[0].values), result.steps[0].values
-    assert "  - eu-west-1 latency\\_p99: – → " in details
+    # the region had no traffic before the restore, so it is judged against the receiver serving the most, over the
+    # same window: a comparison with values and n on both sides, named on the page
+    assert result.steps[0].healthy is True and result.steps[0].compared_with == {"eu-west-1": "us-east-1 over the same window"}
+    assert all(v.before is not None and v.before_n > 0 and v.after_n > 0 and v.classification == "Pass"
+               for v in result.steps[0].values), result.steps[0].values
+    assert "**healthy** — " in details and "  - eu-west-1 latency\\_p99: us-east-1 over the same window " in details, details
+
+
+class _Silent:
+    """A metric source with no samples at all (a metrics backend that lost the region)."""
+
+    async def fetch(self, stage, metric, window, baseline, canary):
+        from canary.config import MetricSamples
+
+        return MetricSamples(name=metric.name, baseline=[], canary=[])
+
+
+async def test_a_restore_with_no_data_does_not_proceed(env, task_queue, tmp_path, monkeypatch):
+    """No data is no evidence: the restore stops after its first step and puts the weights back, the look shown
+    as "no data", never as healthy."""
+    registry, _ = simulated_registry()
+    svc = service()
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        evacuated = await (await start(env.client, evacuation(svc, steps=[50, 0]), task_queue)).result()
+        assert evacuated.status == "evacuated"
+        monkeypatch.setattr(registry, "metrics", lambda stage: _Silent())
+        result = await (await start(env.client, evacuated.restore_input(requested_by="bob"), task_queue)).result()
+    assert result.status == "reverted", result.reason
+    assert "no data" in result.reason and len(result.steps) == 1 and result.steps[0].healthy is None
+    assert result.weights_after == EVACUATED == await weights_of(registry, svc)
+    details = evacuation_details(result)
+    assert "**no data** — NO DATA (eu-west-1 latency\\_p99, eu-west-1 error\\_rate)" in details, details
+    assert "healthy" not in details.split("Steps:")[1].split("Audit trail")[0], details
 
 
 async def test_pause_resume_and_validators_that_name_the_problem(env, task_queue, tmp_path):

@@ -146,3 +146,34 @@ async def _wait_for(h: WorkflowHandle, pred: Callable[[RolloutState], bool], tim
             except RPCError:
                 pass
             await asyncio.sleep(0.2)
+
+
+async def test_a_reset_run_opens_with_one_reset_line_and_status_names_who_reset_it(env, task_queue, monkeypatch, capsys):
+    """The signals a reset re-applies were one "ignored" line each (10 here); they fold into the run's one `reset`
+    line, and `bifrost status` says when and why it was reset (and by whom, when the server records it), from the
+    history's reset event."""
+    from bifrost_cli import ops
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    f = fleet(effects=[VersionEffect(version="2.0.0", regions=["eu-west-1"], environments=["test"], fail_deploy=True)])
+    async with running_worker(env.client, f, task_queue):
+        _, h = await _failed_at_eu_west(env, task_queue, f)
+        f.scenario.effects = []
+        history = await h.fetch_history()
+        first = next(e.event_id for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
+        resp = await env.client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
+            namespace=env.client.namespace, workflow_execution=WorkflowExecution(workflow_id=h.id, run_id=history.run_id),
+            reason="INC-5 fixed, go on", request_id=str(uuid.uuid4()), workflow_task_finish_event_id=first,
+            identity="carol@example.com"))
+        state = await env.client.get_workflow_handle_for(RolloutWorkflow.run, h.id, run_id=resp.run_id).result()
+        assert state.status == "succeeded", state.reason
+        assert [a.action for a in state.audit[:2]] == ["reset", "submit"], [(a.action, a.detail) for a in state.audit[:12]]
+        assert not [a for a in state.audit if a.action.startswith("ignored")]
+        assert f"a new run after a Reset of run {history.run_id}" in state.audit[0].detail
+        assert "stage_progress" in state.audit[0].detail, state.audit[0].detail
+        capsys.readouterr()
+        assert await ops.show_status(h.id, as_json=False, console=ops.Console(width=300)) == 0
+    out = capsys.readouterr().out
+    # the dev server (1.32) records its own identity for a reset, not the request's: the reason is what names the person
+    assert "RESET at " in out and f": INC-5 fixed, go on (from run {history.run_id}; the server records no name" in out, out

@@ -13,6 +13,7 @@ from common.vocabulary import HoldReason
 from workflows.controls.audit import AuditEntry, audit_entry
 from workflows.controls.holds import Hold, find_hold
 from workflows.controls.payloads import refused
+from workflows.controls.reset import ResetFold
 from workflows.controls.stopping import Stopped, until
 
 
@@ -46,6 +47,7 @@ class Controls(Generic[StopT]):
         self.stop: StopT | None = None
         self._on_cancel = on_cancel
         self._published: dict[str, Any] | None = None
+        self._reset = ResetFold()
 
     # -- stopping --------------------------------------------------------------------------------
     def halt(self, stop: StopT) -> bool:
@@ -154,6 +156,9 @@ class Controls(Generic[StopT]):
 
     # -- the audit trail -------------------------------------------------------------------------
     def audit(self, who: str, action: str, target: str | None = None, detail: str = "") -> AuditEntry:
+        folded = self._reset.take(self.state.audit, action)  # a reset run's re-applied signals: one line
+        if folded is not None:
+            return folded
         entry = audit_entry(who, action, target, detail)
         self.state.audit.append(entry)
         return entry

@@ -22,6 +22,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.notify import NotifyActivities
+    from common.notices import is_urgent
     from common.types import Notification
     from workflows import options
 
@@ -48,7 +49,9 @@ class Outbox:
         self.send(Notification(**self.about, event=event, text=text if self.cut is None else text[:self.cut], **fields))
 
     def send(self, notice: Notification) -> None:
-        """Send a notice without waiting for it: the `notify` activity, summary "notify <event>"."""
+        """Send a notice without waiting for it: the `notify` activity, summary "notify <event>"; marked urgent
+        when it is (common.notices.is_urgent)."""
+        notice.urgent = is_urgent(notice)  # a rollback, a failure hold: whoever built the notice
         if self.at_once:
             self._pending.append(workflow.start_activity_method(
                 NotifyActivities.notify, notice, summary=f"notify {notice.event}", **options.NOTIFY))

@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
     from common.types import INVALID_REQUEST, Notification
     from workflows import options
+    from workflows.drill.details import drill_view
     from workflows.drill.models import DrillInput, DrillOutcome, DrillReport, RegionDrill, drill_id
     from workflows.evacuation.child import run_traffic_change
     from workflows.evacuation.models import EvacuationState
@@ -35,11 +36,13 @@ class DrillWorkflow:
     def __init__(self, inp: DrillInput) -> None:
         self.inp = inp
         self.report = DrillReport(service=inp.service)
+        self.current: str | None = None
 
     @workflow.run
     async def run(self, inp: DrillInput) -> DrillReport:
         require_drill_id(f"drill of {inp.service}", drill_id(inp.service))  # one service's drills, under its names
         self.report.started_at = workflow.now()
+        self._publish()
         problems = inp.problems()
         if problems:
             raise ApplicationError("drill refused:\n" + "\n".join(f"  - {p}" for p in problems),
@@ -50,7 +53,10 @@ class DrillWorkflow:
         if holder:
             return await self._end("skipped", f"a rollout of {inp.service} is running ({holder}); nothing was changed")
         for region in inp.regions:
+            self.current = region
+            self._publish()
             self.report.regions.append(await self._drill(region))
+        self.current = None
         failed = [r.region for r in self.report.regions if r.refused or not r.restore.startswith("restored")]
         if failed:
             return await self._end("failed", f"not drilled cleanly: {', '.join(failed)} (see each region)")
@@ -107,12 +113,20 @@ class DrillWorkflow:
 
     async def _end(self, outcome: DrillOutcome, reason: str) -> DrillReport:
         self.report.outcome, self.report.reason, self.report.ended_at = outcome, reason, workflow.now()
+        self.current = None
+        self._publish()
         await workflow.execute_activity_method(  # best effort: the notify activity never fails
             NotifyActivities.notify,
             Notification(rollout_id=workflow.info().workflow_id, service=self.inp.service, version="drill",
                          event=f"drill_{outcome}", text=reason),
             summary=f"notify drill {outcome}", **options.NOTIFY)
         return self.report
+
+    def _publish(self) -> None:
+        """Its search attributes (found by BifrostService) and its page, from the report (drill/details.py)."""
+        attributes, details = drill_view(self.report, self.inp, self.current)
+        workflow.upsert_search_attributes([a.key.value_set(a.value) for a in attributes])
+        workflow.set_current_details(details)
 
     @workflow.query(description="The drill so far: each region's evacuation, restore, time to drain, receivers' health.")
     def status(self) -> DrillReport:

@@ -13,7 +13,7 @@ from common.vocabulary import EVACUATION_TERMINAL
 from workflows import search
 from workflows.controls import find_hold
 from workflows.controls.details import WHO, link
-from workflows.evacuation.models import EvacuationState, StepRecord
+from workflows.evacuation.models import EvacuationState, HealthValue, StepRecord
 
 
 def how_to_act(state: EvacuationState, *, paused: bool, awaiting_approval: bool) -> list[tuple[str, dict[str, object]]]:
@@ -49,16 +49,38 @@ def _number(x: float | None) -> str:
     return "–" if x is None else f"{x:.4g}"
 
 
+def _against(st: StepRecord, region: str) -> str:
+    """What the 'before' value is when it is not the region's own pre-shift window (a restore's peer)."""
+    peer = st.compared_with.get(region)
+    return f"{md(peer)} " if peer else ""
+
+
+def _verdict(classification: str) -> str:
+    """A metric's verdict in words a reader takes for what it is: no data is never a pass."""
+    return {"Pass": "pass", "Nodata": "NO DATA", "Error": "NO DATA (error)"}.get(classification, classification)
+
+
+def value_text(v: HealthValue, against: str = "") -> str:
+    """One metric of a health look as evidence: its mean before (or `against`) → after, its verdict and n each side."""
+    return (f"{md(v.metric)}: {against}{_number(v.before)} → {_number(v.after)} "
+            f"({md(_verdict(v.classification))}{', critical' if v.critical else ''}; n {v.before_n} → {v.after_n})")
+
+
 def step_lines(st: StepRecord) -> str:
     """One step: its level and weights, its health verdict, and under it each metric's mean before → after."""
     reports = ", ".join(link(f"{region} report", url) for region, url in sorted(st.reports.items()))
     line = (f"- {st.index}: {st.level}% → {md(json.dumps(st.weights, sort_keys=True))}"
-            f"{'' if st.changed else ' (already in place)'}; health: {md(st.health or 'pending')}"
+            f"{'' if st.changed else ' (already in place)'}; health: {_health_word(st)}{md(st.health or 'pending')}"
             + (f" — {reports}" if reports else ""))
-    values = [f"  - {md(v.region)} {md(v.metric)}: {_number(v.before)} → {_number(v.after)} "
-              f"({md(v.classification)}{', critical' if v.critical else ''}; n {v.before_n} → {v.after_n})"
-              for v in st.values]
+    values = [f"  - {md(v.region)} {value_text(v, _against(st, v.region))}" for v in st.values]
     return "\n".join([line, *values])
+
+
+def _health_word(st: StepRecord) -> str:
+    """The look's state first: healthy, alarm, or no data (checked but nothing compared)."""
+    if st.checked_at is None:
+        return ""
+    return "**healthy** — " if st.healthy else "**ALARM** — " if st.healthy is False else "**no data** — "
 
 
 def _weights_table(state: EvacuationState) -> str:

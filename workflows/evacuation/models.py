@@ -53,8 +53,10 @@ class StepRecord(BaseModel):
     applied_at: datetime | None = None
     health_started_at: datetime | None = Field(default=None, description="when the TTL wait ended and the health check began")
     checked_at: datetime | None = None
-    healthy: bool | None = None
+    healthy: bool | None = Field(default=None, description="None: not checked yet, or checked with no data")
     health: str = ""
+    compared_with: dict[str, str] = Field(default_factory=dict,
+                                          description="region -> what its 'before' is, when not its own pre-shift window")
     values: list[HealthValue] = Field(default_factory=list, description="the health look's means, per region and metric")
     reports: dict[str, str] = Field(default_factory=dict, description="region -> where its report of this look opens")
 

@@ -76,4 +76,11 @@ class Progress:
         """Tell people that traffic moves (never waits, never fails the evacuation); see common/notices.py."""
         self.outbox.send(notices.traffic(workflow_id=self.state.workflow_id, service=self.inp.service,
                                          direction=self.inp.direction, region=self.inp.region, event=event, text=text,
-                                         weights=weights))
+                                         weights=weights, started_by=self.started_by, requested_by=self.inp.requested_by,
+                                         why=self.inp.reason))
+
+    @property
+    def started_by(self) -> str | None:
+        """The workflow whose child this is (the server records it; a person's run has none)."""
+        parent = workflow.info().parent
+        return parent.workflow_id if parent is not None else None

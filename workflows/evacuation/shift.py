@@ -49,7 +49,7 @@ async def shift(run: Progress) -> None:
     start = workflow.now()
     baseline = MetricWindow(start=start - timedelta(minutes=inp.health_check_minutes), end=start,
                             interval_seconds=inp.health_interval_seconds)
-    checks = [RegionHealth(region=r.region, metrics=r.health) for r in plan.gaining if r.health]
+    checks = [RegionHealth(region=r.region, metrics=r.health, peer=peer_of(run, r.region)) for r in plan.gaining if r.health]
     n = len(plan.steps)
     run.notice(notices.TRAFFIC_STARTED, f"{n} steps {plan.levels} toward {plan.steps[-1] if plan.steps else {}}",
                run.state.weights_now)
@@ -61,6 +61,16 @@ async def shift(run: Progress) -> None:
         await _check(run, rec, HealthInput(service=inp.service, environment=inp.environment, regions=checks,
                                            baseline_window=baseline, window=_window(run, rec), judge=inp.judge,
                                            look=i, max_looks=n), start)
+
+
+def peer_of(run: Progress, region: str) -> str | None:
+    """What a restore judges the restored region against: the receiver serving the most now, over the same window
+    (the restored region served nothing before the restore, so its own pre-shift window has no data). An
+    evacuation judges each receiver against its own pre-shift window (None)."""
+    if run.inp.direction != "restore":
+        return None
+    peers = [r for r in run.planned.regions if r.role == "receiver" and r.region != region and r.weight_before > 0]
+    return max(peers, key=lambda r: (r.weight_before, r.region)).region if peers else None
 
 
 def _window(run: Progress, rec: StepRecord) -> MetricWindow:
@@ -106,11 +116,17 @@ async def _check(run: Progress, rec: StepRecord, look: HealthInput, start: datet
     except ActivityError as err:
         rec.checked_at, rec.healthy, rec.health = workflow.now(), False, f"health check failed: {text(err)}"
         raise Alarm(i, rec.health) from err
-    rec.checked_at, rec.healthy, rec.health = workflow.now(), not health.alarm, health.summary
+    missing = health.no_data
+    rec.compared_with = {c.region: f"{c.peer} over the same window" for c in look.regions if c.peer}
+    rec.checked_at, rec.healthy = workflow.now(), None if missing and not health.alarm else not health.alarm
+    rec.health = health.summary if not missing else f"NO DATA ({', '.join(missing)}) — {health.summary}"
     rec.values = [HealthValue.of(r.region, m) for r in health.regions if r.monitor is not None for m in r.monitor.metrics]
     draw_reports(run, rec, look, health)
     if health.alarm:
         raise Alarm(i, "; ".join(health.reasons) or health.summary)
+    if missing and run.inp.direction == "restore":  # bringing traffic back on no evidence is not safe
+        raise Alarm(i, f"no data to judge the restored region ({', '.join(missing)}): a restore goes on only on a "
+                       "comparison with data")
     run.set_status("shifting")
 
 

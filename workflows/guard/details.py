@@ -15,7 +15,8 @@ from activities.guard_models import Readiness
 from common.text import markdown as md
 from workflows import search
 from workflows.controls.details import WHO
-from workflows.guard.models import GuardInput, GuardState
+from workflows.evacuation.details import value_text
+from workflows.guard.models import GuardInput, GuardState, RegionWatch
 
 
 def guard_view(state: GuardState, inp: GuardInput) -> tuple[list[SearchAttributePair[str]], str]:
@@ -35,6 +36,14 @@ def readiness_text(readiness: Readiness | None) -> str:
     if readiness is None:
         return "-"
     return "ready" if readiness.ready else "NOT READY: " + "; ".join(readiness.problems)
+
+
+def verdict_cell(w: RegionWatch) -> str:
+    """The last look's state (unhealthy, no data, healthy) and its evidence: each metric, the region's peers → the
+    region, with n each side; "healthy" only beside values that were compared."""
+    word = "**unhealthy**" if w.unhealthy else "**no data**" if w.no_data or not w.values else "**healthy**"
+    values = "; ".join(value_text(v).replace(": ", ": peers ", 1) for v in w.values)
+    return f"{word} — {values or md(w.verdict)[:300] or 'not looked at yet'}"
 
 
 def guard_details(state: GuardState, inp: GuardInput) -> str:
@@ -58,7 +67,7 @@ def guard_details(state: GuardState, inp: GuardInput) -> str:
         ready = readiness_text(w.readiness)
         serving = "yes" if w.serving else ("evacuated by the guard" if w.evacuated_by_guard else "no")
         lines.append(f"| {md(r)} | {w.weight} | {serving} | {w.streak.unhealthy} / {w.streak.healthy} | "
-                     f"{md(w.verdict)[:300]} | {md(ready)[:300]} |")
+                     f"{verdict_cell(w)} | {md(ready)[:300]} |")
     standing = [(r, w.standing) for r, w in sorted(state.regions.items()) if w.standing]
     if standing:
         lines += ["", "Standing differences (worse than the peers, as usual at this time of day; not evacuated):", ""]

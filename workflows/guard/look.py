@@ -10,6 +10,7 @@ from temporalio.exceptions import ActivityError
 from activities.guard import GuardActivities
 from activities.guard_models import GuardLookInput, GuardLookResult
 from workflows.evacuation.calls import PLAN
+from workflows.evacuation.models import HealthValue
 from workflows.evacuation.workflow import _text
 from workflows.guard.models import GuardState, RegionWatch
 from workflows.guard.records import GUARD, GuardRecords
@@ -75,4 +76,7 @@ def seen(st: GuardState, res: GuardLookResult) -> None:
         watch.streak = watch.streak.after(region_look)
         watch.unhealthy, watch.verdict = region_look.unhealthy, region_look.summary
         watch.standing = region_look.standing
+        watch.no_data = bool(getattr(region_look, "no_data", False))
+        monitor = getattr(region_look, "monitor", None)
+        watch.values = [HealthValue.of(region_look.region, m) for m in monitor.metrics] if monitor is not None else []
         watch.readiness = ready.get(region_look.region) if watch.serving else None

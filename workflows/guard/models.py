@@ -23,6 +23,7 @@ from common.types import EnvKind
 from common.vocabulary import GUARD_TERMINAL, GuardPhase, GuardStatus
 from workflows.controls import AuditEntry, Hold, Payload
 from workflows.controls.state import ControlledState
+from workflows.evacuation.models import HealthValue
 from workflows.evacuation.settings import EvacuationInput
 from workflows.request import MAX_TEXT, DeployWindow, Region, TimeZone
 from workflows.windows import is_open
@@ -136,6 +137,8 @@ class RegionWatch(BaseModel):
     serving: bool = True
     streak: Streak = Field(default_factory=Streak)
     verdict: str = ""
+    values: list[HealthValue] = Field(default_factory=list, description="the last look's means and n: region vs its peers")
+    no_data: bool = Field(default=False, description="the last look compared nothing (never shown as healthy)")
     unhealthy: bool = False
     readiness: Readiness | None = None
     evacuated_by_guard: bool = False

@@ -3,15 +3,18 @@ used by the workflow (every publish) and by `bifrost revert` (the attributes it 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from temporalio.common import SearchAttributeUpdate
 
+from common.text import code_span
 from common.text import markdown as md
 from common.vocabulary import REVERT_TERMINAL
 from workflows import search
-from workflows.controls.details import AUDIT_LINES
-from workflows.revert.models import RevertState
+from workflows.controls.details import AUDIT_LINES, WHO, when
+from workflows.evacuation.details import value_text
+from workflows.revert.models import RevertRegion, RevertState
 
 
 def revert_published(st: RevertState) -> tuple[list[SearchAttributeUpdate[Any]], str]:
@@ -32,11 +35,23 @@ def revert_search(st: RevertState) -> list[SearchAttributeUpdate[Any]]:
     ]
 
 
+def health_cell(r: RevertRegion) -> str:
+    """A region's health look: its state first (healthy, ALARM, no data), then each metric before → after with n."""
+    if not r.health:
+        return "–"
+    word = "**no data**" if r.no_data else "**ALARM**" if r.status == "unhealthy" else "**healthy**" if r.values else ""
+    values = "; ".join(value_text(v) for v in r.values)
+    return " — ".join(x for x in (word, values or md(r.health)) if x)
+
+
 def revert_details(st: RevertState) -> str:
     """The UI's Current Details: the release undone, each region (last wave first), what it waits for, the audit."""
-    lines = [f"**revert** {md(st.service)} → `{md(st.to_version)}` — **{st.status}**",
+    lines = [f"**revert** {md(st.service)} → {code_span(st.to_version)} — **{st.status}**", "",
              f"undoes {md(st.release or '?')} ({md(st.release_version or '?')}); asked by {md(st.requested_by)}: "
              f"{md(st.request_reason)}" + (" (evacuating production regions)" if st.evacuate else "")]
+    if st.status == "reverted" and st.release:
+        lines += ["", f"**{md(st.release)} is reverted**: its stages run {code_span(st.to_version)} again since "
+                      f"{when(st.ended_at)} (this revert's own record; the rollout's page still shows how it ended)"]
     if st.waiting_for:
         lines.append(f"waiting for: {md(st.waiting_for)}")
     if st.reason:
@@ -44,9 +59,10 @@ def revert_details(st: RevertState) -> str:
     if st.regions:
         lines += ["", "| stage | wave | status | before → now | health | traffic |", "|---|---|---|---|---|---|"]
         lines += [f"| {md(r.key)} | {r.wave} | {r.status} | {md(r.version_before or '?')} → {md(r.version_now or '?')} | "
-                  f"{md(r.health) or '–'} | {md(r.traffic) or '–'} |" for r in st.regions]
+                  f"{health_cell(r)} | {md(r.traffic) or '–'} |" for r in st.regions]
     if st.status not in REVERT_TERMINAL:
-        lines += ["", 'Act: More actions → Update → `pause` / `resume` / `abort` with {"by": "<your name>", "reason": "..."}']
+        payload = json.dumps({"by": WHO, "reason": "why"})
+        lines += ["", f"Act: More actions → Update → `pause` / `resume` / `abort` with {code_span(payload)}"]
     if st.audit:
         lines += ["", "last actions:"]
         lines += [f"- {a.at:%H:%M:%S} {md(a.who)}: {md(a.action)} {md(a.target or '')} {md(a.detail)}".rstrip()

@@ -21,6 +21,7 @@ from common.vocabulary import REVERT_TERMINAL, RevertPhase, RevertStatus
 from common.vocabulary import RevertRegionStatus as RegionStatus
 from workflows.controls import AuditEntry, Hold
 from workflows.controls.state import ControlledState
+from workflows.evacuation.models import HealthValue
 from workflows.request import MAX_TEXT
 
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request.py)
@@ -75,6 +76,8 @@ class RevertRegion(BaseModel):
     version_before: str | None = Field(default=None, description="what it ran when the revert read it")
     version_now: str | None = None
     health: str = Field(default="", description="the health verdict against its own window before the revert")
+    values: list[HealthValue] = Field(default_factory=list, description="the health look's means and n, per metric")
+    no_data: bool = Field(default=False, description="the look compared nothing: no verdict, never counted healthy")
     traffic: str = Field(default="", description="the evacuation and restore, when asked for")
     started_at: datetime | None = None
     deployed_at: datetime | None = None

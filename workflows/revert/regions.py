@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.controls import Controls
     from workflows.evacuation.child import run_traffic_change
-    from workflows.evacuation.models import EvacuationState
+    from workflows.evacuation.models import EvacuationState, HealthValue
     from workflows.evacuation.settings import EvacuationInput
     from workflows.request import RolloutRequest
     from workflows.revert.models import RevertInput, RevertRegion, RevertState, RevertStop
@@ -106,13 +106,16 @@ class Regions:
             row.status = "failed"
             return self._stop_at(row, f"could not check the health of {row.key}: {error_text(err)}")
         row.health, row.ended_at = health.summary, workflow.now()
+        row.values = [HealthValue.of(r.region, m) for r in health.regions if r.monitor is not None for m in r.monitor.metrics]
+        row.no_data = bool(health.no_data) and not health.alarm
         if health.alarm:
             row.status = "unhealthy"
             return self._stop_at(row, f"{row.key} is not healthy on {self.inp.to_version} against its own window "
                                       f"before the revert: {health.summary}")
         row.status = "reverted"
         self.state.current = [k for k in self.state.current if k != row.key]
-        self.controls.audit("bifrost", "healthy", row.key, health.summary)
+        # a revert goes back to a version the service ran: no data does not stop it, and is never called healthy
+        self.controls.audit("bifrost", "no data" if row.no_data else "healthy", row.key, health.summary)
         self.publish()
 
     def _stop_at(self, row: RevertRegion, why: str) -> None:

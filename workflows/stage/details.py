@@ -6,9 +6,11 @@ here, so a stage reads the same on its own page and in its rollout's table.
 
 from __future__ import annotations
 
+import json
+
+from common.text import code_span, web_url
 from common.text import markdown as md
-from common.text import web_url
-from workflows.controls.details import link, when
+from workflows.controls.details import WHO, link, when
 from workflows.stage.models import StageState
 
 
@@ -57,4 +59,14 @@ def stage_details(st: StageState, *, service: str, version: str, detail: str = "
     if st.awaiting_verdict:
         lines.append("**Waiting for:** the rollout's verdict — it keeps this version when every stage succeeds, "
                      "and rolls this stage back if a later stage fails (by the rollout's rollback scope)")
+    lines.append(retry_not_reset(st.key))
     return "\n\n".join(lines)
+
+
+def retry_not_reset(key: str) -> str:
+    """What a stage's page says about the UI's Reset button: not here; how to try the stage again instead."""
+    payload = json.dumps({"stage": key, "action": "retry", "by": WHO, "reason": "why"})
+    return ("**Do not Reset this stage's workflow** (a stage reset alone is not supported). To try it again: while the "
+            f"rollout holds it on failure, send the rollout (its parent) the update `resolve_hold` {code_span(payload)} "
+            f"(or {code_span(f'bifrost retry ROLLOUT_ID --stage {key}')}); once the rollout has ended, submit it again: "
+            "the new run resumes from this stage.")
