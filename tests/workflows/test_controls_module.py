@@ -8,15 +8,15 @@ from typing import Any, get_args
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from common.types import TERMINAL, RolloutStatus
 from common.vocabulary import EVACUATION_TERMINAL
+from tests.workflows.controlled import ControlledStub
 from workflows.controls import (
     HOLD_PRECEDENCE,
     HOLD_STATUS,
-    AuditEntry,
     ControlledState,
     Controls,
     Hold,
@@ -32,12 +32,6 @@ T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 PHASES = ["planning", "running", "rolling_back", "succeeded", "rolled_back", "aborted", "rejected", "failed"]
 
 
-class _State(ControlledState[str]):
-    TERMINAL = TERMINAL
-    phase: str = "running"
-    holds: list[Hold] = Field(default_factory=list)
-    audit: list[AuditEntry] = Field(default_factory=list)
-    doing: str | None = None
 
 
 holds = st.builds(Hold, reason=st.sampled_from(list(HOLD_STATUS)), since=st.just(T0), by=st.sampled_from(["bifrost", "al"]),
@@ -85,7 +79,7 @@ def test_the_rollout_state_derives_the_approval_from_its_hold() -> None:
 
 
 def _controls(**kw: Any) -> Controls[str]:
-    return Controls(_State(), noun="rollout", terminal=TERMINAL, **kw)
+    return Controls(ControlledStub(), noun="rollout", terminal=TERMINAL, **kw)
 
 
 def test_a_pause_or_resume_sent_while_stopping_is_refused() -> None:

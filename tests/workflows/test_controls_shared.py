@@ -7,23 +7,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from pydantic import Field
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from common.types import TERMINAL, Notification
+from tests.workflows.controlled import ControlledStub
 from workflows import options
-from workflows.controls import Approval, AuditEntry, ControlledState, Controls, Hold, Outbox
+from workflows.controls import Approval, AuditEntry, Controls, Outbox
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
 
-class _State(ControlledState[str]):
-    TERMINAL = TERMINAL
-    phase: str = "running"
-    holds: list[Hold] = Field(default_factory=list)
-    audit: list[AuditEntry] = Field(default_factory=list)
-    doing: str | None = None
 
 
 @pytest.fixture
@@ -111,7 +105,7 @@ async def test_prune_keeps_only_what_is_in_flight(calls: list[Any]) -> None:
 
 # -- the approval helper ---------------------------------------------------------------------------------------
 def _approval(approvers: list[str], **kw: Any) -> Approval:
-    controls: Controls[str] = Controls(_State(), noun="rollout", terminal=TERMINAL, **kw)
+    controls: Controls[str] = Controls(ControlledStub(), noun="rollout", terminal=TERMINAL, **kw)
     return Approval(controls, approvers, source="approvals.approvers in the request")
 
 
