@@ -11,7 +11,8 @@ from kubernetes import client as k8s
 
 from activities.adapters.base import TrafficError
 from activities.adapters.routers.base import WITHDRAWN, ArmWeights, RouterConflict, TrafficRouter
-from activities.adapters.routers.gateway_api import GatewayApiRouter, GatewayRouteSettings, percent
+from activities.adapters.routers.gateway_api import GatewayApiRouter, GatewayRouteSettings
+from activities.adapters.routers.shares import percent
 from common.types import StageRef
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import assert_one_line

@@ -25,6 +25,7 @@ from temporalio import activity
 from activities.adapters.base import TrafficError, http_status
 from activities.adapters.kubernetes.deployer import KubeRequest, _status_message, _transport_text
 from activities.adapters.routers.base import ArmWeights, RouterConflict, RouterKind
+from activities.adapters.routers.shares import ARMS, percent
 from activities.adapters.secrets import SecretError
 from common.types import StageRef
 
@@ -34,7 +35,6 @@ T = TypeVar("T")
 
 GROUP, VERSION, PLURAL = "gateway.networking.k8s.io", "v1", "httproutes"
 RESOURCE = f"{PLURAL}.{GROUP}"  # as RBAC and kubectl name it
-ARMS = ("primary", "canary", "baseline")
 EXAMPLE = "deploy/examples/httproute.yaml"
 
 
@@ -199,18 +199,6 @@ def _raw(rule: dict[str, Any], ns: str, arms: dict[str, str]) -> tuple[dict[str,
         elif weight > 0:
             others.append(f"{ref.get('kind', 'Service')} {ref.get('name')} (weight {weight})")
     return raw, others
-
-
-def percent(raw: dict[str, int]) -> ArmWeights | None:
-    """Proportional weights as whole percents summing to 100 (largest remainder); None when every weight is 0."""
-    total = sum(raw.values())
-    if total == 0:
-        return None
-    exact = {arm: raw.get(arm, 0) * 100 / total for arm in ARMS}
-    out = {arm: int(v) for arm, v in exact.items()}
-    for arm in sorted(ARMS, key=lambda a: exact[a] - out[a], reverse=True)[: 100 - sum(out.values())]:
-        out[arm] += 1
-    return ArmWeights(**out)
 
 
 def _route_weights(route: dict[str, Any], ns: str, name: str, arms: dict[str, str]) -> ArmWeights | None:
