@@ -18,8 +18,10 @@ from activities.adapters.secrets import remember_secrets_from_env, remember_url_
 from activities.adapters.simulated import SimulatedFleet
 from activities.adapters.simulated_traffic import ObservedDeployer, ObservedRouter, SimulatedRecordSets
 from activities.adapters.targets import (
+    AlbRouterConfig,
     AwsConfig,
     CloudWatchConfig,
+    GatewayApiRouterConfig,
     KubernetesDeployerConfig,
     LocalReportsConfig,
     PrometheusConfig,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from activities.adapters.route53 import RegionTraffic
+    from activities.adapters.routers.base import TrafficRouter as CanaryRouter
     from activities.adapters.webhooks import WebhookNotifier
 
 
@@ -72,6 +75,7 @@ class AdapterRegistry:
     notifier: "WebhookNotifier | None" = None  # None: notifications are only logged
     reports: ReportStore | None = None  # from the targets file's `reports`; None: the worker's local folder
     traffic_targets: dict[str, TrafficTarget] = field(default_factory=dict)  # key: "region/env"
+    routers: dict[str, "CanaryRouter"] = field(default_factory=dict)  # key: "region/env": a target's real canary router
     # the targets file's policy.min_promote_hold_minutes: what a hold that promotes on timeout must last at least
     promote_hold_floor_minutes: float = DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES
 
@@ -143,7 +147,7 @@ class _Builder:
         self.fleet = fleet
         self._kube_clients: dict[tuple[Any, ...], Callable[[], "ApiClient"]] = {}
 
-    def _kube_factory(self, c: KubernetesDeployerConfig) -> Callable[[], "ApiClient"]:
+    def _kube_factory(self, c: KubernetesDeployerConfig | GatewayApiRouterConfig) -> Callable[[], "ApiClient"]:
         key = (c.api_url, c.token_env, c.verify_tls, c.ca_file, c.kubeconfig, c.context)
         if key not in self._kube_clients:
             from activities.adapters.kubernetes.deployer import kube_api_client
@@ -278,6 +282,33 @@ class _TrafficBuilder:
                              health=tuple(cfg.health_specs()), alarms=alarms)
 
 
+class _RouterBuilder:
+    """Builds a target's real canary router (gateway-api, alb); a simulated stage's router is the fleet's."""
+
+    def __init__(self, targets: TargetsFile, kube: _Builder) -> None:
+        self.targets = targets
+        self.kube = kube
+
+    def router(self, t: Target) -> "CanaryRouter | None":
+        c = t.router
+        if isinstance(c, GatewayApiRouterConfig):
+            from activities.adapters.routers.gateway_api import GatewayApiRouter, GatewayRouteSettings
+
+            deployer = t.deployer or (self.targets.defaults.deployer if self.targets.defaults else None)
+            # no connection of its own: the cluster the target's Kubernetes deployer reaches (one shared client)
+            conn = deployer if not c.own_connection and isinstance(deployer, KubernetesDeployerConfig) else c
+            return GatewayApiRouter(self.kube._kube_factory(conn), GatewayRouteSettings(
+                namespace=c.namespace, route=c.route, primary=c.primary, canary=c.canary, baseline=c.baseline))
+        if isinstance(c, AlbRouterConfig):
+            from activities.adapters.routers.alb import AlbRouter, AlbSettings
+
+            settings = AlbSettings(service=c.service, primary=c.primary, canary=c.canary, baseline=c.baseline,
+                                   rule_arn=c.rule_arn, listener_arn=c.listener_arn)
+            return AlbRouter(settings, functools.partial(_aws_connection(self.targets.aws).client, "elbv2",
+                                                         settings.region))
+        return None
+
+
 def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = None) -> AdapterRegistry:
     """The AdapterRegistry for a targets file: per region/env adapters, defaults for the rest, webhooks.
 
@@ -297,6 +328,7 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
     if defaults is not None and isinstance(defaults.deployer, SimulatedDeployerConfig) and defaults.deployer.replicas is not None:
         fleet.load.default_replicas = defaults.deployer.replicas
     traffic = _TrafficBuilder(targets, fleet)
+    routers = _RouterBuilder(targets, b)
     for t in targets.targets:
         if t.deployer is not None:
             registry.deployers[t.key] = b.deployer(t.deployer)
@@ -306,6 +338,8 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
             registry.metric_sources[t.key] = b.metrics(t.metrics)
         if t.traffic is not None:
             registry.traffic_targets[t.key] = traffic.target(t)
+        if (router := routers.router(t)) is not None:
+            registry.routers[t.key] = router
     _let_the_fleet_observe(registry, fleet)
     if targets.notifications.webhooks:
         from activities.adapters.webhooks import Webhook, WebhookNotifier

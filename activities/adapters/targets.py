@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -56,16 +56,97 @@ class KubernetesDeployerConfig(_Model):
 
     @model_validator(mode="after")
     def _one_way_in(self) -> "KubernetesDeployerConfig":
-        if self.api_url and (self.context or self.kubeconfig):
-            raise ValueError("give either api_url (with token_env) or context/kubeconfig, not both")
-        if self.token_env and not self.api_url:
-            raise ValueError("token_env needs api_url; with a kubeconfig the credentials come from the context")
-        if self.api_url and not self.api_url.startswith(("http://", "https://")):
-            raise ValueError(f"api_url must start with https:// (or http:// for a local test server), got {self.api_url!r}")
-        return self
+        return _one_way_in(self)
+
+
+KubeConfigT = TypeVar("KubeConfigT", "KubernetesDeployerConfig", "GatewayApiRouterConfig")
+
+
+def _one_way_in(c: KubeConfigT) -> KubeConfigT:
+    """A Kubernetes connection is a kubeconfig context or an API URL with a token from the environment, not both."""
+    if c.api_url and (c.context or c.kubeconfig):
+        raise ValueError("give either api_url (with token_env) or context/kubeconfig, not both")
+    if c.token_env and not c.api_url:
+        raise ValueError("token_env needs api_url; with a kubeconfig the credentials come from the context")
+    if c.api_url and not c.api_url.startswith(("http://", "https://")):
+        raise ValueError(f"api_url must start with https:// (or http:// for a local test server), got {c.api_url!r}")
+    return c
 
 
 DeployerConfig = Annotated[SimulatedDeployerConfig | KubernetesDeployerConfig, Field(discriminator="kind")]
+
+
+def _only_service_placeholder(v: str) -> str:
+    bad = sorted(set(re.findall(r"\{([^{}]*)\}", v)) - {"service"})
+    if bad:
+        raise ValueError(f"unknown placeholder(s) {', '.join('{' + b + '}' for b in bad)}; only {{service}} is allowed")
+    return v
+
+
+class GatewayApiRouterConfig(_Model):
+    """A Gateway API HTTPRoute whose backendRefs weights are the canary's share; `{service}` in every name is replaced.
+
+    The connection: its own (context/kubeconfig, or api_url + token_env), else the target's Kubernetes deployer's."""
+
+    kind: Literal["gateway-api"]
+    namespace: str = Field(min_length=1, description="namespace of the HTTPRoute and the three Services")
+    route: str = Field(default="{service}", min_length=1, description="the HTTPRoute's name")
+    primary: str = Field(default="{service}", min_length=1, description="the primary's Service")
+    canary: str = Field(default="{service}-canary", min_length=1, description="the canary's Service")
+    baseline: str = Field(default="{service}-baseline", min_length=1, description="the baseline's Service")
+    context: str | None = None
+    kubeconfig: str | None = None
+    api_url: str | None = None
+    token_env: EnvName | None = None
+    verify_tls: bool = True
+    ca_file: str | None = None
+
+    _names = field_validator("namespace", "route", "primary", "canary", "baseline")(_only_service_placeholder)
+
+    @model_validator(mode="after")
+    def _arms(self) -> "GatewayApiRouterConfig":
+        _one_way_in(self)
+        if len({self.primary, self.canary, self.baseline}) != 3:
+            raise ValueError(f"primary, canary and baseline must be three different Services (got {self.primary}, "
+                             f"{self.canary}, {self.baseline})")
+        return self
+
+    @property
+    def own_connection(self) -> bool:
+        return any((self.context, self.kubeconfig, self.api_url))
+
+
+_ELB_ARN = r"^arn:aws[a-z-]*:elasticloadbalancing:[a-z0-9-]+:\d{12}:"
+
+
+class AlbRouterConfig(_Model):
+    """An Application Load Balancer listener rule (or a listener's default action) whose forward action's target
+    group weights are the canary's share; reached with the file's `aws` connection in the ARN's region."""
+
+    kind: Literal["alb"]
+    service: str = Field(min_length=1, description="the service whose traffic the rule carries (ARNs name no service)")
+    rule_arn: str | None = Field(default=None, pattern=_ELB_ARN + "listener-rule/", description="a listener rule")
+    listener_arn: str | None = Field(default=None, pattern=_ELB_ARN + "listener/", description="or a listener's default action")
+    primary: str = Field(pattern=_ELB_ARN + "targetgroup/", description="the primary's target group ARN")
+    canary: str = Field(pattern=_ELB_ARN + "targetgroup/", description="the canary's target group ARN")
+    baseline: str = Field(pattern=_ELB_ARN + "targetgroup/", description="the baseline's target group ARN")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "AlbRouterConfig":
+        if (self.rule_arn is None) == (self.listener_arn is None):
+            raise ValueError("give exactly one of rule_arn (a listener rule) or listener_arn (its default action)")
+        if len({self.primary, self.canary, self.baseline}) != 3:
+            raise ValueError("primary, canary and baseline must be three different target groups")
+        return self
+
+
+class SimulatedRouterConfig(_Model):
+    """The simulated fleet's router: each arm's samples follow its share (demos, tests)."""
+
+    kind: Literal["simulated"]
+
+
+RouterConfig = Annotated[GatewayApiRouterConfig | AlbRouterConfig | SimulatedRouterConfig, Field(discriminator="kind")]
 
 
 class SimulatedMetricsConfig(_Model):
@@ -290,6 +371,8 @@ class Target(_Model):
     deployer: DeployerConfig | None = Field(default=None, description="default: defaults.deployer")
     metrics: MetricsConfig | None = Field(default=None, description="default: defaults.metrics")
     traffic: TrafficConfig | None = None
+    router: RouterConfig | None = Field(
+        default=None, description="the canary traffic router for weighted canary steps (docs/targets.md#canary-routers)")
 
     @property
     def key(self) -> str:

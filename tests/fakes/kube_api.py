@@ -1,5 +1,5 @@
-"""A small fake Kubernetes API server for apps/v1 Deployments, autoscaling/v2 HorizontalPodAutoscalers (and read-only
-Pods), for driving the official client.
+"""A small fake Kubernetes API server for apps/v1 Deployments, autoscaling/v2 HorizontalPodAutoscalers, Gateway API
+HTTPRoutes (a custom resource, gateway.networking.k8s.io/v1) and read-only Pods, for driving the official client.
 
 It behaves like the real apiserver where the Bifrost deployer depends on it: resourceVersion preconditions
 and 409s, generation bumps on spec changes only, status converging over controller ticks with
@@ -7,7 +7,10 @@ Progressing/Available conditions and ProgressDeadlineExceeded, strategic-merge/m
 422 validation of the obvious invariants, Status error bodies, and injectable faults. Its HPA controller
 keeps every Deployment an HPA targets at its metric-driven recommendation (`set_load`) bounded by
 [minReplicas, maxReplicas], on every controller tick (a real one syncs every 15 s), so a plain replicas
-patch is undone as in a real cluster. It does not model ReplicaSets, surge pacing, watches, server-side
+patch is undone as in a real cluster. HTTPRoutes are served as a custom resource is: an update must carry the
+resourceVersion it read (422 without one, 409 when stale), merge and JSON patches only (a strategic merge patch is
+415, as for every custom resource), backendRef weights checked against the CRD's bounds, status ignored on the main
+resource. It does not model ReplicaSets, surge pacing, watches, server-side
 apply, admission, or HPA metrics and scaling policies.
 """
 
@@ -31,6 +34,8 @@ from urllib.parse import parse_qs, urlparse
 _DEPLOYMENTS = re.compile(r"^/apis/apps/v1/namespaces/(?P<ns>[^/]+)/deployments(?:/(?P<name>[^/]+))?(?P<status>/status)?$")
 _HPAS = re.compile(
     r"^/apis/autoscaling/v2/namespaces/(?P<ns>[^/]+)/horizontalpodautoscalers(?:/(?P<name>[^/]+))?(?P<status>/status)?$")
+_HTTPROUTES = re.compile(
+    r"^/apis/gateway\.networking\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/httproutes(?:/(?P<name>[^/]+))?(?P<status>/status)?$")
 _PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -51,9 +56,11 @@ _MERGE_KEYS = {
 class ApiError(Exception):
     """Returned to the client as a Status body with this HTTP code."""
 
-    def __init__(self, code: int, reason: str, message: str, name: str | None = None) -> None:
+    def __init__(self, code: int, reason: str, message: str, name: str | None = None, *, group: str = "apps",
+                 kind: str = "deployments") -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.name = code, reason, message, name
+        self.group, self.kind = group, kind
 
 
 @dataclass
@@ -208,6 +215,8 @@ class FakeKubeApi:
         self.echo_auth_in_401 = echo_auth_in_401  # like some proxies: the 401 body quotes the header it refused
         self.deployments: dict[tuple[str, str], dict[str, Any]] = {}
         self.hpas: dict[tuple[str, str], dict[str, Any]] = {}
+        self.httproutes: dict[tuple[str, str], dict[str, Any]] = {}
+        self.hooks: list[tuple[str, str, Callable[[], None]]] = []  # (method, path part, run once before serving it)
         self.hpa_load: dict[tuple[str, str], int] = {}  # by HPA: the replicas its metrics ask for (see set_load)
         self.hpa_paused: set[tuple[str, str]] = set()  # HPAs whose controller does not act (a slow sync)
         self.requests: list[RecordedRequest] = []
@@ -330,6 +339,39 @@ class FakeKubeApi:
             obj["metadata"].setdefault("annotations", {})["other-writer/touched"] = str(time.monotonic_ns())
             obj["metadata"]["resourceVersion"] = self._next_rv()
 
+    def before_next(self, method: str, path_contains: str, fn: Callable[[], None]) -> None:
+        """Run `fn` (under the server's lock) just before serving the next matching request, once."""
+        with self._lock:
+            self.hooks.append((method, path_contains, fn))
+
+    def seed_httproute(self, namespace: str, name: str, backends: list[dict[str, Any]] | list[list[dict[str, Any]]], *,
+                       parent: str = "gateway") -> dict[str, Any]:
+        """Create an HTTPRoute attached to Gateway `parent`: one rule with `backends` (backendRefs), or one rule per
+        list when given a list of lists."""
+        rules = backends if backends and isinstance(backends[0], list) else [backends]
+        body = {
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"parentRefs": [{"name": parent}],
+                     "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}], "backendRefs": list(r)}
+                               for r in rules]},
+        }
+        with self._lock:
+            return copy.deepcopy(self._create_httproute(namespace, body))
+
+    def httproute(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            obj = self.httproutes.get((namespace, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def edit_httproute(self, namespace: str, name: str, edit: Callable[[dict[str, Any]], None]) -> None:
+        """Another writer (a person, GitOps, another controller) changes the route: `edit` mutates its spec."""
+        with self._lock:
+            obj = self.httproutes[(namespace, name)]
+            new = copy.deepcopy(obj)
+            edit(new["spec"])
+            self._update_httproute(namespace, name, new, precondition=obj["metadata"]["resourceVersion"])
+
     def count(self, method: str, path_contains: str = "") -> int:
         with self._lock:
             return sum(1 for r in self.requests if r.method == method and path_contains in r.path)
@@ -448,6 +490,103 @@ class FakeKubeApi:
             meta["resourceVersion"] = self._next_rv()
         store[(ns, name)] = obj
         return obj
+
+    # -- HTTPRoutes (gateway.networking.k8s.io/v1, a custom resource) ---------------------------------------
+    def _validate_httproute(self, obj: dict[str, Any], name: str) -> None:
+        """The checks the HTTPRoute CRD's OpenAPI schema makes on what Bifrost writes: names, rules, backendRef weights."""
+        spec = obj.get("spec")
+        invalid = f'HTTPRoute.gateway.networking.k8s.io "{name}" is invalid: '
+        if not isinstance(spec, dict):
+            raise ApiError(422, "Invalid", invalid + "spec: Required value", name, group="gateway.networking.k8s.io",
+                           kind="httproutes")
+        errors = []
+        if not _DNS1123.match(obj.get("metadata", {}).get("name", "")):
+            errors.append("metadata.name: Invalid value: must be a DNS-1123 subdomain")
+        rules = spec.get("rules") or []
+        if len(rules) > 16:
+            errors.append(f"spec.rules: Too many: {len(rules)}: must have at most 16 items")
+        for i, rule in enumerate(rules):
+            refs = rule.get("backendRefs") or []
+            if len(refs) > 16:
+                errors.append(f"spec.rules[{i}].backendRefs: Too many: {len(refs)}: must have at most 16 items")
+            for j, ref in enumerate(refs):
+                if not ref.get("name"):
+                    errors.append(f"spec.rules[{i}].backendRefs[{j}].name: Required value")
+                weight = ref.get("weight", 1)
+                if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 1000000:
+                    errors.append(f"spec.rules[{i}].backendRefs[{j}].weight: Invalid value: {weight!r}: "
+                                  "should be between 0 and 1000000")
+        if errors:
+            raise ApiError(422, "Invalid", invalid + ", ".join(errors), name, group="gateway.networking.k8s.io",
+                           kind="httproutes")
+
+    def _create_httproute(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", ns)
+        name = meta.get("name", "")
+        self._validate_httproute(obj, name)
+        if (ns, name) in self.httproutes:
+            raise ApiError(409, "AlreadyExists", f'httproutes.gateway.networking.k8s.io "{name}" already exists', name,
+                           group="gateway.networking.k8s.io", kind="httproutes")
+        obj["apiVersion"], obj["kind"] = "gateway.networking.k8s.io/v1", "HTTPRoute"
+        meta.pop("resourceVersion", None)
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1, resourceVersion=self._next_rv())
+        obj["status"] = {"parents": []}
+        self.httproutes[(ns, name)] = obj
+        return obj
+
+    def _update_httproute(self, ns: str, name: str, new: dict[str, Any], *, precondition: str | None) -> dict[str, Any]:
+        def prepare(obj: dict[str, Any], old: dict[str, Any]) -> None:
+            self._validate_httproute(obj, name)
+            obj["apiVersion"], obj["kind"] = "gateway.networking.k8s.io/v1", "HTTPRoute"
+
+        try:
+            return self._replace(self.httproutes, "httproutes.gateway.networking.k8s.io", ns, name, new,
+                                 precondition=precondition, prepare=prepare)
+        except ApiError as err:
+            err.group, err.kind = "gateway.networking.k8s.io", "httproutes"
+            raise
+
+    def _serve_httproute(self, method: str, ns: str, name: str | None, status: bool, ctype: str,
+                         body: Any) -> tuple[int, dict[str, Any]]:
+        group = "gateway.networking.k8s.io"
+        if name is None:
+            if method == "GET":
+                items = [copy.deepcopy(o) for (n, _), o in sorted(self.httproutes.items()) if n == ns]
+                return 200, {"apiVersion": f"{group}/v1", "kind": "HTTPRouteList",
+                             "metadata": {"resourceVersion": str(self._rv)}, "items": items}
+            if method == "POST":
+                return 201, copy.deepcopy(self._create_httproute(ns, body or {}))
+            raise ApiError(405, "MethodNotAllowed", f"{method} not allowed on a collection")
+        if status:
+            raise ApiError(405, "MethodNotAllowed", "the fake apiserver serves status only through the main resource")
+        current = self.httproutes.get((ns, name))
+        if current is None and method in ("GET", "PUT", "PATCH", "DELETE"):
+            raise ApiError(404, "NotFound", f'httproutes.{group} "{name}" not found', name, group=group, kind="httproutes")
+        assert current is not None
+        if method == "GET":
+            return 200, copy.deepcopy(current)
+        if method == "PUT":
+            precondition = (body or {}).get("metadata", {}).get("resourceVersion")
+            if not precondition:  # custom resources allow no unconditional update
+                raise ApiError(422, "Invalid", f'HTTPRoute.{group} "{name}" is invalid: metadata.resourceVersion: '
+                               "Invalid value: 0x0: must be specified for an update", name, group=group, kind="httproutes")
+            return 200, copy.deepcopy(self._update_httproute(ns, name, body or {}, precondition=precondition))
+        if method == "PATCH":
+            if ctype == "application/strategic-merge-patch+json":
+                raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted "
+                               "media types include: application/json-patch+json, application/merge-patch+json, "
+                               "application/apply-patch+yaml")
+            new, precondition = _patched(current, body, ctype)
+            if precondition is None:
+                new["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            return 200, copy.deepcopy(self._update_httproute(ns, name, new, precondition=precondition))
+        if method == "DELETE":
+            del self.httproutes[(ns, name)]
+            return 200, {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success",
+                         "details": {"name": name, "group": group, "kind": "httproutes"}}
+        raise ApiError(405, "MethodNotAllowed", f"{method} not allowed")
 
     # -- HorizontalPodAutoscalers -------------------------------------------------------------------------
     def _validate_hpa(self, obj: dict[str, Any], name: str) -> None:
@@ -721,6 +860,13 @@ class FakeKubeApi:
             if m and method == "GET":
                 return 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": str(self._rv)},
                              "items": self._pods(m["ns"], selector)}
+            for hook in list(self.hooks):
+                if hook[0] == method and hook[1] in path:
+                    self.hooks.remove(hook)
+                    hook[2]()  # e.g. another writer changing the object between a client's read and its write
+            m = _HTTPROUTES.match(path)
+            if m:
+                return self._serve_httproute(method, m["ns"], m["name"], bool(m["status"]), ctype, body)
             m = _HPAS.match(path)
             if m:
                 return self._serve_hpa(method, m["ns"], m["name"], bool(m["status"]), ctype, body)
@@ -817,5 +963,5 @@ def _status(err: ApiError) -> dict[str, Any]:
     body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                             "message": err.message, "reason": err.reason, "code": err.code}
     if err.name:
-        body["details"] = {"name": err.name, "group": "apps", "kind": "deployments"}
+        body["details"] = {"name": err.name, "group": err.group, "kind": err.kind}
     return body
