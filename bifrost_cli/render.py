@@ -82,6 +82,8 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
                 Text(duration(req.soak.hours(s.environment))),
                 Text(gate),
             )
+            if req.canary.traffic is not None:
+                t.add_row("", "", Text(f"canary steps {req.canary.traffic.line()}", style="cyan"), "", "", "")
             if (what := on_failure(req, s.region, s.environment)) != "roll back":
                 t.add_row("", "", Text(f"on failure: {what}", style="yellow"), "", "", "")
         if w.kind == "prod":
