@@ -37,8 +37,9 @@ class CanaryTraffic(BaseModel):
                                            "or simulated (the simulated fleet)")
     steps: list[int] = Field(min_length=1, max_length=MAX_CANARY_STEPS,
                              description="the canary's percent of the stage's traffic at each step, strictly increasing")
-    baseline_share: Literal["same", "none"] = Field(
-        default="same", description="same: the baseline gets the canary's share at each step; none: no traffic")
+    baseline_share: Literal["same"] = Field(
+        default="same", description="same: the baseline gets the canary's share at each step (the judge compares the "
+                                    "canary with it, so it needs as many samples)")
 
     @field_validator("steps")
     @classmethod
@@ -53,7 +54,7 @@ class CanaryTraffic(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> CanaryTraffic:
-        if self.baseline_share == "same":
+        if self.baseline_share == "same":  # the only choice today; kept as a field so others can be added
             over = [p for p in self.steps if 2 * p > 100]
             if over:
                 raise ValueError(f"steps: with baseline_share: same the baseline gets the canary's share too, so a step "

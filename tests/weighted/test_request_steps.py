@@ -38,8 +38,7 @@ def test_steps_and_their_weights():
     t = req.canary.traffic
     assert t is not None and t.steps == [5, 25, 50]
     assert [(w.canary, w.baseline, w.primary) for w in t.planned()] == [(5, 5, 90), (25, 25, 50), (50, 50, 0)]
-    none = CanaryTraffic(router="alb", steps=[10, 80], baseline_share="none")
-    assert [(w.canary, w.baseline, w.primary) for w in none.planned()] == [(10, 0, 90), (80, 0, 20)]
+    assert CanaryTraffic(router="alb", steps=[50]).planned()[0].primary == 0  # canary + baseline = 100 at most
 
 
 @pytest.mark.parametrize(("traffic", "expected"), [
@@ -47,7 +46,7 @@ def test_steps_and_their_weights():
     ({"router": "gateway-api", "steps": [5, 5]}, "canary.traffic.steps: steps must be strictly increasing"),
     ({"router": "gateway-api", "steps": [0, 5]}, "canary.traffic.steps: steps[0] = 0"),
     ({"router": "gateway-api", "steps": [5, 60]}, "canary.traffic: steps: with baseline_share: same"),
-    ({"router": "gateway-api", "steps": [5, 101], "baseline_share": "none"}, "canary.traffic.steps: steps[1] = 101"),
+    ({"router": "gateway-api", "steps": [5, 101]}, "canary.traffic.steps: steps[1] = 101"),
     ({"router": "gateway-api", "steps": list(range(1, MAX_CANARY_STEPS + 2))}, "canary.traffic.steps: List should have at most"),
     ({"router": "gateway-api", "steps": []}, "canary.traffic.steps: List should have at least 1"),
     ({"router": "istio", "steps": [5]}, "canary.traffic.router: Input should be"),
