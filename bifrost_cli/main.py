@@ -90,6 +90,22 @@ def _promote_hold_floor(targets_file: str | None) -> float:
                         "default floors.")
 
 
+def _router_problems(req: RolloutRequest, targets_file: str | None) -> list[str]:
+    """Stages whose targets do not configure `canary.traffic.router` (none known without a targets file)."""
+    if req.canary.traffic is None or targets_file is None:
+        return []
+    from activities.adapters.registry import registry_from_targets
+    from activities.adapters.targets import load_targets
+    from activities.routing import router_problems
+
+    try:
+        registry = registry_from_targets(load_targets(targets_file))
+    except FileProblems as err:
+        _fail(str(err), "Nothing was deployed. Fix the targets file, or leave --targets out.")
+    stages = [(r.name, e) for r in req.regions for e in r.environments]
+    return router_problems(registry, req.service, stages, req.canary.traffic.router)
+
+
 def _load(path: str, targets_file: str | None = None) -> tuple[RolloutRequest, Plan]:
     """The request and its plan, refused (exit 2, one line per problem) unless the worker would run it: its fields,
     its plan, and the platform's floors (the targets file's `policy`; default floors without one)."""
@@ -105,6 +121,10 @@ def _load(path: str, targets_file: str | None = None) -> tuple[RolloutRequest, P
     if problem is not None:
         where = f"the floors in {shorten(targets_file, 300)}" if targets_file else "the default floors (no --targets given)"
         _fail(f"invalid request {shorten(path, 300)}: below {where}:\n  - {problem}", "Nothing was deployed.")
+    routers = _router_problems(req, targets_file)
+    if routers:
+        _fail(f"invalid request {shorten(path, 300)}: the canary router:\n" + "\n".join(f"  - {p}" for p in routers),
+              "Nothing was deployed.")
     warning = promote_on_timeout_warning(req)
     if warning is not None:
         click.echo(click.style(warning, fg="red", bold=True), err=True)

@@ -19,6 +19,7 @@ from workflows.plan import Plan
 from workflows.request import RolloutRequest
 from workflows.rollout.details import rollout_summary
 from workflows.rollout.models import RolloutState
+from workflows.stage.models import StageState
 
 STYLE = {
     "succeeded": "green", "skipped": "green", "rolled_back": "yellow", "failed": "bold red",
@@ -82,6 +83,8 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
                 Text(duration(req.soak.hours(s.environment))),
                 Text(gate),
             )
+            if req.canary.traffic is not None:
+                t.add_row("", "", Text(f"canary steps {req.canary.traffic.line()}", style="cyan"), "", "", "")
             if (what := on_failure(req, s.region, s.environment)) != "roll back":
                 t.add_row("", "", Text(f"on failure: {what}", style="yellow"), "", "", "")
         if w.kind == "prod":
@@ -101,8 +104,16 @@ def state_table(state: RolloutState) -> Table:
     for s in state.stages:
         verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")
         t.add_row(Text(str(s.wave)), Text(s.key), styled(s.status), Text(s.version_before or "?"), Text(s.version_now or "?"),
-                  Text(verdict), shown(s.reason[:90]))
+                  Text(verdict), shown(_note(s)))
     return t
+
+
+def _note(s: StageState) -> str:
+    """The stage's reason, after its weighted canary's step and weights while they matter."""
+    if not s.canary_steps:
+        return s.reason[:90]
+    gone = " (withdrawn)" if s.withdrawn_at is not None else ""
+    return f"step {s.canary_step}/{s.canary_steps}: {s.canary_weights}{gone}" + (f"; {s.reason[:90]}" if s.reason else "")
 
 
 def print_status(state: RolloutState, rollout_id: str, console: Console) -> None:

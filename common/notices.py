@@ -28,6 +28,7 @@ REVERT_STARTED = "revert_started"
 REVERT_FINISHED = "revert_finished"
 REVERT_FAILED = "revert_failed"
 REVERT_QUEUED = "revert_queued"  # a revert waits behind a running rollout of its service
+CANARY_STEP = "canary_step"  # canary.traffic: a step's weights were set, or the canary withdrawn to weight 0
 HELD = "held"
 
 
@@ -102,6 +103,13 @@ def promoted_on_timeout(*, rollout_id: str, service: str, version: str, stage: s
     (hold.on_timeout: promote); `text` is the audit line."""
     return Notification(rollout_id=rollout_id, service=service, version=version, event=HOLD_PROMOTED_FAILED,
                         text=f"URGENT: {stage}: {text}", hold="failure", stage=stage, wave=wave, stages=[stage])
+
+
+def canary_step(*, rollout_id: str, service: str, version: str, stage: str, text: str,
+                weights: dict[str, int]) -> Notification:
+    """A weighted canary moved: a step's weights are in force, or canary and baseline were withdrawn to 0."""
+    return Notification(rollout_id=rollout_id, service=service, version=version, event=CANARY_STEP,
+                        text=f"{stage}: {text}", stage=stage, stages=[stage], weights=dict(weights))
 
 
 def traffic(*, workflow_id: str, service: str, direction: str, region: str, event: str, text: str,

@@ -30,7 +30,8 @@ REQUEST_MAY_IMPORT = {"common", "canary"}
 
 # The simulated fleet is one adapter among others: only the registry that wires adapters (and the worker and
 # CLI that start it) know it; real activities and workflows talk to the adapter interfaces.
-SIMULATED_FLEET = ("activities.adapters.simulated", "activities.adapters.simulated_traffic")
+SIMULATED_FLEET = ("activities.adapters.simulated", "activities.adapters.simulated_traffic",
+                   "activities.adapters.simulated_router")
 MAY_KNOW_THE_FLEET = {"activities.adapters.registry", *SIMULATED_FLEET}
 
 

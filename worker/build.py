@@ -28,6 +28,7 @@ from activities.notify import NotifyActivities
 from activities.peers import PeerActivities
 from activities.policy import PolicyActivities
 from activities.releases import ReleaseActivities
+from activities.routing import RoutingActivities
 from activities.traffic.shift import TrafficActivities
 from worker.limits import WorkerLimits
 from worker.sandbox import workflow_runner
@@ -156,12 +157,14 @@ def activities_for(
     releases = ReleaseActivities(client)
     guard = GuardActivities(registry, traffic)
     policy = PolicyActivities(registry)
+    routing = RoutingActivities(registry)
     return [
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
         lock.request_service_lock, lock.rollout_is_running, lock.recover_claims, peers.query_workflow, peers.cancel_request, peers.cancel_run,
         notify.notify, traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
         releases.find_release, guard.guard_look, traffic.region_weights, policy.promote_hold_floor,
+        routing.canary_weights, routing.set_canary_weights,
     ]
 
 

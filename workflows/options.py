@@ -86,6 +86,21 @@ ROLLBACK = ActivityOptions(
     retry_policy=RetryPolicy(initial_interval=timedelta(seconds=2), maximum_interval=timedelta(minutes=2),
                              non_retryable_error_types=NON_RETRYABLE),
 )
+# A canary step's weights (canary.traffic): one compare-and-set router call, retried a few times (a retry that finds
+# its own write returns it). Withdrawing the canary (weight 0) must happen: retried for up to an hour, quickly.
+ROUTE = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=60),
+    heartbeat_timeout=HEARTBEAT,
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                             maximum_attempts=5, non_retryable_error_types=NON_RETRYABLE),
+)
+WITHDRAW = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=60),
+    schedule_to_close_timeout=timedelta(hours=1),
+    heartbeat_timeout=HEARTBEAT,
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30),
+                             non_retryable_error_types=NON_RETRYABLE),
+)
 ANALYSIS = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
     heartbeat_timeout=HEARTBEAT,

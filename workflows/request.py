@@ -32,6 +32,7 @@ from canary.config import JudgeConfig, MetricSpec
 from common.loading import load_document
 from common.problems import FileProblems, show, validation_problems
 from common.text import MAX_IDENTITY, Identity
+from common.traffic.canary import CanaryTraffic
 from common.traffic.models import MAX_REGIONS, MAX_SERVICE_LEN, HealthInterval
 from common.traffic.plan import step_problems
 from common.traffic.settings import HealthCheckMinutes, TrafficChangeSettings
@@ -289,6 +290,8 @@ class CanarySettings(_Model):
     baseline_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     judge: JudgeConfig = Field(default_factory=JudgeConfig, description="mode, thresholds, group weights, min_samples, alpha")
     soak_check_minutes: float = Field(default=10.0, description="how often metrics are checked during soak")
+    traffic: CanaryTraffic | None = Field(default=None, description="exact canary shares in steps through a router, "
+                                          "each step judged (docs/request.md); none: the canary gets what its replicas get")
 
     @field_validator("soak_check_minutes")
     @classmethod
@@ -315,6 +318,13 @@ class CanarySettings(_Model):
                 f"is {samples:.0f} samples per metric, more than the {MAX_SAMPLES} Prometheus returns in one query; "
                 f"raise canary.interval_seconds to at least {least} or shorten the analysis"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _steps_judged(self) -> "CanarySettings":
+        if self.traffic is not None and self.analysis_minutes <= 0:
+            raise ValueError("canary.traffic: each step is judged on the samples of its own window, so weighted steps "
+                             "need canary.analysis_minutes above 0")
         return self
 
     @model_validator(mode="before")

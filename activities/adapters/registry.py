@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from activities.adapters.base import Deployer, DeployError, MetricsError, MetricSource, TrafficRouter
 from activities.adapters.reports import LocalReportStore, ReportStore, S3ReportStore
+from activities.adapters.routers.base import TrafficRouter as CanaryRouter
 from activities.adapters.secrets import remember_secrets_from_env, remember_url_credentials
 from activities.adapters.simulated import SimulatedFleet
+from activities.adapters.simulated_router import SimulatedCanaryRouter
 from activities.adapters.simulated_traffic import ObservedDeployer, ObservedRouter, SimulatedRecordSets
 from activities.adapters.targets import (
     AlbRouterConfig,
@@ -75,15 +77,21 @@ class AdapterRegistry:
     notifier: "WebhookNotifier | None" = None  # None: notifications are only logged
     reports: ReportStore | None = None  # from the targets file's `reports`; None: the worker's local folder
     traffic_targets: dict[str, TrafficTarget] = field(default_factory=dict)  # key: "region/env"
-    routers: dict[str, "CanaryRouter"] = field(default_factory=dict)  # key: "region/env": a target's real canary router
     # the targets file's policy.min_promote_hold_minutes: what a hold that promotes on timeout must last at least
     promote_hold_floor_minutes: float = DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES
+    # canary traffic routers (canary.traffic): per "region/env", else the default (None: no router configured)
+    canary_routers: dict[str, CanaryRouter] = field(default_factory=dict)
+    default_canary_router: CanaryRouter | None = None
 
     def deployer(self, stage: StageRef) -> Deployer:
         return self.deployers.get(stage.key, self.default_deployer)
 
     def metrics(self, stage: StageRef) -> MetricSource:
         return self.metric_sources.get(stage.key, self.default_metrics)
+
+    def router(self, stage: StageRef) -> CanaryRouter | None:
+        """The router that sets the stage's canary weights, or None when its targets configure none."""
+        return self.canary_routers.get(stage.key, self.default_canary_router)
 
     def traffic_for(self, stage: StageRef) -> "RegionTraffic | None":
         """The stage's Route 53 weighted record (for the stage's service), or None when the targets file gives none."""
@@ -105,7 +113,7 @@ class AdapterRegistry:
 
     @classmethod
     def simulated(cls, fleet: SimulatedFleet) -> "AdapterRegistry":
-        return cls(default_deployer=fleet, default_metrics=fleet)
+        return cls(default_deployer=fleet, default_metrics=fleet, default_canary_router=SimulatedCanaryRouter(fleet))
 
 
 def _aws_connection(aws: AwsConfig) -> Any:
@@ -339,7 +347,8 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
         if t.traffic is not None:
             registry.traffic_targets[t.key] = traffic.target(t)
         if (router := routers.router(t)) is not None:
-            registry.routers[t.key] = router
+            registry.canary_routers[t.key] = router
+    _simulated_routers(registry, fleet)
     _let_the_fleet_observe(registry, fleet)
     if targets.notifications.webhooks:
         from activities.adapters.webhooks import Webhook, WebhookNotifier
@@ -352,6 +361,16 @@ def registry_from_targets(targets: TargetsFile, fleet: SimulatedFleet | None = N
         registry.reports = report_store_from_config(targets.reports, targets.aws)
     registry.promote_hold_floor_minutes = targets.policy.min_promote_hold_minutes
     return registry
+
+
+def _simulated_routers(registry: AdapterRegistry, fleet: SimulatedFleet) -> None:
+    """A stage the simulated fleet deploys has the fleet's own canary router (the fleet honours its weights)."""
+    router = SimulatedCanaryRouter(fleet)
+    if registry.default_deployer is fleet and registry.default_canary_router is None:
+        registry.default_canary_router = router
+    for key, deployer in registry.deployers.items():
+        if deployer is fleet and key not in registry.canary_routers:
+            registry.canary_routers[key] = router
 
 
 def _let_the_fleet_observe(registry: AdapterRegistry, fleet: SimulatedFleet) -> None:

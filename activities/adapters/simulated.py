@@ -68,6 +68,10 @@ class FleetScenario(BaseModel):
     max_samples: int = Field(default=2000, ge=1)
     deploy_delay_seconds: float = Field(default=0.0, ge=0, description="simulated time to become available")
     effects: list[VersionEffect] = Field(default_factory=list)
+    full_sample_share: float = Field(
+        default=20.0, gt=0, le=100,
+        description="a weighted canary arm with at least this percent of the stage's traffic yields one sample per "
+                    "interval; a smaller arm proportionally fewer (its intervals hold too few requests to measure)")
     fresh_draws: bool = Field(
         default=True,
         description="each window of a primary draws its own samples, as a live fleet's do (the demo, benchmarks). "
@@ -87,6 +91,7 @@ class SlotState(BaseModel):
     canary: str | None = None
     baseline: str | None = None
     replicas: int | None = None  # the primary's replicas once scaled (None: the traffic model's default)
+    weights: dict[str, int] | None = None  # the simulated canary router's arm weights once set (None: never weighted)
 
 
 # Bookkeeping: a change to these is not logged as an effect (the primary's own change already says it).
@@ -479,6 +484,26 @@ class SimulatedFleet:
         await self._run(stage, "scale", str(replicas), resize)
         await asyncio.to_thread(self.load.scale, stage, replicas)
 
+    # -- the simulated canary router's state (simulated_router.SimulatedCanaryRouter) ---------------------
+    async def arm_weights(self, stage: StageRef, change: Callable[[dict[str, int] | None], dict[str, int] | None] | None = None,
+                          *, operation: str = "set_weights", version: str = "-") -> dict[str, int] | None:
+        """The stage's arm weights (None: never set); `change` applied atomically when given (a call is logged)."""
+        def work(s: SlotState) -> dict[str, int] | None:
+            if change is not None:
+                s.weights = change(None if s.weights is None else dict(s.weights))
+            return None if s.weights is None else dict(s.weights)
+
+        if change is None:
+            return await self._run(stage, None, None, work)
+        return await self._run(stage, operation, version, work)
+
+    def _arm_share(self, stage: StageRef, role: Role) -> float | None:
+        """A weighted canary arm's percent of the stage's traffic now (None: the stage was never weighted)."""
+        if role not in ("canary", "baseline"):
+            return None
+        weights = self._transact(stage, None, None, lambda s: s.weights)
+        return None if weights is None else float(weights.get(role, 0))
+
     # -- MetricSource ----------------------------------------------------------------------------
     def _count(self, window: MetricWindow) -> int:
         seconds = max(0.0, (window.end - window.start).total_seconds())
@@ -501,6 +526,9 @@ class SimulatedFleet:
             return []  # a window a day back (the guard's history): the simulated fleet did not exist then
         load = self.load.effect(stage, window)
         n = self._count(window) if load.traffic > 0 else 0
+        share = self._arm_share(stage, role)  # a weighted arm: its sample count follows its share
+        if share is not None:
+            n = math.floor(n * min(1.0, share / self.scenario.full_sample_share))
         if n == 0 or version is None:
             return []
         if metric.kind == "throughput":  # requests per interval (the region guard's volume)
@@ -511,7 +539,8 @@ class SimulatedFleet:
         # false-alarm rate, about 0.4% a look, failed healthy rollouts and reverts at random in the full suite)
         rng = (self._rng(stage.service, stage.key, metric.name, role, version, n, window.start.isoformat(),
                          window.end.isoformat()) if role == "primary" and self.scenario.fresh_draws else
-               self._rng(stage.key, metric.name, role, version, n))
+               self._rng(stage.key, metric.name, role, version, n) if share is None else
+               self._rng(stage.key, metric.name, role, version, n, share, window.start.isoformat()))
         effect = self._effect(stage, version)
         if effect is not None and effect.only_after_promotion and role != "primary":
             effect = None

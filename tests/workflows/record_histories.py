@@ -539,6 +539,20 @@ class Group:
     prefixes: tuple[str, ...]
 
 
+async def weighted(client: Client, tmp: Path) -> None:
+    """Weighted canary steps (canary.traffic) on the simulated router: every step passes; a step fails and the
+    canary is withdrawn to weight 0 before the rollback."""
+    steps = {"analysis_minutes": 0.02, "judge": {"min_samples": 10},
+             "traffic": {"router": "simulated", "steps": [5, 25, 50]}}
+    bad = make_request(version="2.0.1", canary=steps)
+    f = fleet(effects=[{"version": "2.0.1", "regions": ["us-east-1"], "environments": ["prod"], "latency_factor": 1.6}])
+    async with running_worker(client, f, QUEUE, tmp):
+        for prefix, req in (("weighted-good", make_request(canary=steps)), ("weighted-regression", bad)):
+            h = await start(client, req, QUEUE)
+            await outcome(h)
+            await save(client, prefix, await with_children(client, h))
+
+
 GROUPS: dict[str, Group] = {
     "rollouts": Group(rollouts, ("good", "regression", "report", "approval-pause", "abort")),
     "soak": Group(soak, ("soak-continued",)),
@@ -556,6 +570,7 @@ GROUPS: dict[str, Group] = {
     "canceled": Group(canceled, ("canceled-abort", "canceled-request", "console-cancel", "cancel-named-revert",
                                  "canceled-evacuation", "cancel-named-evacuation")),
     "reverts": Group(reverts, ("revert-reverted", "revert-evacuation", "revert-refused", "revert-aborted", "revert-queued")),
+    "weighted": Group(weighted, ("weighted-good", "weighted-regression")),
 }
 
 

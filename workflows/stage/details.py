@@ -28,6 +28,14 @@ def soak_cell(st: StageState) -> str:
     return f"look {st.soak_looks}/{st.soak_max_looks}{ends}"
 
 
+def steps_cell(st: StageState) -> str:
+    """A weighted canary's step and weights (canary.traffic), and when it was withdrawn to 0."""
+    if not st.canary_steps:
+        return "–"
+    withdrawn = f"; withdrawn to weight 0 at {when(st.withdrawn_at)}" if st.withdrawn_at else ""
+    return f"step {st.canary_step}/{st.canary_steps} — {md(st.canary_weights or 'not set yet')}{withdrawn}"
+
+
 def versions_cell(st: StageState) -> str:
     before, now = st.version_before or "?", st.version_now or "?"
     return f"`{before}`" if before == now else f"`{before}` → `{now}`"
@@ -54,6 +62,8 @@ def stage_details(st: StageState, *, service: str, version: str, detail: str = "
                      else f"**Verdict:** {st.verdict}{report}")
     if st.extended:  # the judge's own words: metric names (a restricted alphabet) and numbers
         lines.append(f"**Canary analysis:** look {st.analysis_looks} — {md(st.extended)}")
+    if st.canary_steps:
+        lines.append(f"**Canary traffic:** {steps_cell(st)}")
     if st.soak_max_looks:
         lines.append(f"**Soak:** {soak_cell(st)}")
     if st.awaiting_verdict:

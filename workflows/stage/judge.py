@@ -8,6 +8,7 @@ A canary that fails raises `Judged`: it rolls back, or with `on_failure: hold` h
 from __future__ import annotations
 
 import asyncio
+import functools
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -25,10 +26,13 @@ from workflows.request import HOLDS
 from workflows.stage.context import Failed, Judged, StageContext
 from workflows.stage.holds import hold_on_failure
 from workflows.stage.orders import Orders
+from workflows.stage.steps import Steps
 from workflows.stage.traffic import Traffic
 from workflows.traffic_gate import MAX_REWINDOWS, traffic_facts
 
 MAX_ANALYSIS_LOOKS = 11  # the most looks JudgeConfig allows (max_extensions <= 10): a bound the judge cannot lift
+MAX_DATA_WAITS = 10  # a weighted step with too few samples to judge waits this many more windows at most
+_NO_DATA = frozenset({"Nodata", "NodataFailMetric", "Error"})  # classes for which no test was run
 
 
 class Judge:
@@ -38,6 +42,7 @@ class Judge:
         self.stage = stage
         self.orders = orders
         self.traffic = traffic
+        self.steps = Steps(stage)  # canary.traffic: weighted steps, each judged
 
     async def deploy_and_judge(self) -> None:
         """Deploy canary and baseline, then judge (and, on a held failure, retry) until it passes or rolls back."""
@@ -61,11 +66,15 @@ class Judge:
             if isinstance(outcome, BaseException):
                 raise outcome
         stage.check_stop()
-        start = await self.gather_window()
+        weighted = canary.traffic is not None
+        start = None if weighted else await self.gather_window()
         retries = 0
         while True:
             try:
-                await self.judge(start, retries)
+                if start is None:
+                    await self.steps.run(functools.partial(self.judge_step, retries=retries))
+                else:
+                    await self.judge(start, retries)
                 return
             except Judged as failed:
                 if inp.on_failure not in HOLDS:
@@ -73,7 +82,13 @@ class Judge:
                 if await hold_on_failure(stage, self.orders, self.traffic, failed.reason) == "promote":
                     return
             retries += 1  # retry: a fresh window, begun after the decision; the old samples are not judged again
-            start = await self.gather_window(f"retry {retries}: ")
+            if not weighted:  # weighted: the steps start over from the first, each on its own fresh window
+                start = await self.gather_window(f"retry {retries}: ")
+
+    async def judge_step(self, i: int, retries: int) -> None:
+        """Judge weighted step i on a window begun once its weights took effect."""
+        start = await self.gather_window(f"step {i + 1}: ")
+        await self.judge(start, retries, step=i)
 
     async def gather_window(self, why: str = "") -> datetime:
         """Let the canary and baseline gather metrics for one analysis window; the window's start."""
@@ -88,29 +103,47 @@ class Judge:
             stage.report("analyzing", f"{why}judging again")
         return start
 
-    async def judge(self, start: datetime, retries: int = 0) -> None:
-        """Judge the canary on the window from `start` (extending an inconclusive analysis); Judged if it fails."""
+    async def judge(self, start: datetime, retries: int = 0, step: int | None = None) -> None:
+        """Judge the canary on the window from `start` (extending an inconclusive analysis); Judged if it fails.
+
+        A weighted `step` spends its share of the stage's budget (split evenly between the steps), and a look that
+        had too few samples to test anything waits for more rather than deciding on nothing."""
         stage, inp, canary = self.stage, self.stage.inp, self.stage.inp.canary
         # sequential analysis needs a window to extend: without one (analysis_minutes 0) the judge decides once
         place = inp.place if canary.analysis_minutes > 0 else None
-        look = 1
+        look, waits, config = 1, 0, canary.judge
         suffix = f"-retry{retries}" if retries else ""
+        if step is not None and canary.traffic is not None:
+            n = len(canary.traffic.steps)
+            suffix += f"-step{step + 1}"
+            config = config.model_copy(update={"alpha": config.alpha / n, "rollout_alpha": config.rollout_alpha / n})
         while True:
             analysis_input = AnalysisInput(
                 stage=stage.ref, rollout_id=inp.rollout_id,
                 analysis_id=f"{stage.ref.region}-{stage.ref.environment}-canary{suffix}",
-                metrics=canary.metrics, judge=canary.judge,
+                metrics=canary.metrics, judge=config,
                 window=MetricWindow(start=start, end=workflow.now(), interval_seconds=canary.interval_seconds),
                 baseline_version=stage.detail.previous, canary_version=inp.version, place=place, look=look,
             )
             try:
                 analysis = await stage.shielded(workflow.execute_activity_method(
                     AnalysisActivities.analyze_canary, analysis_input, summary=f"judge canary {stage.key}"
+                    + (f" step {step + 1}" if step is not None else "")
                     + (f" (look {look})" if look > 1 else ""), **options.ANALYSIS))
             except ActivityError as err:
                 raise Judged(f"canary analysis failed: {error_text(err)}") from None
             stage.state.analysis_looks = look
             decision = analysis.decision
+            if (step is not None and decision is not None and analysis.result.verdict == "insufficient_data"
+                    and waits < MAX_DATA_WAITS):  # a small step's few samples: wait for more, never judge on nothing
+                waits += 1
+                tested = any(m.classification not in _NO_DATA for m in analysis.result.metrics)
+                if not tested or look < min(decision.max_looks, MAX_ANALYSIS_LOOKS):
+                    await self.extend(decision.model_copy(update={
+                        "reason": f"too few samples at this step's share ({analysis.result.summary})"}),
+                        canary.analysis_minutes)
+                    look += 1 if tested else 0  # a look that tested nothing spent none of the budget
+                    continue
             # bounded: the judge extends at most max_extensions times (10 at most), and never past its last look
             if decision is None or decision.action != "extend" or look >= min(decision.max_looks, MAX_ANALYSIS_LOOKS):
                 break

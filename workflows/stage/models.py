@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from activities.adapters.routers.base import ArmWeights
 from canary.config import JudgeResult, MonitorResult, StagePlace
 from common.traffic.models import MAX_SERVICE_LEN
 from common.types import EnvKind, StageStatus, stage_key
@@ -54,6 +55,11 @@ class StageState(BaseModel):
     awaiting_verdict: bool = Field(default=False, description="finished its work; the rollout may still roll it back")
     holds: int = Field(default=0, description="how often it held on failure (on_failure: hold); the n-th hold waits "
                                               "for the rollout's n-th decision")
+    canary_step: int = Field(default=0, description="canary.traffic: the step in force (1-based; 0: none yet)")
+    canary_steps: int = Field(default=0, description="canary.traffic: how many steps the plan has (0: not weighted)")
+    canary_weights: str = Field(default="", description="canary.traffic: the arm weights in force, as last set or read")
+    withdrawn_at: datetime | None = Field(default=None, description="canary.traffic: when canary and baseline reached "
+                                                                    "weight 0")
     started_at: datetime | None = None
     ended_at: datetime | None = None
 
@@ -136,6 +142,8 @@ class StageDetail(BaseModel):
     hold: bool = Field(default=False, description="the rollout is paused: hold before promotion")
     skip_soak_reason: str | None = None
     stop_reason: str | None = None
+    weights: ArmWeights | None = Field(default=None, description="canary.traffic: the arm weights in force as last "
+                                       "set or read (each write expects them)")
 
 
 StageResume = StageDetail  # what a stage's next run takes over (StageInput.resume): the whole state

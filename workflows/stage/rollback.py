@@ -19,15 +19,17 @@ from workflows import options
 from workflows.stage.context import StageContext
 from workflows.stage.details import stage_details
 from workflows.stage.models import StageState
+from workflows.stage.steps import Steps
 from workflows.stage.traffic import Traffic
 
 
 class Rollback:
     """Puts the primary back on the version found (moving traffic around it when asked) and closes the stage."""
 
-    def __init__(self, stage: StageContext, traffic: Traffic) -> None:
+    def __init__(self, stage: StageContext, traffic: Traffic, steps: Steps) -> None:
         self.stage = stage
         self.traffic = traffic
+        self.steps = steps
 
     async def roll_back_and_end(self, *, mitigate: bool = False, ordered: bool | None = None) -> StageState:
         """Put the primary back on the version found, remove canary and baseline; never cancelled halfway.
@@ -35,6 +37,7 @@ class Rollback:
         With `mitigate` (this stage failed on its own) and `on_failure: evacuate`, its region's traffic moves to
         the other regions first, and returns, step by step, once the rolled-back version passes a health check."""
         self.stage.state.awaiting_verdict = False
+        await self.steps.withdraw(self.stage.state.reason or "rolled back")  # a weighted canary: weight 0 first
         evacuated, self.traffic.evacuated = self.traffic.evacuated, None  # evacuate_and_hold: moved away when it held
         if evacuated is None:
             evacuated = await self.traffic.evacuate() if mitigate and self.traffic.evacuates() else None

@@ -56,7 +56,7 @@ class StageWorkflow:
         self.traffic = Traffic(self.stage)
         self.judge = Judge(self.stage, self.orders, self.traffic)
         self.soak = Soak(self.stage)
-        self.rollback = Rollback(self.stage, self.traffic)
+        self.rollback = Rollback(self.stage, self.traffic, self.judge.steps)
 
     # -- messages: each signal is a poke, confirmed with the rollout's orders (orders.py) ------------------
     @workflow.query(description="This stage: status, versions, verdict, soak progress, and the judge's findings.")
