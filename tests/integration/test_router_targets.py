@@ -58,11 +58,11 @@ def test_router_settings_are_validated_naming_the_field(router, words):
 def test_the_example_file_configures_both_routers(monkeypatch):
     monkeypatch.delenv("BIFROST_KUBE_TOKEN_EUW1", raising=False)  # building reads no secret
     reg = registry_from_targets(load_targets(EXAMPLE))
-    gw = reg.routers["us-east-1/prod"]
-    alb = reg.routers["eu-west-1/prod"]
+    gw = reg.canary_routers["us-east-1/prod"]
+    alb = reg.canary_routers["eu-west-1/prod"]
     assert isinstance(gw, GatewayApiRouter) and gw.settings.where(STAGE)[:2] == ("checkout", "checkout")
     assert isinstance(alb, AlbRouter) and alb.settings.region == "eu-west-1" and alb.settings.service == "checkout"
-    assert "us-east-1/test" not in reg.routers
+    assert "us-east-1/test" not in reg.canary_routers
 
 
 async def test_gateway_api_through_the_deployers_connection_keeps_the_token_out(monkeypatch, tmp_path):
@@ -80,7 +80,7 @@ async def test_gateway_api_through_the_deployers_connection_keeps_the_token_out(
             "metrics": {"kind": "simulated"},
             "router": {"kind": "gateway-api", "namespace": "shop"},
         }]}))
-        router = reg.routers[STAGE.key]
+        router = reg.canary_routers[STAGE.key]
         assert await router.set_weights(STAGE, ArmWeights.step(5), expect=WITHDRAWN) == ArmWeights.step(5)
         assert {r.authorization for r in kube.requests} == {f"Bearer {token}"}
         kube.token = "rotated"
@@ -111,7 +111,7 @@ async def test_alb_through_the_files_aws_section(moto_server: MotoServer, aws_cr
                      "router": {"kind": "alb", "service": "checkout", "listener_arn": listener, **tgs}}],
     }))
     stage = StageRef(service="checkout", region="eu-west-1", environment="prod")
-    router = reg.routers[stage.key]
+    router = reg.canary_routers[stage.key]
     assert await router.set_weights(stage, ArmWeights.step(25), expect=WITHDRAWN) == ArmWeights.step(25)
     assert await router.weights(stage) == ArmWeights.step(25)
     assert await router.set_weights(stage, WITHDRAWN, expect=None) == WITHDRAWN
@@ -130,7 +130,7 @@ async def test_the_example_httproute_steps_as_documented():
     with FakeKubeApi(tick_seconds=0.02) as kube:
         api = k8s.CustomObjectsApi(k8s.ApiClient(k8s.Configuration(host=kube.url)))
         api.create_namespaced_custom_object("gateway.networking.k8s.io", "v1", "checkout", "httproutes", route)
-        example = registry_from_targets(load_targets(EXAMPLE)).routers[STAGE.key]
+        example = registry_from_targets(load_targets(EXAMPLE)).canary_routers[STAGE.key]
         assert isinstance(example, GatewayApiRouter)
         router = GatewayApiRouter(lambda: k8s.ApiClient(k8s.Configuration(host=kube.url)), example.settings)
         assert await router.set_weights(STAGE, ArmWeights.step(5), expect=WITHDRAWN) == ArmWeights.step(5)
