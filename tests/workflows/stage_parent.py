@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
+from temporalio.exceptions import ChildWorkflowError
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
@@ -38,7 +39,7 @@ class StageParent:
         try:
             await workflow.execute_child_workflow(StageWorkflow.run, inp, id=f"{inp.rollout_id}/{self.key}",
                                                   task_queue=queue)
-        except workflow.ChildWorkflowError:
+        except ChildWorkflowError:
             pass  # the test reads the stage's own result
 
     @workflow.signal(name=PROGRESS_SIGNAL)
