@@ -59,6 +59,14 @@ def router_problems(registry: AdapterRegistry, service: str, stages: Iterable[tu
     return [p for ref in refs if (p := router_problem(registry, ref, kind))]
 
 
+class RouterCheck(BaseModel):
+    """Does every stage of a rollout of `service` have the canary router `kind` in the worker's targets file?"""
+
+    service: str
+    stages: list[tuple[str, str]]  # (region, environment)
+    kind: str
+
+
 class RoutingActivities:
     """Holds the adapter registry; each method is one activity with one input."""
 
@@ -78,6 +86,12 @@ class RoutingActivities:
         """The stage's arm weights in force now."""
         async with heartbeating(f"read canary weights in {inp.stage.key}"):
             return await self._router(inp.stage).weights(inp.stage)
+
+    @activity.defn
+    async def canary_router_problems(self, inp: RouterCheck) -> list[str]:
+        """Why stages cannot take the request's `canary.traffic.router` (empty: all can): asked before anything is
+        deployed, from the worker's own targets file, so a run started by hand cannot skip it."""
+        return router_problems(self.registry, inp.service, inp.stages, inp.kind)
 
     @activity.defn
     @reports_adapter_errors

@@ -164,7 +164,7 @@ def activities_for(
         lock.request_service_lock, lock.rollout_is_running, lock.recover_claims, peers.query_workflow, peers.cancel_request, peers.cancel_run,
         notify.notify, traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
         releases.find_release, guard.guard_look, traffic.region_weights, policy.promote_hold_floor,
-        routing.canary_weights, routing.set_canary_weights,
+        routing.canary_weights, routing.set_canary_weights, routing.canary_router_problems,
     ]
 
 

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
     from activities.models import StageOnly
     from activities.policy import PolicyActivities
+    from activities.routing import RouterCheck, RoutingActivities
     from common import notices
     from common.types import INVALID_REQUEST, StageRef
     from workflows import options
@@ -46,6 +47,22 @@ async def hold_floor_problem(request: RolloutRequest) -> str | None:
     return promote_hold_floor_problem(request, floor)
 
 
+async def router_problems(request: RolloutRequest, plan: Plan) -> list[str]:
+    """Stages whose targets do not configure the request's `canary.traffic.router`, asked of the worker's targets
+    file before anything is deployed. Only a weighted request asks, so every other rollout's commands are as
+    they were."""
+    if request.canary.traffic is None:
+        return []
+    check = RouterCheck(service=request.service, stages=[(s.region, s.environment) for s in plan.stages()],
+                        kind=request.canary.traffic.router)
+    try:
+        problems: list[str] = await workflow.execute_activity_method(
+            RoutingActivities.canary_router_problems, check, summary="the canary router of every stage", **options.QUICK)
+    except ActivityError as err:
+        return [f"canary.traffic.router: the worker's targets file could not be read ({error_text(err)})"]
+    return problems
+
+
 class Start:
     """The rollout's plan, its turn at the service's lock, and the versions before it."""
 
@@ -65,6 +82,9 @@ class Start:
         problem = await hold_floor_problem(request)
         if problem is not None:
             self._invalid(f"invalid request: {problem}")
+        routers = await router_problems(request, plan)
+        if routers:
+            self._invalid("invalid request: " + "; ".join(routers))
         r.state.waves = len(plan.waves)
         r.state.stages = [StageState.of(s.region, s.environment, w.index) for w in plan.waves for s in w.stages]
         r.audit(request.requested_by, "submit", None, f"{request.service} {request.version}")
