@@ -113,7 +113,7 @@ async def start_guard(inp: GuardInput, task_queue: str) -> int:
 
     from bifrost_cli.claims import Claim, bifrost_run
     from worker.connect import connect
-    from workflows.guard.details import guard_view
+    from workflows.guard.details import view as guard_view
     from workflows.guard.workflow import RegionGuardWorkflow
 
     client = await connect()

@@ -37,7 +37,7 @@ from common.text import markdown as md
 from worker.connect import connect
 from workflows import search
 from workflows.request import RolloutRequest
-from workflows.rollout.details import published
+from workflows.rollout.details import view as rollout_view
 from workflows.rollout.models import RolloutState, submitted
 from workflows.rollout.updates import Ack
 
@@ -103,7 +103,7 @@ async def start_rollout(client: Client, req: RolloutRequest, task_queue: str = "
 def _submitted_attributes(req: RolloutRequest) -> TypedSearchAttributes:
     """The search attributes of a rollout just submitted (queued for its lock), by the rollout's own mapping."""
     state = submitted(req.workflow_id, req.service, req.version, at=datetime.now(UTC))
-    attributes, _ = published(state, requested_by=req.requested_by)
+    attributes, _ = rollout_view(state, requested_by=req.requested_by)
     return TypedSearchAttributes([SearchAttributePair(u.key, u.value) for u in attributes])
 
 

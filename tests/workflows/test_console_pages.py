@@ -12,7 +12,7 @@ from canary.config import MetricResult
 from common.text import code_span
 from common.text import markdown as md
 from common.types import Notification
-from workflows.drill.details import drill_view
+from workflows.drill.details import view as drill_view
 from workflows.drill.models import DrillInput, DrillReport, RegionDrill
 from workflows.evacuation.models import HealthValue
 from workflows.guard.details import verdict_cell

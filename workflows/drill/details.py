@@ -11,7 +11,7 @@ from workflows.controls.details import when
 from workflows.drill.models import DrillInput, DrillReport, RegionDrill
 
 
-def drill_view(report: DrillReport, inp: DrillInput, current: str | None = None) -> tuple[list[SearchAttributePair[str]], str]:
+def view(report: DrillReport, inp: DrillInput, current: str | None = None) -> tuple[list[SearchAttributePair[str]], str]:
     """state -> (search attributes, current details): the service, the outcome so far, the region being drilled, who."""
     return [
         SearchAttributePair(search.SERVICE, inp.service),

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
     from common.types import INVALID_REQUEST, Notification
     from workflows import options
-    from workflows.drill.details import drill_view
+    from workflows.drill.details import view
     from workflows.drill.models import DrillInput, DrillOutcome, DrillReport, RegionDrill, drill_id
     from workflows.evacuation.child import run_traffic_change
     from workflows.evacuation.models import EvacuationState
@@ -124,7 +124,7 @@ class DrillWorkflow:
 
     def _publish(self) -> None:
         """Its search attributes (found by BifrostService) and its page, from the report (drill/details.py)."""
-        attributes, details = drill_view(self.report, self.inp, self.current)
+        attributes, details = view(self.report, self.inp, self.current)
         workflow.upsert_search_attributes([a.key.value_set(a.value) for a in attributes])
         workflow.set_current_details(details)
 

@@ -1,5 +1,5 @@
 """What an evacuation shows: its search attributes and the Temporal UI's Current Details, pure functions of its
-state. `evacuation_view` is the one mapping; the workflow publishes it and the CLI starts a run with its attributes.
+state. `view` is the one mapping; the workflow publishes it and the CLI starts a run with its attributes.
 """
 
 from __future__ import annotations
@@ -146,6 +146,6 @@ def evacuation_search(state: EvacuationState) -> list[SearchAttributePair[str]]:
     ]
 
 
-def evacuation_view(state: EvacuationState) -> tuple[list[SearchAttributePair[str]], str]:
+def view(state: EvacuationState) -> tuple[list[SearchAttributePair[str]], str]:
     """state -> (search attributes, current details): what the workflow publishes at every change."""
     return evacuation_search(state), evacuation_details(state)

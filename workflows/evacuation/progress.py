@@ -16,7 +16,7 @@ with workflow.unsafe.imports_passed_through():
     from common.types import StageRef
     from common.vocabulary import EvacuationPhase
     from workflows.controls import Approval, Controls, Outbox
-    from workflows.evacuation.details import evacuation_view
+    from workflows.evacuation.details import view
     from workflows.evacuation.models import AbortShift, ApproveShift, EvacuationState
     from workflows.evacuation.settings import EvacuationInput
 
@@ -66,7 +66,7 @@ class Progress:
         metrics.evacuation_status_changed(workflow.metric_meter(), service=self.inp.service, region=self.inp.region,
                                           before=self._metered or self.state.status, after=self.state.status)
         self._metered = self.state.status
-        attributes, details = evacuation_view(self.state)
+        attributes, details = view(self.state)
         self.controls.publish([pair.key.value_set(pair.value) for pair in attributes], details)
 
     async def wait_unpaused(self, where: str) -> None:

@@ -1,6 +1,6 @@
 """What the region guard shows of itself: its search attributes and its Current Details in the Temporal UI.
 
-`guard_view` is the one mapping of a guard's state to both, used by the workflow when it publishes and by the
+`view` is the one mapping of a guard's state to both, used by the workflow when it publishes and by the
 CLI when it starts a guard (the attributes a new run starts with). The details: every region's verdict, streaks
 and readiness, pending proposals (and the JSON to approve them), the latest decisions; free text is escaped
 for markdown."""
@@ -19,7 +19,7 @@ from workflows.evacuation.details import value_text
 from workflows.guard.models import GuardInput, GuardState, RegionWatch
 
 
-def guard_view(state: GuardState, inp: GuardInput) -> tuple[list[SearchAttributePair[str]], str]:
+def view(state: GuardState, inp: GuardInput) -> tuple[list[SearchAttributePair[str]], str]:
     """The guard's search attributes (service, status, the regions it evacuated or "-", who started it) and its
     Current Details."""
     evacuated = ",".join(sorted(state.evacuated())) or "-"

@@ -8,7 +8,7 @@ from temporalio import workflow
 
 from common.vocabulary import GuardPhase
 from workflows.controls import Controls, Outbox
-from workflows.guard.details import guard_view
+from workflows.guard.details import view
 from workflows.guard.models import Decision, GuardInput, GuardState, StopGuard
 
 GUARD = "region-guard"  # who the guard's own actions are recorded as
@@ -29,8 +29,8 @@ class GuardRecords:
         self.publish()
 
     def publish(self) -> None:
-        """Set the search attributes and Current Details from the state (guard_view)."""
-        pairs, details = guard_view(self.state, self.inp)
+        """Set the search attributes and Current Details from the state (view)."""
+        pairs, details = view(self.state, self.inp)
         self.controls.publish([p.key.value_set(p.value) for p in pairs], details)
 
     def decision(self, region: str, action: str, reasons: list[str], *, once: bool = False) -> None:

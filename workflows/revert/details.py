@@ -17,7 +17,7 @@ from workflows.evacuation.details import value_text
 from workflows.revert.models import RevertRegion, RevertState
 
 
-def revert_published(st: RevertState) -> tuple[list[SearchAttributeUpdate[Any]], str]:
+def view(st: RevertState) -> tuple[list[SearchAttributeUpdate[Any]], str]:
     """The revert's search attributes and its Current Details."""
     return revert_search(st), revert_details(st)
 

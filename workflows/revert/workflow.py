@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.controls.lock_client import LockHolder, ServiceLock
     from workflows.provenance import require_own_id
     from workflows.request import RolloutRequest
-    from workflows.revert.details import revert_published
+    from workflows.revert.details import view
     from workflows.revert.find import NotRevertible, find_release, read_versions, take
     from workflows.revert.models import RevertInput, RevertState, RevertStop, starting_state
     from workflows.revert.regions import Regions
@@ -170,7 +170,7 @@ class RevertWorkflow(LockHolder):
                                                version=self.inp.to_version, waits_for=ahead))
 
     def _publish(self) -> None:
-        self.controls.publish(*revert_published(self.state))
+        self.controls.publish(*view(self.state))
 
     # -- the lock (its signal handlers and claim query: LockHolder) -------------------------------
     def _refused_by_lock(self, reason: str) -> None:

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.controls.ending import CANCEL_REASON
     from workflows.plan import Plan
     from workflows.request import RolloutRequest
-    from workflows.rollout.details import published
+    from workflows.rollout.details import view
     from workflows.rollout.models import RolloutState, Stop
     from workflows.stage.models import StageOrders, StageState
 
@@ -104,7 +104,7 @@ class Rollout:
             metrics.rollout_status_changed(workflow.metric_meter(), service=self.req.service, before=before, after=status,
                                            since=since, now=workflow.now())
             self._metered = (status, workflow.now())
-        self.controls.publish(*published(self.state, requested_by=self.req.requested_by, plan=self.plan,
+        self.controls.publish(*view(self.state, requested_by=self.req.requested_by, plan=self.plan,
                                          soaking=self.soaking()))
 
     # -- signals to the stages, sent without waiting (the outbox) -----------------------------------

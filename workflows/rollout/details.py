@@ -153,7 +153,7 @@ def rollout_search(state: RolloutState, requested_by: str) -> list[SearchAttribu
     ]
 
 
-def published(state: RolloutState, *, requested_by: str, plan: Plan | None = None,
+def view(state: RolloutState, *, requested_by: str, plan: Plan | None = None,
               soaking: Sequence[str] = ()) -> tuple[list[SearchAttributeUpdate[Any]], str]:
     """What a rollout shows, all from its state: its search attributes and the UI's current details. The workflow
     publishes this on every change; the CLI sets these attributes when it submits one (models.submitted)."""
