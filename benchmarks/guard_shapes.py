@@ -5,7 +5,7 @@ workflows.guard.rules: looks_needed, evacuation_verdict, probe_outcome, restore_
 mode auto) on the model of benchmarks/guard_fleet.py, and prints every goal as met / NOT met with its counts and
 a 95% interval.
 
-Options: --seed, --days (healthy runs), --trials (detection runs), --quick (a tenth of each).
+Options: --seed, --days (healthy runs), --trials (detection runs), --quick (a tenth of each), --only ROWS.
 """
 
 from __future__ import annotations
@@ -30,7 +30,13 @@ from activities.guard_models import Readiness  # noqa: E402
 from canary.config import MetricSpec  # noqa: E402
 from canary.guard import RegionLook, RegionSamples, look_fleet  # noqa: E402
 from workflows.guard.models import EvacuationRecord, GuardInput, GuardRules, RegionWatch  # noqa: E402
-from workflows.guard.rules import evacuation_verdict, looks_needed, probe_outcome, restore_due  # noqa: E402
+from workflows.guard.rules import (  # noqa: E402
+    evacuation_verdict,
+    looks_needed,
+    others_uncertain,
+    probe_outcome,
+    restore_due,
+)
 
 SPECS = [MetricSpec(name="latency_p99", kind="latency", allowed_increase=1.2),
          MetricSpec(name="error_rate", kind="error_rate", critical=True, allowed_increase=1.5)]
@@ -88,6 +94,7 @@ class Guard:
         looks = look_fleet(self.judge, SPECS, serving, others, self.look)
         incident = next((x.incident for x in looks if x.incident), [])
         suspect = next((x.suspect for x in looks if x.suspect), [])
+        unsure = next((x.unsure for x in looks if x.unsure), [])
         if incident:
             self.incident_looks.append((self.look, incident))
         for x in looks:
@@ -99,13 +106,14 @@ class Guard:
                 self.standing += bool(x.standing)
             else:
                 self.out_of_service += 1
-        self._decide(now, len(suspect) >= 2)
+        self._decide(now, suspect, unsure)
         return looks
 
-    def _decide(self, now: datetime, incident: bool) -> None:
+    def _decide(self, now: datetime, suspect: list[str], unsure: list[str]) -> None:
         serving = {r for r, w in self.watch.items() if w.serving}
         sick = sorted((w for w in self.watch.values() if w.serving and w.streak.unhealthy >= looks_needed(
-            w, self.judge, self.rules, now, incident=incident)), key=lambda w: (-w.streak.unhealthy, w.region))
+            w, self.judge, self.rules, now, incident=others_uncertain(w.region, suspect, unsure))),
+            key=lambda w: (-w.streak.unhealthy, w.region))
         for w in sick:
             self.sick_decisions += 1
             v = evacuation_verdict(self.rules, w.region, serving=serving, evacuated=set(self.watch) - serving,
@@ -181,7 +189,7 @@ def onset_runs(inp: GuardInput, seed: int, trials: int, sick: list[int], stagger
         warm = 3
         onset = start + warm * inp.look_interval_seconds + float(rng.uniform(0, inp.look_interval_seconds))
         vol = float(model.volume(sick[0], np.array([onset]))[0])
-        first_sick = known = None
+        first_sick = known = evac_at = None
         evacuated: set[str] = set()
         for k in range(warm + after):
             t = start + (k + 1) * inp.look_interval_seconds
@@ -197,10 +205,12 @@ def onset_runs(inp: GuardInput, seed: int, trials: int, sick: list[int], stagger
             w = g.watch[f"r{sick[0]}"]
             if first_sick is None and (w.streak.unhealthy >= inp.judge.unhealthy_looks or not w.serving):
                 first_sick = after_onset
+            if evac_at is None and not w.serving:
+                evac_at = after_onset
             if known is None and g.incident_looks and set(f"r{i}" for i in sick) <= set(g.incident_looks[-1][1]):
                 known = after_onset
             evacuated |= {r for _, r in g.evacuations}
-        out.append({"volume": vol, "looks": first_sick, "known": known, "evacuated": evacuated,
+        out.append({"volume": vol, "looks": first_sick, "known": known, "evacuated": evacuated, "evac_at": evac_at,
                     "both": any(len({r for r, w in g.watch.items() if not w.serving}) >= 2 for _ in [0])})
     return out
 
@@ -222,9 +232,12 @@ def one_region(inp: GuardInput, seed: int, trials: int) -> None:
                 enough = None
     ok = [r["looks"] or never for r in runs if enough is not None and r["volume"] >= enough]  # type: ignore[operator]
     med = statistics.median(ok) if ok else float("nan")  # type: ignore[type-var]
+    evac = [r["evac_at"] or never for r in runs if enough is not None and r["volume"] >= enough]  # type: ignore[operator]
     row("one region's error rate doubles at a random time of day", enough is not None,
-        f"median {med:g} looks over the {len(ok)} of {trials} runs with >= {enough} requests per interval at onset "
-        f"(goal: median <= 3 whenever it serves enough to tell)")
+        f"sick (K unhealthy looks) after a median of {med:g} looks over the {len(ok)} of {trials} runs with >= "
+        f"{enough} requests per interval at onset, evacuated after a median of "
+        f"{statistics.median(evac) if evac else float('nan'):g} (goal: median <= 3 whenever it serves enough "
+        f"to tell)")  # type: ignore[type-var]
 
 
 def two_regions(inp: GuardInput, seed: int, trials: int) -> None:
@@ -273,7 +286,13 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=3.0)
     parser.add_argument("--trials", type=int, default=150)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default="", help="comma-separated rows to run: healthy, low, chronic, one, two, "
+                                                   "three, staggered, drained (default: all)")
     args = parser.parse_args()
+    only = set(filter(None, args.only.split(",")))
+
+    def want(name: str) -> bool:
+        return not only or name in only
     q = 10 if args.quick else 1
     inp = GuardInput.model_validate({"service": "bench", "requested_by": "bench"})
     j = inp.judge
@@ -282,14 +301,22 @@ def main() -> None:
           f">= {j.min_requests:g} requests; 3 regions at UTC-5, UTC+1, UTC+5:30; seed {args.seed}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     t0 = time.perf_counter()
-    healthy(inp, args.seed, args.days / q, 1500.0, "normal volume (150-1500 requests per interval)")
-    healthy(inp, args.seed + 1, args.days / q, 150.0, "low volume (15-150 requests per interval)", goal_sick=True)
-    chronic(inp, args.seed + 2, args.days / q)
-    one_region(inp, args.seed + 3, 2 * args.trials // q)
-    two_regions(inp, args.seed + 4, 2 * args.trials // q)
-    three_regions(inp, args.seed + 5, args.trials // q, 0)
-    three_regions(inp, args.seed + 6, args.trials // q, 1)
-    drained(inp, args.seed + 7, 600 // q)
+    if want("healthy"):
+        healthy(inp, args.seed, args.days / q, 1500.0, "normal volume (150-1500 requests per interval)")
+    if want("low"):
+        healthy(inp, args.seed + 1, args.days / q, 150.0, "low volume (15-150 requests per interval)", goal_sick=True)
+    if want("chronic"):
+        chronic(inp, args.seed + 2, args.days / q)
+    if want("one"):
+        one_region(inp, args.seed + 3, 2 * args.trials // q)
+    if want("two"):
+        two_regions(inp, args.seed + 4, 2 * args.trials // q)
+    if want("three"):
+        three_regions(inp, args.seed + 5, args.trials // q, 0)
+    if want("staggered"):
+        three_regions(inp, args.seed + 6, args.trials // q, 1)
+    if want("drained"):
+        drained(inp, args.seed + 7, 600 // q)
     print(f"[{time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}]")
 
 

@@ -91,6 +91,8 @@ def print_guard(state: GuardState) -> None:
         echo(f"  {r:<16} {w.weight:>6}  {serving:<9} {w.streak.unhealthy:>4}/{w.streak.healthy:<4}  "
              f"{readiness_text(w.readiness)}")
         echo(f"    {w.verdict}")
+        if w.standing:
+            echo(f"    standing difference (as usual at this time of day; not evacuated): {w.standing}")
     for p in state.proposals:
         echo(f"proposal: {p.action} {p.region} (look {p.look}): {'; '.join(p.reasons)}")
         echo(f"  approve: bifrost guard approve {state.service} {p.region} --comment ...")

@@ -15,7 +15,7 @@ do (every region may be sick at once; the rules then keep the last one serving).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -86,6 +86,8 @@ class RegionLook(BaseModel):
     incident: list[str] = Field(default_factory=list, description="the regions of a multi-region incident, if any")
     suspect: list[str] = Field(default_factory=list,
                                description="regions possibly worse than their own history (a lenient test)")
+    unsure: list[str] = Field(default_factory=list,
+                              description="regions with too few requests to show a rise against their own history yet")
     requests: float | None = Field(default=None, description="requests it served in the window (None: unknown)")
 
 
@@ -190,32 +192,41 @@ SUSPECT_P = 0.01  # a peer this likely worse than its own history is no healthy 
 
 @dataclass(frozen=True)
 class History:
-    """One region against its own history, metric by metric (None: no history that served requests)."""
+    """One region against its own history, metric by metric (None: no history that served requests), over the
+    look's window and over the newest half of it (where a problem that has just begun shows first)."""
 
     by_metric: dict[str, Comparison | None]
+    recent: dict[str, Comparison | None] = field(default_factory=dict)
+    unsure: bool = False  # too few requests for the lenient test to see the gate's rise over the window
 
     @property
     def worse(self) -> bool:
         return any(c is not None and c.state == "worse" for c in self.by_metric.values())
 
     def suspect(self, specs: list[MetricSpec]) -> bool:
-        """Possibly worse than usual: a lenient test, to keep a degrading peer out of the healthy references."""
+        """Possibly worse than usual, over the window or its newest half: a lenient test, to keep a degrading peer out
+        of the healthy references (a peer whose trouble began a moment ago has it in its newest samples only)."""
         for s in specs:
-            c = self.by_metric.get(s.name)
-            if c is not None and c.p_value is not None and c.ratio is not None and c.p_value <= SUSPECT_P \
-                    and c.ratio >= 1 + ((s.allowed_increase or 1.2) - 1) / 2:
-                return True
+            for c in (self.by_metric.get(s.name), self.recent.get(s.name)):
+                if c is not None and c.p_value is not None and c.ratio is not None and c.p_value <= SUSPECT_P \
+                        and c.ratio >= 1 + ((s.allowed_increase or 1.2) - 1) / 2:
+                    return True
         return self.worse
 
 
-def side(region: RegionSamples, name: str) -> Side:
-    return Side(list(region.metrics.get(name, [])), list(region.requests or []))
+def side(region: RegionSamples, name: str, newest: bool = False) -> Side:
+    """One metric of a region with its requests; `newest`: the newest half of the window only."""
+    values, requests = list(region.metrics.get(name, [])), list(region.requests or [])
+    if newest:
+        half = (len(values) + 1) // 2
+        values, requests = values[len(values) - half:], requests[len(values) - half:len(values)]
+    return Side(values, requests)
 
 
-def pooled(regions: list[RegionSamples], name: str) -> Side:
+def pooled(regions: list[RegionSamples], name: str, newest: bool = False) -> Side:
     out = Side()
     for r in regions:
-        out = out.plus(side(r, name))
+        out = out.plus(side(r, name, newest))
     return out
 
 
@@ -226,16 +237,25 @@ def served(region: RegionSamples) -> float:
 def _history(judge: GuardJudge, specs: list[MetricSpec], region: RegionSamples, level: float) -> History:
     past = [h for h in region.history if h.requests is not None and served(h) > 0]
     out: dict[str, Comparison | None] = {}
+    recent: dict[str, Comparison | None] = {}
+    unsure = False
+    if not past or served(region) <= 0:
+        return History({s.name: None for s in specs})
     for s in specs:
-        out[s.name] = compare(s, side(region, s.name), pooled(past, s.name), level, min_requests=judge.min_requests,
-                              min_samples=judge.min_samples) if past and served(region) > 0 else None
-    return History(out)
+        now, usual = side(region, s.name), pooled(past, s.name)
+        out[s.name] = compare(s, now, usual, level, min_requests=judge.min_requests, min_samples=judge.min_samples)
+        recent[s.name] = compare(s, side(region, s.name, True), pooled(past, s.name, True), level,
+                                 min_requests=judge.min_requests, min_samples=judge.min_samples)
+        unsure = unsure or (not s.muted and compare(s, now, usual, SUSPECT_P, min_requests=judge.min_requests,
+                                                    min_samples=judge.min_samples).state == "no_data")
+    return History(out, recent, unsure)
 
 
 def _region(judge: GuardJudge, specs: list[MetricSpec], region: RegionSamples, peers: list[RegionSamples],
-            hist: History, level: float, incident: list[str], suspect: list[str]) -> RegionLook:
+            hist: History, level: float, incident: list[str], suspect: list[str], unsure: list[str]) -> RegionLook:
     n = served(region)
-    base = dict(region=region.region, requests=n, degraded=hist.worse, incident=incident, suspect=suspect)
+    base = dict(region=region.region, requests=n, degraded=hist.worse, incident=incident, suspect=suspect,
+                unsure=unsure)
     if n <= 0:
         return RegionLook(**base, unhealthy=False, no_data=True, summary="no data: it served no requests")
     reasons = [why for s in specs if s.name in judge.slo and not s.muted
@@ -286,7 +306,8 @@ def judge_fleet(judge: GuardJudge, specs: list[MetricSpec], serving: list[Region
     incident = incident if len(incident) >= 2 else []
     healthy = [r for r in serving if not hist[r.region].suspect(specs)]
     suspect = sorted({r.region for r in serving} - {r.region for r in healthy})
+    unsure = sorted(r.region for r in serving if hist[r.region].unsure)
     out = [_region(judge, specs, r, [p for p in healthy if p.region != r.region], hist[r.region], level, incident,
-                   suspect) for r in serving]
-    out += [_region(judge, specs, r, healthy, hist[r.region], level, incident, suspect) for r in others]
+                   suspect, unsure) for r in serving]
+    out += [_region(judge, specs, r, healthy, hist[r.region], level, incident, suspect, unsure) for r in others]
     return out

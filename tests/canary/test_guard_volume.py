@@ -95,3 +95,25 @@ def test_a_p99_from_few_requests_is_left_out() -> None:
     a = a.model_copy(update={"metrics": {**a.metrics, "latency_p99": slow_and_tiny}, "requests": [20.0] * 40})
     looks = by_region([a, region(rng, "b"), region(rng, "c")])
     assert not looks["a"].unhealthy  # type: ignore[attr-defined]
+
+
+def test_a_peer_whose_errors_rose_only_in_its_newest_samples_is_suspect_not_a_healthy_reference() -> None:
+    """A problem spreading from region to region reaches the next one a look later: in its newest samples only, too
+    few of the window to lift the whole window's rate past the gate (x1.22 here), plain in the newest half
+    (x1.45)."""
+    rng = np.random.default_rng(8)
+    def p99() -> list[float]:
+        return rng.lognormal(math.log(120), 0.1, 40).tolist()
+    history = [RegionSamples(region="b", metrics={"latency_p99": p99(), "error_rate": [0.002] * 40},
+                             requests=[2000.0] * 40) for _ in range(7)]
+    now = {"latency_p99": p99(), "error_rate": [0.002] * 34 + [0.005] * 6}  # the newest 6 of 40 at 2.5x
+    b = RegionSamples(region="b", metrics=now, requests=[2000.0] * 40, history=history)
+    looks = by_region([region(rng, "a", factor=2.0), b, region(rng, "c")])
+    assert "b" in looks["a"].suspect and "c" not in looks["a"].suspect  # type: ignore[attr-defined]
+    assert "vs peers c:" in looks["a"].reasons[0]  # type: ignore[attr-defined]
+
+
+def test_a_peer_too_quiet_to_show_a_rise_against_its_history_is_unsure() -> None:
+    rng = np.random.default_rng(9)
+    looks = by_region([region(rng, "a", factor=2.0), region(rng, "b", requests=60), region(rng, "c")])
+    assert looks["a"].unhealthy and looks["a"].unsure == ["b"]  # type: ignore[attr-defined]

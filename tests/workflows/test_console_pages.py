@@ -4,6 +4,8 @@ with a typographer (which turns a bare `--` into an en dash and quotes into curl
 
 from __future__ import annotations
 
+import io
+from contextlib import redirect_stdout
 from datetime import UTC, datetime
 
 from markdown_it import MarkdownIt
@@ -160,3 +162,27 @@ def test_a_stage_page_says_not_to_reset_it_and_how_to_retry_it_as_typed() -> Non
     code = rendered_code(page)
     assert '{"stage": "eu-west-1/prod", "action": "retry", "by": "<your name>", "reason": "why"}' in code, code
     assert "bifrost retry ROLLOUT_ID --stage eu-west-1/prod" in code, code
+
+
+def test_the_readiness_query_and_guard_status_show_standing_differences() -> None:
+    """A standing difference is a known risk: the readiness query and `bifrost guard status` show it, not only the
+    guard's page."""
+    from activities.guard_models import Readiness
+    from bifrost_cli.guard import print_guard
+    from workflows.guard.details import readiness_view
+    from workflows.guard.models import GuardState
+
+    why = "error_rate x1.50, as usual at this time of day (error_rate x1.02 against its own history)"
+    state = GuardState(workflow_id="guard/payments", service="payments", regions={
+        "eu-west-1": RegionWatch(region="eu-west-1", standing=why, readiness=Readiness(region="eu-west-1", ready=True)),
+        "us-east-1": RegionWatch(region="us-east-1"),
+        "ap-south-1": RegionWatch(region="ap-south-1", serving=False, evacuated_by_guard=True)})
+    view = readiness_view(state)
+    assert set(view) == {"eu-west-1", "us-east-1"}  # serving regions only
+    assert view["eu-west-1"] == {"ready": True, "problems": [], "receivers": {}, "standing": why}
+    assert view["us-east-1"] == {"ready": None, "problems": [], "receivers": {}, "standing": ""}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        print_guard(state)
+    lines = [line for line in out.getvalue().splitlines() if "standing difference" in line]
+    assert lines == [f"    standing difference (as usual at this time of day; not evacuated): {why}"]

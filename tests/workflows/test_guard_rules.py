@@ -152,3 +152,25 @@ def test_after_a_restore_the_same_region_needs_stronger_evidence_within_the_back
     state = GuardState(workflow_id="guard/x", service="x", regions={"a": flapping, "b": fresh.model_copy(
         update={"region": "b"})})
     assert [w.region for w in sick_regions(state, judge, rules, now)] == ["b"]
+
+
+def test_a_sick_region_waits_one_more_look_while_another_region_may_be_going_the_same_way() -> None:
+    """Another region possibly worse than its own history, or too quiet to show it yet: one more look before the
+    sick region counts, so a problem spreading from region to region is not moved onto the next region."""
+    from canary.guard import GuardJudge, Streak
+    from workflows.guard.models import GuardState, RegionWatch
+    from workflows.guard.rules import others_uncertain, sick_regions
+
+    judge, rules, now = GuardJudge(unhealthy_looks=2), GuardRules(), datetime(2026, 3, 2, 12, tzinfo=UTC)
+    regions = {"a": RegionWatch(region="a", streak=Streak(unhealthy=2), serving=True),
+               "b": RegionWatch(region="b", serving=True), "c": RegionWatch(region="c", serving=True)}
+    plain = GuardState(workflow_id="guard/x", service="x", regions=regions, suspect=["a"], unsure=["a"])
+    assert not others_uncertain("a", plain.suspect, plain.unsure)
+    assert [w.region for w in sick_regions(plain, judge, rules, now)] == ["a"]
+    for field in ("suspect", "unsure"):
+        waiting = plain.model_copy(update={field: ["a", "b"]})
+        assert others_uncertain("a", waiting.suspect, waiting.unsure)
+        assert sick_regions(waiting, judge, rules, now) == []
+        regions["a"].streak = Streak(unhealthy=3)
+        assert [w.region for w in sick_regions(waiting, judge, rules, now)] == ["a"]
+        regions["a"].streak = Streak(unhealthy=2)

@@ -38,6 +38,15 @@ def readiness_text(readiness: Readiness | None) -> str:
     return "ready" if readiness.ready else "NOT READY: " + "; ".join(readiness.problems)
 
 
+def readiness_view(state: GuardState) -> dict[str, dict[str, object]]:
+    """The `readiness` query's answer: for each serving region, whether the others could absorb its traffic now
+    (`ready`: None while not known yet; `problems`, `receivers`) and its standing difference, if any (worse than its
+    peers as it always is at this time of day: a known risk, not a reason to evacuate)."""
+    return {r: {**(w.readiness.model_dump(mode="json", exclude={"region"}) if w.readiness else
+                   {"ready": None, "problems": [], "receivers": {}}), "standing": w.standing}
+            for r, w in sorted(state.regions.items()) if w.serving}
+
+
 def verdict_cell(w: RegionWatch) -> str:
     """The last look's state (unhealthy, no data, healthy) and its evidence: each metric, the region's peers → the
     region, with n each side; "healthy" only beside values that were compared."""

@@ -65,6 +65,7 @@ def seen(st: GuardState, res: GuardLookResult) -> None:
     st.last_look_at, st.weights, st.notes = workflow.now(), res.weights, res.notes
     st.incident = next((list(r.incident) for r in res.looks if r.incident), [])
     st.suspect = next((list(r.suspect) for r in res.looks if r.suspect), [])
+    st.unsure = next((list(r.unsure) for r in res.looks if r.unsure), [])
     ready = {r.region: r for r in res.readiness}
     for region_look in res.looks:
         watch = st.regions.setdefault(region_look.region, RegionWatch(region=region_look.region))

@@ -194,6 +194,8 @@ class GuardState(ControlledState[GuardStatus]):
     notes: list[str] = Field(default_factory=list)
     incident: list[str] = Field(default_factory=list, description="regions worse than their own history at once")
     suspect: list[str] = Field(default_factory=list, description="regions possibly worse than their own history")
+    unsure: list[str] = Field(default_factory=list,
+                              description="regions serving too few requests to show a rise against their own history")
 
     def evacuated(self) -> set[str]:
         return {r for r, w in self.regions.items() if not w.serving}

@@ -68,17 +68,25 @@ MAX_BACKOFF = 8  # at most 8x the unhealthy looks
 def looks_needed(watch: RegionWatch, judge: GuardJudge, rules: GuardRules, now: datetime, *,
                  incident: bool = False) -> int:
     """Unhealthy looks in a row before `watch` counts as sick: K, doubled for every restore of it within the
-    back-off (no flapping), and one more while two or more regions may be worse than their own history (a
-    multi-region incident may be starting: let the fleet show who is well)."""
+    back-off (no flapping), and one more while another region may be worse than its own history or cannot show it
+    yet (`others_uncertain`: a multi-region incident may be starting; let the fleet show who is well)."""
     since = now - timedelta(hours=rules.backoff_hours)
     recent: int = sum(1 for e in watch.evacuations if e.restored_at is not None and e.restored_at > since)
     return int(judge.unhealthy_looks * min(MAX_BACKOFF, 2**recent) + (1 if incident else 0))
 
 
+def others_uncertain(region: str, suspect: list[str], unsure: list[str]) -> bool:
+    """Whether another region may be going the same way: possibly worse than its own history, or serving too few
+    requests to show it yet. A problem that spreads from region to region shows in the first one a look or two
+    before the next: moving traffic then would move it onto the next sick region."""
+    return bool((set(suspect) | set(unsure)) - {region})
+
+
 def sick_regions(state: GuardState, judge: GuardJudge, rules: GuardRules, now: datetime) -> list[RegionWatch]:
     """Serving regions unhealthy for long enough (`looks_needed`), the longest sick first (then by name)."""
     return sorted((w for w in state.regions.values() if w.serving and w.streak.unhealthy >= looks_needed(
-        w, judge, rules, now, incident=len(state.suspect) >= 2)), key=lambda w: (-w.streak.unhealthy, w.region))
+        w, judge, rules, now, incident=others_uncertain(w.region, state.suspect, state.unsure))),
+        key=lambda w: (-w.streak.unhealthy, w.region))
 
 
 def proposal_stands(p: Proposal, watch: RegionWatch | None, judge: GuardJudge) -> bool:

@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.controls import Ack, Controls, Stopped, pause_updates, stop_update
     from workflows.guard.actions import Actions
     from workflows.guard.decide import decide
+    from workflows.guard.details import readiness_view
     from workflows.guard.look import look
     from workflows.guard.models import ApproveGuard, DismissGuard, GuardInput, GuardState, StopGuard, guard_id
     from workflows.guard.proposals import Proposals
@@ -130,10 +131,10 @@ class RegionGuardWorkflow:
     def status(self) -> GuardState:
         return self.state
 
-    @workflow.query(description="For each serving region: could the others absorb its traffic now, and if not, why.")
-    def readiness(self) -> dict[str, object]:
-        return {r: (w.readiness.model_dump(mode="json") if w.readiness else None)
-                for r, w in sorted(self.state.regions.items()) if w.serving}
+    @workflow.query(description="For each serving region: could the others absorb its traffic now (if not, why), "
+                                "and its standing difference from its peers, if any.")
+    def readiness(self) -> dict[str, dict[str, object]]:
+        return readiness_view(self.state)
 
     @workflow.update(description='Carry out the guard\'s proposal for a region. JSON: {"region": "eu-west-1", "approver": "alice", "comment": "go"}.')
     def approve(self, req: ApproveGuard) -> Ack:
