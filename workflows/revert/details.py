@@ -47,10 +47,10 @@ def health_cell(r: RevertRegion) -> str:
 def revert_details(st: RevertState) -> str:
     """The UI's Current Details: the release undone, each region (last wave first), what it waits for, the audit."""
     lines = [f"**revert** {md(st.service)} → {code_span(st.to_version)} — **{st.status}**", "",
-             f"undoes {md(st.release or '?')} ({md(st.release_version or '?')}); asked by {md(st.requested_by)}: "
+             f"undoes {code_span(st.release or '?')} ({code_span(st.release_version or '?')}); asked by {md(st.requested_by)}: "
              f"{md(st.request_reason)}" + (" (evacuating production regions)" if st.evacuate else "")]
     if st.status == "reverted" and st.release:
-        lines += ["", f"**{md(st.release)} is reverted**: its stages run {code_span(st.to_version)} again since "
+        lines += ["", f"{code_span(st.release)} **is reverted**: its stages run {code_span(st.to_version)} again since "
                       f"{when(st.ended_at)} (this revert's own record; the rollout's page still shows how it ended)"]
     if st.waiting_for:
         lines.append(f"waiting for: {md(st.waiting_for)}")
