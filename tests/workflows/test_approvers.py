@@ -68,7 +68,8 @@ async def test_the_guards_dismiss_and_approve_refuse_a_name_outside_its_approver
     proposed = lambda: [n for n in notes.sent if n.event == "guard_awaiting_approval"]  # noqa: E731
     async with running_worker(env.client, registry, tq, tmp_path):
         handle = await start(env.client, guard_input(svc, rules={"mode": "propose"}, approvers=["alice"]), tq)
-        state = await wait_for(handle, lambda s: bool(s.proposals))
+        # the proposal is in the state before the notice's activity has run: wait for both
+        state = await wait_for(handle, lambda s: bool(s.proposals) and bool(proposed()))
         proposal = state.proposals[0]
         assert proposal.region == "ap-south-1" and len(proposed()) == 1
         for fn, arg, field in [
