@@ -21,6 +21,7 @@ from bifrost_cli.listed import REVERT_WORKFLOW
 from bifrost_cli.render import echo
 from bifrost_cli.run_state import NoState, read_state
 from common.problems import listing, payload_problems
+from common.text import code_span
 from common.text import markdown as md
 from common.vocabulary import REVERT_TERMINAL
 from workflows.revert.models import RevertInput, RevertState, starting_state
@@ -93,9 +94,15 @@ async def start_revert(client: Any, inp: RevertInput, task_queue: str) -> Any:
         search_attributes=TypedSearchAttributes([  # the workflow's own mapping, of the state it starts with
             SearchAttributePair(u.key, u.value) for u in revert_search(starting_state(inp, inp.workflow_id))]),
         static_summary=md(f"revert {inp.service} to {inp.to_version} by {inp.requested_by}"),
-        static_details=f"**revert** {md(inp.service)} to `{md(inp.to_version)}`, asked by {md(inp.requested_by)}: "
-                       f"{md(inp.reason)}",
+        static_details=revert_header(inp),
     )
+
+
+def revert_header(inp: RevertInput) -> str:
+    """The revert page's static details: the version in a code span as typed (a Markdown escape inside a code span
+    is shown as a backslash, '1\\.9.0')."""
+    return (f"**revert** {md(inp.service)} to {code_span(inp.to_version)}, asked by {md(inp.requested_by)}: "
+            f"{md(inp.reason)}")
 
 
 async def revert_outcome(handle: Any) -> tuple[RevertState | None, str]:

@@ -122,3 +122,13 @@ async def test_an_aborted_revert_exits_3_and_status_reads_its_memo_without_a_wor
     await revert_cli.show_revert(inp.workflow_id, as_json=True)
     state = RevertState.model_validate_json(capsys.readouterr().out)
     assert (state.status, state.reason) == ("aborted", "aborted by carol: not now")
+
+
+def test_the_revert_pages_header_shows_the_version_as_typed():
+    """A Markdown escape inside a code span is shown literally: the header read `1\\.9.0` before the version was
+    put in a code span of its own."""
+    from tests.workflows.revert_helpers import revert_input
+
+    header = revert_cli.revert_header(revert_input("pay-264854", to_version="1.9.0", requested_by="al_ice"))
+    assert "`1.9.0`" in header and "\\." not in header.split("asked by")[0]
+    assert "al\\_ice" in header  # free text outside a code span stays escaped
