@@ -24,6 +24,11 @@ _IDENTITY = re.compile(r"[A-Za-z0-9._@+'\[\]/-]+(?: [A-Za-z0-9._@+'\[\]/-]+)*", 
 _MD_INLINE = re.compile(r"([\\`*_\[\]<>&|~#])")
 _DASHES = re.compile(r"(-{2,}[A-Za-z0-9-]*)")  # a flag like --to: in a code span, which no typographer turns into a dash
 _MD_BLOCK_START = re.compile(r"^([-+=>]|\d+(?=[.)]))")
+# a slash between digits: the UI's renderer (gomarkdown with SmartypantsFractions) typesets digits/digits after a
+# word boundary as a fraction (`pay-264854/2.0.0` as pay-²⁶⁴⁸⁵⁴⁄₂.0.0, `look 1/3` as ¹⁄₃); written as a numeric
+# entity, the slash is a text node of its own, so no fraction is formed and the page shows (and copies) a plain "/"
+_FRACTION_SLASH = re.compile(r"(?<=[0-9])([/\u2044])(?=[0-9])")
+_SLASH_ENTITY = {"/": "&#47;", "\u2044": "&#8260;"}
 
 
 def visible(text: str) -> str:
@@ -40,12 +45,24 @@ def markdown(text: str) -> str:
     """Text shown as itself in Markdown, inline or at the start of a line: one line (control characters as
     escapes), with a backslash before every character that could start a heading, list, quote, link, image,
     HTML tag, entity, table cell, code span or emphasis (CommonMark lets any ASCII punctuation be escaped); runs of
-    hyphens (a flag such as `--to`) go in a code span, since the UI's typographer turns a bare `--` into a dash."""
-    flat = _DASHES.sub(r"`\1`", _MD_INLINE.sub(r"\\\1", visible(text).lstrip(" ")))
+    hyphens (a flag such as `--to`) go in a code span, since the UI's typographer turns a bare `--` into a dash, and
+    a slash between digits is an entity, since it would typeset `4/2` as a fraction (see `ratio`)."""
+    flat = _no_fractions(_DASHES.sub(r"`\1`", _MD_INLINE.sub(r"\\\1", visible(text).lstrip(" "))))
     start = _MD_BLOCK_START.match(flat)
     if start is None:
         return flat
     return f"{flat[:start.end()]}\\{flat[start.end():]}" if start.group(1)[0].isdigit() else f"\\{flat}"
+
+
+def _no_fractions(escaped: str) -> str:
+    """Escaped Markdown with each slash between two digits written as its entity (never inside a code span)."""
+    return _FRACTION_SLASH.sub(lambda m: _SLASH_ENTITY[m.group(1)], escaped)
+
+
+def ratio(part: int | str, whole: int | str) -> str:
+    """`part/whole` in a Markdown line of our own ("look 1/3", "wave 2/4"): the UI shows it as typed, where a bare
+    `1/3` would be typeset as a fraction with a superscript and a subscript. Markdown only: the CLI prints `1/3`."""
+    return f"{part}&#47;{whole}"
 
 
 def code_span(text: str) -> str:

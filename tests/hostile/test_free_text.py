@@ -25,7 +25,7 @@ from canary.config import JudgeConfig, MetricSamples, MetricSpec
 from canary.judge import judge
 from canary.report import render_html
 from common import notices
-from common.text import identity_problem, markdown, slack, terminal, web_url
+from common.text import identity_problem, markdown, ratio, slack, terminal, web_url
 from tests.workflows.helpers import make_request
 from workflows.controls import AuditEntry, Hold
 from workflows.evacuation.details import evacuation_details
@@ -133,6 +133,28 @@ def test_escaped_markdown_renders_as_the_text_itself(text):
     page = rendered(f"**Reason:** {markdown(text)}")
     assert [t for t, _ in tags(page)] == ["p", "strong"]
     assert markdown(text).count("\n") == 0
+
+
+# What the UI 2.54 renderer (gomarkdown, SmartypantsFractions) typesets as a fraction: digits/digits (or the
+# fraction slash U+2044) after a word boundary other than "/", ending at a word boundary other than "/".
+_TYPESET_FRACTION = re.compile(r"(?:^|(?<=[\s!\"#$%&'()*+,\-.:;<=>?@\[\\\]^_`{|}~]))[1-9][0-9]*[/\u2044][0-9]+(?![0-9A-Za-z/])")
+
+
+@pytest.mark.parametrize("text", ["rollout/pay-264854/2.0.0", "look 1/3", "3/5 regions", "(1/2)", "1⁄2 done", "10/20"])
+def test_a_slash_between_digits_is_never_typeset_as_a_fraction(text):
+    assert _TYPESET_FRACTION.search(text)  # the pattern catches the case as it is typed
+    escaped = markdown(text)
+    assert not _TYPESET_FRACTION.search(escaped), escaped
+    assert rendered(escaped) == f"<p>{text}</p>\n"  # and the page shows it as typed
+
+
+def test_our_own_counts_are_never_typeset_as_fractions():
+    assert ratio(1, 3) == "1&#47;3" and not _TYPESET_FRACTION.search(f"look {ratio(1, 3)}")
+    assert rendered(f"look {ratio(1, 3)}") == "<p>look 1/3</p>\n"
+    st = StageState.of("us-east-1", "prod", 1)
+    st.status, st.soak_looks, st.soak_max_looks, st.canary_steps, st.canary_step = "soaking", 1, 3, 4, 2
+    page = stage_details(st, service="pay-264854", version="2.0.0")
+    assert "look 1&#47;3" in page and "step 2&#47;4" in page and not _TYPESET_FRACTION.search(page), page
 
 
 def _details_state() -> RolloutState:

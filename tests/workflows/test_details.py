@@ -49,11 +49,11 @@ def test_the_table_lists_every_stage_with_versions_verdict_and_soak():
     second.status, second.version_now, second.soak_looks, second.soak_max_looks = "soaking", "2.0.0", 3, 12
     second.soak_ends_at = datetime(2026, 12, 1, 14, 5, tzinfo=UTC)
     text = rollout_details(state, build_plan(make_request()), soaking=["ap-south-1/prod"])
-    assert "## payments `2.0.0` — **RUNNING** · wave 2/6" in text
+    assert "## payments `2.0.0` — **RUNNING** · wave 2&#47;6" in text
     assert row("wave", "stage", "status", "version", "verdict", "soak") in text
     assert row("1", "ap-south-1/test", "succeeded (may roll back)", "`1.0.0` → `2.0.0`",
                "[pass 100](http://127.0.0.1:8234/r/ap-south-1-test.html)", "–") in text
-    assert row("2", "**ap-south-1/prod**", "soaking", "`1.0.0` → `2.0.0`", "–", "look 3/12, ends 2026-12-01 14:05 UTC") in text
+    assert row("2", "**ap-south-1/prod**", "soaking", "`1.0.0` → `2.0.0`", "–", "look 3&#47;12, ends 2026-12-01 14:05 UTC") in text
     assert row("6", "eu-west-1/prod", "pending", "`1.0.0`", "–", "–") in text
     assert '`skip_soak` `{"stage": "ap-south-1/prod"' in text
 
@@ -135,7 +135,7 @@ def test_a_stage_page_says_why_its_canary_analysis_was_extended():
     st.extended = "analysis extended: inconclusive on error_rate (p=0.0039): 60 more samples per side (look 2/3)\n| x"
     text = stage_details(st, service="payments", version="2.0.0")
     assert ("**Canary analysis:** look 2 — analysis extended: inconclusive on error\\_rate (p=0.0039): "
-            "60 more samples per side (look 2/3)\\\\n\\| x") in text  # one line: the newline shown, the pipe escaped
+            "60 more samples per side (look 2&#47;3)\\\\n\\| x") in text  # one line: the newline shown, the pipe escaped
     st.extended, st.analysis_looks = "", 1
     assert "Canary analysis" not in stage_details(st, service="payments", version="2.0.0")
 

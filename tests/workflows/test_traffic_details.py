@@ -51,6 +51,6 @@ def test_each_health_look_shows_its_values_per_region_and_metric():
                           values=[HealthValue.of("us-east-1", look),
                                   HealthValue(region="ap-south-1", metric="error_rate", classification="Nodata")])]
     details = evacuation_details(s)
-    assert "- 1: 50% → {\"eu-west-1\": 50}; health: us-east-1: look 1/2 ok\n" \
+    assert "- 1: 50% → {\"eu-west-1\": 50}; health: us-east-1: look 1&#47;2 ok\n" \
            "  - us-east-1 latency\\_p99: 0.2012 → 0.21 (pass, critical; n 60 → 58)\n" \
            "  - ap-south-1 error\\_rate: – → – (NO DATA; n 0 → 0)" in details, details

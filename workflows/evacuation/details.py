@@ -9,6 +9,7 @@ import json
 from temporalio.common import SearchAttributePair
 
 from common.text import markdown as md
+from common.text import ratio
 from common.vocabulary import EVACUATION_TERMINAL
 from workflows import search
 from workflows.controls import find_hold
@@ -112,7 +113,7 @@ def evacuation_details(state: EvacuationState) -> str:
     paras = [head]
     if s.planned:
         levels = s.levels or s.steps_requested  # a state from before `levels` was kept: the levels asked for
-        paras.append(f"Step {s.step}/{len(s.planned)}; levels {', '.join(f'{lv}%' for lv in levels)}; "
+        paras.append(f"Step {ratio(s.step, len(s.planned))}; levels {', '.join(f'{lv}%' for lv in levels)}; "
                      f"{wait_line(s)}; record set: {md(s.record_set)}")
     paras.append(f"Requested by **{md(s.requested_by)}**: {md(s.request_reason or '(no reason given)')}")
     if s.reason:

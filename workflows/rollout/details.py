@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.common import SearchAttributeUpdate
 
 from common.text import markdown as md
+from common.text import ratio
 from common.types import TERMINAL
 from workflows import search
 from workflows.controls import find_hold
@@ -88,7 +89,7 @@ def rollout_details(state: RolloutState, plan: Plan | None, *, soaking: list[str
     s = state
     head = f"## {s.service} `{s.version}` — **{s.status.replace('_', ' ').upper()}**"
     if s.current_wave and not s.finished:
-        head += f" · wave {s.current_wave}/{s.waves}"
+        head += f" · wave {ratio(s.current_wave, s.waves)}"
     paras = [head]
     if s.reason:
         paras.append(f"**Reason:** {md(s.reason)}")

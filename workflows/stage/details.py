@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from common.text import code_span, web_url
+from common.text import code_span, ratio, web_url
 from common.text import markdown as md
 from workflows.controls.details import WHO, link, when
 from workflows.stage.models import StageState
@@ -25,7 +25,7 @@ def soak_cell(st: StageState) -> str:
     if not st.soak_max_looks:
         return "–"
     ends = f", ends {when(st.soak_ends_at)}" if st.soak_ends_at and st.status == "soaking" else ""
-    return f"look {st.soak_looks}/{st.soak_max_looks}{ends}"
+    return f"look {ratio(st.soak_looks, st.soak_max_looks)}{ends}"
 
 
 def steps_cell(st: StageState) -> str:
@@ -33,7 +33,7 @@ def steps_cell(st: StageState) -> str:
     if not st.canary_steps:
         return "–"
     withdrawn = f"; withdrawn to weight 0 at {when(st.withdrawn_at)}" if st.withdrawn_at else ""
-    return f"step {st.canary_step}/{st.canary_steps} — {md(st.canary_weights or 'not set yet')}{withdrawn}"
+    return f"step {ratio(st.canary_step, st.canary_steps)} — {md(st.canary_weights or 'not set yet')}{withdrawn}"
 
 
 def versions_cell(st: StageState) -> str:
