@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.adapters.routers.base import ArmWeights
 from canary.config import JudgeResult, MonitorResult, StagePlace
+from common.traffic.arms import ArmWeights
 from common.traffic.models import MAX_SERVICE_LEN
 from common.types import EnvKind, StageStatus, stage_key
 from workflows.controls import AuditEntry

@@ -29,8 +29,9 @@ from activities.adapters.aws import (
 )
 from activities.adapters.base import TrafficError
 from activities.adapters.retry import Backoff, retrying
-from activities.adapters.routers.base import ArmWeights, RouterConflict, RouterKind
+from activities.adapters.routers.base import RouterConflict, RouterKind
 from activities.adapters.routers.shares import ARMS, percent
+from common.traffic.arms import ArmWeights
 from common.types import StageRef
 
 log = logging.getLogger(__name__)

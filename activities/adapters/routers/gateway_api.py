@@ -24,9 +24,10 @@ from kubernetes.client.exceptions import ApiException
 from activities.adapters.base import TrafficError, http_status
 from activities.adapters.kubernetes.deployer import KubeRequest, _status_message, _transport_text
 from activities.adapters.retry import Backoff, retrying
-from activities.adapters.routers.base import ArmWeights, RouterConflict, RouterKind
+from activities.adapters.routers.base import RouterConflict, RouterKind
 from activities.adapters.routers.shares import ARMS, percent
 from activities.adapters.secrets import SecretError
+from common.traffic.arms import ArmWeights
 from common.types import StageRef
 
 log = logging.getLogger(__name__)
