@@ -14,11 +14,12 @@ from temporalio import activity
 
 from activities.adapters.base import AdapterError
 from activities.adapters.registry import AdapterRegistry
-from activities.adapters.routers.base import ArmWeights, RouterConflict
+from activities.adapters.routers.base import RouterConflict
 from activities.adapters.routers.base import TrafficRouter as CanaryRouter
 from activities.errors import reports_adapter_errors
 from activities.heartbeat import heartbeating
 from activities.models import StageOnly
+from common.traffic.arms import ArmWeights
 from common.types import StageRef
 
 

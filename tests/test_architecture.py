@@ -17,7 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "canary": {"common"},
     "activities.adapters": {"common", "canary"},
     "activities": {"common", "canary", "activities.adapters"},
-    "workflows": {"common", "canary", "activities", "activities.adapters"},
+    "workflows": {"common", "canary", "activities"},  # an adapter's model a workflow needs belongs in common
     "worker": {"common", "canary", "activities", "activities.adapters", "workflows"},
     "bifrost_cli": {"common", "canary", "activities", "activities.adapters", "workflows", "worker"},
 }
@@ -25,8 +25,12 @@ ALLOWED: dict[str, set[str]] = {
 
 # The request model and its plan come first in the flow: they may read the shared vocabulary (common, the pure
 # traffic plan in common/traffic, the judge's settings in canary) but nothing that runs a rollout.
-REQUEST_MODULES = {"workflows.request", "workflows.plan", "workflows.windows"}
+REQUEST_MODULES = {"workflows.request", "workflows.plan", "workflows.windows"}  # and the modules of the request package
 REQUEST_MAY_IMPORT = {"common", "canary"}
+
+
+def _is_request(module: str) -> bool:
+    return module in REQUEST_MODULES or module.startswith("workflows.request.")
 
 # The simulated fleet is one adapter among others: only the registry that wires adapters (and the worker and
 # CLI that start it) know it; real activities and workflows talk to the adapter interfaces.
@@ -90,7 +94,7 @@ def _violations(graph: dict[str, set[str]]) -> list[str]:
             other = _layer(target)
             if other != layer and other not in ALLOWED[layer]:
                 wrong.append(f"{module} -> {target}")
-            elif module in REQUEST_MODULES and target not in REQUEST_MODULES and other not in REQUEST_MAY_IMPORT:
+            elif _is_request(module) and not _is_request(target) and other not in REQUEST_MAY_IMPORT:
                 wrong.append(f"{module} -> {target} (the request model may import only {sorted(REQUEST_MAY_IMPORT)})")
             elif (_is_simulated(target) and module not in MAY_KNOW_THE_FLEET
                   and layer in ("activities", "activities.adapters", "workflows")):
@@ -128,7 +132,7 @@ def test_the_checker_sees_wrong_way_imports():
     graph = {"activities.lock": {"workflows.lock"}, "activities.adapters.targets": {"activities.deploy"},
              "canary.judge": {"common.types"}}
     assert sorted(_violations(graph)) == ["activities.adapters.targets -> activities.deploy", "activities.lock -> workflows.lock"]
-    assert "common.traffic.plan" in {t for t in _graph()["workflows.request"]}
+    assert "common.traffic.plan" in {t for t in _graph()["workflows.request.regions"]}
 
 
 def test_the_checker_sees_the_request_reach_into_activities_and_activities_reach_into_the_fleet():
@@ -141,4 +145,16 @@ def test_the_checker_sees_the_request_reach_into_activities_and_activities_reach
         "activities.traffic.shift -> activities.adapters.simulated_traffic (only the registry wires the simulated fleet)",
         "workflows.request -> activities.traffic.shift (the request model may import only ['canary', 'common'])",
     ]
+    # the request package's modules are held to the same rule as the package
+    assert _violations({"workflows.request.model": {"workflows.controls", "workflows.request.regions"}}) == [
+        "workflows.request.model -> workflows.controls (the request model may import only ['canary', 'common'])"]
     assert "workflows.controls.lock_client" in _imports(ROOT / "workflows" / "rollout" / "workflow.py")
+
+
+def test_the_checker_sees_a_workflow_reach_into_an_adapter():
+    """The import removed when ArmWeights moved to common/traffic/arms.py: a workflow names activities by reference
+    (through `activities`), never an adapter module, which only activities may call."""
+    graph = {"workflows.stage.models": {"activities.adapters.routers.base", "common.traffic.arms"},
+             "workflows.stage.steps": {"activities.routing"}}
+    assert _violations(graph) == ["workflows.stage.models -> activities.adapters.routers.base"]
+    assert "common.traffic.arms" in _graph()["workflows.stage.models"]

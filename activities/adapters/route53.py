@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,9 +18,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from temporalio import activity
 
-from activities.adapters.aws import THROTTLING_CODES, aws_error, aws_status
+from activities.adapters.aws import THROTTLING_CODES, LazyClient, aws_error, aws_status
 from activities.adapters.base import TrafficError
-from activities.adapters.secrets import SecretError
+from activities.adapters.retry import Backoff, retrying
 
 log = logging.getLogger(__name__)
 
@@ -92,23 +91,9 @@ class Route53Traffic:
         self.attempts = attempts
         self.backoff_seconds = backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds
-        self._factory = client_factory
-        self._client: Any = None
-        self._lock = threading.Lock()
+        self._route53 = LazyClient(client_factory, "Route 53")
         self.poll_seconds = poll_seconds
         self.sync_timeout_seconds = sync_timeout_seconds
-
-    def _route53(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                try:
-                    self._client = self._factory()
-                except SecretError as err:
-                    raise TrafficError(str(err), retryable=False) from err
-                except BotoCoreError as err:  # unknown profile, bad endpoint URL, ...
-                    raise TrafficError(f"cannot create a Route 53 client ({err}); check the aws section of the "
-                                       "targets file", retryable=False) from err
-            return self._client
 
     async def _aws(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
         """One Route 53 call; retryable failures (5xx, throttling, timeouts, no connection) are tried again here.
@@ -116,11 +101,9 @@ class Route53Traffic:
         Up to `attempts` tries with exponential backoff (botocore's own retries come on top), heartbeating while
         waiting, so a short outage or one InternalFailure never fails a step. Only a change batch guarded by a
         DELETE of the record as read may be sent again: a copy that lands late is refused by Route 53."""
-        delay = self.backoff_seconds
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return await asyncio.to_thread(fn, **kwargs)
-            except ClientError as err:
+
+        def failure(err: Exception, attempt: int) -> TrafficError:
+            if isinstance(err, ClientError):
                 code, msg, http = aws_error(err)
                 retryable = code in THROTTLING_CODES or (http is not None and http >= 500)
                 if code == "InvalidChangeBatch":
@@ -129,26 +112,23 @@ class Route53Traffic:
                 if not retryable:
                     raise TrafficError(f"{what}: Route 53 {aws_status(code, http)}: {msg}; check zone_id/record_name "
                                        "in the targets file and the worker's IAM permissions", retryable=False) from err
-                failure = TrafficError(f"{what}: Route 53 {aws_status(code, http)}: {msg} ({attempt} tries); "
-                                       "the activity will be retried")
-                failure.__cause__ = err
-            except BotoCoreError as err:
-                failure = TrafficError(f"{what}: cannot reach Route 53 ({type(err).__name__}: {err}; {attempt} tries); "
-                                       "the activity will be retried")
-                failure.__cause__ = err
-            if attempt == self.attempts:
-                raise failure
-            log.info("%s; trying again in %.1f s", failure, delay)
-            if activity.in_activity():
-                activity.heartbeat(f"{what}: try {attempt + 1} in {delay:.1f} s")
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.max_backoff_seconds)
-        raise AssertionError("unreachable")
+                found = TrafficError(f"{what}: Route 53 {aws_status(code, http)}: {msg} ({attempt} tries); "
+                                     "the activity will be retried")
+            else:
+                found = TrafficError(f"{what}: cannot reach Route 53 ({type(err).__name__}: {err}; {attempt} tries); "
+                                     "the activity will be retried")
+            found.__cause__ = err
+            return found
+
+        return await retrying(lambda: asyncio.to_thread(fn, **kwargs), retry_on=(ClientError, BotoCoreError),
+                              failure=failure, logger=log,
+                              backoff=Backoff(self.attempts, self.backoff_seconds, self.max_backoff_seconds),
+                              note=lambda _, attempt, delay: f"{what}: try {attempt + 1} in {delay:.1f} s")
 
     async def records(self) -> dict[str, dict[str, Any]]:
         """The weighted records of the set, by SetIdentifier, as Route 53 returns them."""
         r = self.record
-        client = self._route53()
+        client = self._route53.get()
         out: dict[str, dict[str, Any]] = {}
         kwargs: dict[str, Any] = {"HostedZoneId": r.zone_id, "StartRecordName": r.fqdn, "StartRecordType": r.record_type}
         while True:
@@ -206,7 +186,7 @@ class Route53Traffic:
                 changes.append({"Action": "UPSERT", "ResourceRecordSet": {**records[k], "Weight": w}})
         if not changes:
             return current
-        client = self._route53()
+        client = self._route53.get()
         try:
             resp = await self._aws(
                 f"set weights of {r.fqdn}", client.change_resource_record_sets, HostedZoneId=r.zone_id,
@@ -228,7 +208,7 @@ class Route53Traffic:
 
     async def _wait_insync(self, change_id: str) -> None:
         """Poll GetChange until Route 53 reports the change INSYNC on its name servers."""
-        client = self._route53()
+        client = self._route53.get()
         deadline = time.monotonic() + self.sync_timeout_seconds
         while True:
             resp = await self._aws("wait for change", client.get_change, Id=change_id)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from activities.adapters.routers.base import ArmWeights, RouterConflict, RouterKind
+from activities.adapters.routers.base import RouterConflict, RouterKind
+from common.traffic.arms import ArmWeights
 from common.types import StageRef
 
 if TYPE_CHECKING:

@@ -10,9 +10,10 @@ import pytest
 from kubernetes import client as k8s
 
 from activities.adapters.base import TrafficError
-from activities.adapters.routers.base import WITHDRAWN, ArmWeights, RouterConflict, TrafficRouter
+from activities.adapters.routers.base import RouterConflict, TrafficRouter
 from activities.adapters.routers.gateway_api import GatewayApiRouter, GatewayRouteSettings
 from activities.adapters.routers.shares import percent
+from common.traffic.arms import WITHDRAWN, ArmWeights
 from common.types import StageRef
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import assert_one_line

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,14 +41,21 @@ def _query(prom: str, expr: str) -> list[dict[str, Any]]:
     return list(body["data"]["result"])
 
 
-async def _until_present(prom: str, expr: str, timeout: float = 60.0) -> list[dict[str, Any]]:
-    """Poll Prometheus until `expr` returns a sample (scrapes come every second, targets are found within ~5 s)."""
+async def _until_present(prom: str, expr: str, timeout: float = 60.0,
+                         ok: Callable[[list[dict[str, Any]]], bool] = bool) -> list[dict[str, Any]]:
+    """Poll Prometheus until `expr` returns a sample, or one `ok` accepts (scrapes come every second, targets are
+    found within ~5 s); the last answer after `timeout`. A series that exists may still show a value scraped before
+    the run's last change: wait for the value itself with `ok`."""
     deadline = time.monotonic() + timeout
     while True:
         result = await asyncio.to_thread(_query, prom, expr)
-        if result or time.monotonic() > deadline:
+        if ok(result) or time.monotonic() > deadline:
             return result
         await asyncio.sleep(0.5)
+
+
+def _by_region(weights: list[dict[str, Any]]) -> dict[str, float]:
+    return {w["metric"]["region"]: float(w["value"][1]) for w in weights}
 
 
 async def _wait_status(handle: Any, status: str, timeout: float = 60.0) -> None:
@@ -90,13 +98,18 @@ async def test_prometheus_scrapes_bifrost_metrics_during_a_rollout(env, task_que
         verdicts = await _until_present(
             prom.url, 'sum by (region, environment, verdict) (bifrost_canary_analyses_total{verdict="fail"})')
         assert {(v["metric"]["region"], v["metric"]["environment"]) for v in verdicts} >= {("eu-west-1", "prod")}, verdicts
-        passed = await _until_present(prom.url, 'sum by (environment) (bifrost_canary_analyses_total{verdict="pass"})')
-        assert {v["metric"]["environment"] for v in passed} >= {"test", "prod"}, passed
+        both = {"test", "prod"}
+        passed = await _until_present(prom.url, 'sum by (environment) (bifrost_canary_analyses_total{verdict="pass"})',
+                                      ok=lambda r: {v["metric"]["environment"] for v in r} >= both)
+        assert {v["metric"]["environment"] for v in passed} >= both, passed
 
-        weights = await _until_present(prom.url, f'bifrost_traffic_weight{{{svc},environment="prod"}}')
+        # the restore is the failed stage's last act, just before the rollout ends: the gauges exist since the
+        # evacuation began, and the last scrape may predate the restore, so wait for the restored values themselves
+        restored = {"us-east-1": 100.0, "eu-west-1": 100.0, "ap-south-1": 100.0}
+        weights = await _until_present(prom.url, f'bifrost_traffic_weight{{{svc},environment="prod"}}',
+                                       ok=lambda r: _by_region(r) == restored)
         assert len(weights) == 3, weights  # one series per region, whichever activity read or set it
-        by_region = {w["metric"]["region"]: float(w["value"][1]) for w in weights}
-        assert by_region == {"us-east-1": 100.0, "eu-west-1": 100.0, "ap-south-1": 100.0}, by_region  # restored
+        assert _by_region(weights) == restored, weights
         steps = await _until_present(prom.url, f'sum(bifrost_evacuation_steps_total{{{svc},region="eu-west-1"}})')
         assert steps and float(steps[0]["value"][1]) >= 2, steps  # evacuate 50 → 0, then restore
         evacuated = await _until_present(

@@ -13,7 +13,8 @@ import pytest
 
 from activities.adapters.base import TrafficError
 from activities.adapters.routers.alb import AlbRouter, AlbSettings
-from activities.adapters.routers.base import WITHDRAWN, ArmWeights, RouterConflict, TrafficRouter
+from activities.adapters.routers.base import RouterConflict, TrafficRouter
+from common.traffic.arms import WITHDRAWN, ArmWeights
 from common.types import StageRef
 from tests.integration.conftest import MotoServer, assert_one_line
 

@@ -16,9 +16,9 @@ from kubernetes import client as k8s
 from activities.adapters.base import TrafficError
 from activities.adapters.registry import registry_from_targets
 from activities.adapters.routers.alb import AlbRouter
-from activities.adapters.routers.base import WITHDRAWN, ArmWeights
 from activities.adapters.routers.gateway_api import GatewayApiRouter
 from activities.adapters.targets import TargetsError, load_targets, parse_targets
+from common.traffic.arms import WITHDRAWN, ArmWeights
 from common.types import StageRef
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import MotoServer, assert_one_line

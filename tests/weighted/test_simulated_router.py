@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from activities.adapters.registry import AdapterRegistry
-from activities.adapters.routers.base import WITHDRAWN, ArmWeights, RouterConflict
+from activities.adapters.routers.base import RouterConflict
 from activities.adapters.simulated import FleetScenario, SimulatedFleet
 from canary.config import MetricSpec
+from common.traffic.arms import WITHDRAWN, ArmWeights
 from common.types import MetricWindow, StageRef
 
 pytestmark = pytest.mark.unit

@@ -7,14 +7,12 @@ weight 0, and no weight the plan did not contain, whatever the kill interrupted.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
 from pathlib import Path
 
 from activities.adapters.simulated import SimulatedFleet
+from tests.worker_processes import WorkerProcesses
 from tests.workflows.helpers import make_request, start
-from tests.workflows.test_worker_kill import BIFROST, _until, stop_workers
 from workflows.plan import build_plan
 
 PLANNED = [{"primary": 90, "canary": 5, "baseline": 5}, {"primary": 50, "canary": 25, "baseline": 25}]
@@ -30,35 +28,22 @@ async def test_a_worker_killed_mid_step_leaves_no_unplanned_weight(env, tmp_path
                 "traffic": {"router": "simulated", "steps": [5, 25]}},
     )
     stages = [s.key for s in build_plan(req).stages()]
-    worker_env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-    worker_env |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-                   "TEMPORAL_NAMESPACE": env.client.namespace}
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Path] = []
-
-    def start_worker(name: str) -> subprocess.Popen[bytes]:
-        logs.append(tmp_path / f"{name}.log")
-        with logs[-1].open("wb") as out:
-            procs.append(subprocess.Popen(
-                [BIFROST, "worker", "--task-queue", task_queue, "--fleet", str(scenario), "--fleet-db", str(db),
-                 "--no-reports"], env=worker_env, stdout=out, stderr=subprocess.STDOUT))
-        return procs[-1]
-
+    workers = WorkerProcesses(env.client, task_queue, tmp_path, "--fleet", str(scenario), "--fleet-db", str(db),
+                              "--no-reports")
     fleet = SimulatedFleet(state_file=db)
 
     def writes(key: str) -> list[dict[str, int]]:
         return [e.after for e in fleet.effects if e.field == "weights" and e.stage_key == key]
 
     try:
-        first = start_worker("worker-1")
+        first = workers.start("worker-1")
         handle = await start(env.client, req, task_queue)
         # the kill lands in the second stage's first step: its 5% weights are in force, its window is running
-        await _until(f"{stages[1]}'s first step", lambda: writes(stages[1]) == PLANNED[:1], 120, procs, logs)
-        first.send_signal(signal.SIGKILL)
-        assert first.wait(timeout=30) == -signal.SIGKILL
+        await workers.until(f"{stages[1]}'s first step", lambda: writes(stages[1]) == PLANNED[:1], 120)
+        assert workers.kill(first) == -signal.SIGKILL
         assert writes(stages[1]) == PLANNED[:1]  # killed mid-step
 
-        second = start_worker("worker-2")
+        second = workers.start("worker-2")
         result = await asyncio.wait_for(handle.result(), timeout=240)
         assert second.poll() is None
         assert result.status == "succeeded", result.reason
@@ -69,5 +54,5 @@ async def test_a_worker_killed_mid_step_leaves_no_unplanned_weight(env, tmp_path
         rows = {s.key: s for s in result.stages}
         assert all(rows[k].canary_step == 2 and rows[k].withdrawn_at is not None for k in stages)
     finally:
-        stop_workers(procs)
+        workers.stop()
         fleet.close()

@@ -113,6 +113,11 @@ async def test_reports_waiting_for_a_busy_render_pool_hold_no_slot_a_rollout_nee
         handle = await start(env.client, req, task_queue)
         result = await asyncio.wait_for(outcome(handle), timeout=60)
         assert result.status == "succeeded", result.reason
+        # a stage waits only for its ReportWorkflow's start: the prod stage's drawing may reach the pool after the
+        # rollout ended, so wait for the pool itself to hold both
+        deadline = asyncio.get_running_loop().time() + 30
+        while pool.waiting < 2 and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.1)
         assert pool.waiting == 2 and not list(tmp_path.rglob("*.html"))  # both stages' reports still undrawn
         pool.release.set()
         for stage in result.stages:

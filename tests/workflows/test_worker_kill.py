@@ -7,40 +7,16 @@ is in flight, so Temporal needs no activity timeout to move on (only the sticky 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.adapters.simulated import SimulatedFleet
+from tests.worker_processes import WorkerProcesses
 from tests.workflows.helpers import make_request, start
 from workflows.plan import build_plan
-
-BIFROST = str(Path(sys.executable).parent / "bifrost")
-
-
-async def _until(what: str, condition: Callable[[], object], timeout: float, procs: list[subprocess.Popen[bytes]],
-                 logs: list[Path]) -> None:
-    """Poll `condition` every 0.1 s; fail naming `what` (with the workers' logs) on timeout or a worker's death."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return
-        dead = [p.args for p in procs if p.poll() is not None]
-        if dead or time.monotonic() > deadline:
-            tail = "\n".join(f"--- {log.name}\n{log.read_text()[-3000:]}" for log in logs if log.exists())
-            raise AssertionError(f"{'a worker exited' if dead else 'timed out'} waiting for {what}\n{tail}")
-        await asyncio.sleep(0.1)
 
 
 def _descendants(pid: int) -> set[int]:
@@ -60,18 +36,6 @@ def _descendants(pid: int) -> set[int]:
         found.update(kids)
         todo.extend(kids)
     return found
-
-
-def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
-    """Stop the worker processes a test started (SIGTERM, then SIGKILL after 40 s)."""
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
 
 
 def _running(pid: int) -> bool:
@@ -110,43 +74,29 @@ async def test_a_killed_worker_is_replaced_and_no_stage_is_promoted_twice(env, t
     )
     stages = [s.key for s in build_plan(req).stages()]
     assert len(stages) == 4
-    worker_env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-    worker_env |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-                   "TEMPORAL_NAMESPACE": env.client.namespace}
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Path] = []
-
-    def start_worker(name: str) -> subprocess.Popen[bytes]:
-        logs.append(tmp_path / f"{name}.log")
-        with logs[-1].open("wb") as out:
-            procs.append(subprocess.Popen(
-                [BIFROST, "worker", "--task-queue", task_queue, "--fleet", str(scenario), "--fleet-db", str(db),
-                 "--reports", str(reports)], env=worker_env, stdout=out, stderr=subprocess.STDOUT))
-        return procs[-1]
-
+    workers = WorkerProcesses(env.client, task_queue, tmp_path, "--fleet", str(scenario), "--fleet-db", str(db),
+                              "--reports", str(reports))
     fleet = SimulatedFleet(state_file=db)  # this test's own view of the workers' fleet
     try:
-        first = start_worker("worker-1")
+        first = workers.start("worker-1")
         handle = await start(env.client, req, task_queue)
 
         def promoted() -> list[str]:
             return [e.stage_key for e in fleet.effects if e.field == "primary" and e.after == req.version]
 
-        await _until("the first promote", lambda: promoted(), 90, procs, logs)
+        await workers.until("the first promote", lambda: promoted(), 90)
         assert promoted() == [stages[0]]
-        await _until(f"{stages[1]}'s canary window", lambda: _in_timer(env.client, f"{handle.id}/{stages[1]}"),
-                     60, procs, logs)
+        await workers.until(f"{stages[1]}'s canary window", lambda: _in_timer(env.client, f"{handle.id}/{stages[1]}"), 60)
         # the first stage's report is being drawn, or was: the worker has its forkserver and render process
-        await _until("the first worker's render processes", lambda: len(_descendants(first.pid)) >= 2, 60, procs, logs)
+        await workers.until("the first worker's render processes", lambda: len(_descendants(first.pid)) >= 2, 60)
         helpers = _descendants(first.pid)
-        first.send_signal(signal.SIGKILL)
-        assert first.wait(timeout=30) == -signal.SIGKILL
+        assert workers.kill(first) == -signal.SIGKILL
         # they follow it: no orphaned render process or forkserver holds memory after a kill
-        await _until("the killed worker's render processes to exit", lambda: not any(map(_running, helpers)), 30, [], logs)
+        await workers.until("the killed worker's render processes to exit", lambda: not any(map(_running, helpers)), 30)
         promoted_before_kill = promoted()
         assert promoted_before_kill == [stages[0]]  # killed mid-rollout
 
-        second = start_worker("worker-2")
+        second = workers.start("worker-2")
         result = await asyncio.wait_for(handle.result(), timeout=180)
         assert second.poll() is None  # the second worker ran to the end and still runs
 
@@ -161,5 +111,5 @@ async def test_a_killed_worker_is_replaced_and_no_stage_is_promoted_twice(env, t
         assert all(v == {"primary": req.version, "canary": None, "baseline": None} for v in fleet.snapshot().values())
         assert sorted(k.split("/", 1)[1] for k in fleet.snapshot()) == sorted(stages)
     finally:
-        stop_workers(procs)
+        workers.stop()
         fleet.close()

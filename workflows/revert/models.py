@@ -24,7 +24,7 @@ from workflows.controls.state import ControlledState
 from workflows.evacuation.models import HealthValue
 from workflows.request import MAX_TEXT
 
-VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request.py)
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+-]*$"  # as a request's version (workflows/request/model.py)
 
 
 

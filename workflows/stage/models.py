@@ -12,17 +12,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.adapters.routers.base import ArmWeights
 from canary.config import JudgeResult, MonitorResult, StagePlace
+from common.traffic.arms import ArmWeights
 from common.traffic.models import MAX_SERVICE_LEN
 from common.types import EnvKind, StageStatus, stage_key
 from workflows.controls import AuditEntry
 from workflows.request import (
-    _NAME,
     MAX_SOAK_HOURS,
     MAX_WAVE,
     MAX_WHO,
     MAX_WORKFLOW_ID_BYTES,
+    NAME_PATTERN,
     CanarySettings,
     EvacuationSettings,
     OnFailure,
@@ -91,10 +91,10 @@ class StageInput(BaseModel):
     model_config = ConfigDict(strict=True, allow_inf_nan=False)
 
     rollout_id: str = Field(min_length=1, max_length=MAX_WORKFLOW_ID_BYTES)
-    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=_NAME)
+    service: str = Field(min_length=1, max_length=MAX_SERVICE_LEN, pattern=NAME_PATTERN)
     version: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
     image: str = Field(min_length=1, max_length=512)
-    region: str = Field(min_length=1, max_length=63, pattern=_NAME)
+    region: str = Field(min_length=1, max_length=63, pattern=NAME_PATTERN)
     environment: EnvKind
     wave: int = Field(default=0, ge=0, le=MAX_WAVE)
     canary: CanarySettings

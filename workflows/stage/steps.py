@@ -21,11 +21,11 @@ from datetime import timedelta
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
-from activities.adapters.routers.base import WITHDRAWN, ArmWeights
 from activities.errors import error_text
 from activities.models import StageOnly
 from activities.routing import RoutingActivities, SetWeightsInput, SetWeightsResult
 from common import notices
+from common.traffic.arms import WITHDRAWN, ArmWeights
 from common.traffic.canary import CanaryTraffic
 from workflows import options
 from workflows.controls import audit_entry

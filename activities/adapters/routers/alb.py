@@ -18,13 +18,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
-from temporalio import activity
 
-from activities.adapters.aws import CREDENTIAL_CODES, PERMISSION_CODES, THROTTLING_CODES, aws_error, aws_status
+from activities.adapters.aws import (
+    CREDENTIAL_CODES,
+    PERMISSION_CODES,
+    THROTTLING_CODES,
+    LazyClient,
+    aws_error,
+    aws_status,
+)
 from activities.adapters.base import TrafficError
-from activities.adapters.routers.base import ArmWeights, RouterConflict, RouterKind
+from activities.adapters.retry import Backoff, retrying
+from activities.adapters.routers.base import RouterConflict, RouterKind
 from activities.adapters.routers.shares import ARMS, percent
-from activities.adapters.secrets import SecretError
+from common.traffic.arms import ArmWeights
 from common.types import StageRef
 
 log = logging.getLogger(__name__)
@@ -78,19 +85,7 @@ class AlbRouter:
 
     def __init__(self, settings: AlbSettings, client_factory: Callable[[], Any]) -> None:
         self.settings = settings
-        self._factory = client_factory
-        self._client: Any = None
-
-    def _elbv2(self) -> Any:
-        if self._client is None:
-            try:
-                self._client = self._factory()
-            except SecretError as err:
-                raise TrafficError(str(err), retryable=False) from err
-            except BotoCoreError as err:  # unknown profile, bad endpoint URL, ...
-                raise TrafficError("could not create an elbv2 client", detail=str(err),
-                                   hint="check the aws section of the targets file", retryable=False) from err
-        return self._client
+        self._elbv2 = LazyClient(client_factory, "elbv2")
 
     def _check(self, stage: StageRef) -> None:
         if stage.service != self.settings.service:
@@ -141,7 +136,7 @@ class AlbRouter:
         return current
 
     async def _actions(self, failed: str) -> list[dict[str, Any]]:
-        s, client = self.settings, self._elbv2()
+        s, client = self.settings, self._elbv2.get()
         if s.rule_arn:
             resp = await self._aws(failed, client.describe_rules, RuleArns=[s.rule_arn])
             return list(resp["Rules"][0]["Actions"])
@@ -149,7 +144,7 @@ class AlbRouter:
         return list(resp["Listeners"][0]["DefaultActions"])
 
     async def _write(self, failed: str, actions: list[dict[str, Any]]) -> None:
-        s, client = self.settings, self._elbv2()
+        s, client = self.settings, self._elbv2.get()
         if s.rule_arn:
             await self._aws(failed, client.modify_rule, RuleArn=s.rule_arn, Actions=actions)
         else:
@@ -159,26 +154,22 @@ class AlbRouter:
         """One elbv2 call in a thread; throttling, 5xx and no connection are tried again, with a heartbeat."""
         s = self.settings
         op = fn.__name__
-        last: TrafficError | None = None
-        for attempt in range(1, s.attempts + 1):
-            try:
-                return await asyncio.to_thread(fn, **kwargs)
-            except ClientError as err:
+
+        def failure(err: Exception, attempt: int) -> TrafficError:
+            if isinstance(err, ClientError):
                 code, msg, http = aws_error(err)
                 last = _client_error(failed, s, op, code, msg, http, attempt)
                 if not last.retryable:
                     raise last from None
-            except BotoCoreError as err:
-                last = TrafficError(failed, target=f"{op} {s.arn}", status="cannot reach elbv2",
-                                    detail=f"{type(err).__name__}: {err}",
-                                    hint=f"{attempt} attempts; check the network and the aws endpoint; the activity "
-                                         "will be retried")
-            if attempt < s.attempts:
-                if activity.in_activity():
-                    activity.heartbeat(f"{op}: {last.status}; retry {attempt}")
-                await asyncio.sleep(s.backoff_seconds * 2 ** (attempt - 1))
-        assert last is not None
-        raise last
+                return last
+            return TrafficError(failed, target=f"{op} {s.arn}", status="cannot reach elbv2",
+                                detail=f"{type(err).__name__}: {err}",
+                                hint=f"{attempt} attempts; check the network and the aws endpoint; the activity "
+                                     "will be retried")
+
+        return await retrying(lambda: asyncio.to_thread(fn, **kwargs), retry_on=(ClientError, BotoCoreError),
+                              failure=failure, backoff=Backoff(s.attempts, s.backoff_seconds),
+                              note=lambda last, attempt, _: f"{op}: {last.status}; retry {attempt}")
 
 
 # -- the forward action, as data ---------------------------------------------------------------------------

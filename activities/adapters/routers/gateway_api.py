@@ -20,13 +20,14 @@ from typing import Any, TypeVar
 import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
-from temporalio import activity
 
 from activities.adapters.base import TrafficError, http_status
 from activities.adapters.kubernetes.deployer import KubeRequest, _status_message, _transport_text
-from activities.adapters.routers.base import ArmWeights, RouterConflict, RouterKind
+from activities.adapters.retry import Backoff, retrying
+from activities.adapters.routers.base import RouterConflict, RouterKind
 from activities.adapters.routers.shares import ARMS, percent
 from activities.adapters.secrets import SecretError
+from common.traffic.arms import ArmWeights
 from common.types import StageRef
 
 log = logging.getLogger(__name__)
@@ -140,27 +141,23 @@ class GatewayApiRouter:
     async def _call(self, failed: str, req: KubeRequest, fn: Callable[..., T], *args: Any) -> T:
         """One API call in a thread: retries 5xx/429/connection errors, raises _Conflict on 409, TrafficError else."""
         s = self.settings
-        last: TrafficError | None = None
-        for attempt in range(1, s.max_attempts + 1):
-            try:
-                return await asyncio.to_thread(fn, *args, _request_timeout=s.request_timeout_seconds)
-            except ApiException as err:
-                status = err.status or 0
-                if status == 409:
+
+        def failure(err: Exception, attempt: int) -> TrafficError:
+            if isinstance(err, ApiException):
+                if (err.status or 0) == 409:
                     raise _Conflict(_status_message(err)) from err
                 last = _status_error(failed, req, err, attempts=attempt)
                 if not last.retryable:
                     raise last from err
-            except (urllib3.exceptions.HTTPError, OSError) as err:
-                last = TrafficError(failed, target=str(req), status="connection failed", detail=_transport_text(err),
-                                    hint=f"cannot reach the Kubernetes API server ({attempt} attempts); check the "
-                                         "router's connection in the targets file; the activity will be retried")
-            if attempt < s.max_attempts:
-                if activity.in_activity():
-                    activity.heartbeat(f"{req}: {last.status}; retry {attempt}")
-                await asyncio.sleep(s.backoff_seconds * 2 ** (attempt - 1))
-        assert last is not None
-        raise last
+                return last
+            return TrafficError(failed, target=str(req), status="connection failed", detail=_transport_text(err),
+                                hint=f"cannot reach the Kubernetes API server ({attempt} attempts); check the "
+                                     "router's connection in the targets file; the activity will be retried")
+
+        return await retrying(lambda: asyncio.to_thread(fn, *args, _request_timeout=s.request_timeout_seconds),
+                              retry_on=(ApiException, urllib3.exceptions.HTTPError, OSError), failure=failure,
+                              backoff=Backoff(s.max_attempts, s.backoff_seconds),
+                              note=lambda last, attempt, _: f"{req}: {last.status}; retry {attempt}")
 
 
 # -- the route, as data ------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activities.adapters.routers.base import ArmWeights
+from common.traffic.arms import ArmWeights
 
 ARMS = ("primary", "canary", "baseline")
 
