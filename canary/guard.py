@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from canary import monitor
 from canary.config import JudgeConfig, MetricSamples, MetricSpec, MonitorResult
-from canary.guard_counts import Comparison, Side, compare, slo_breach
+from canary.guard_counts import Comparison, Histogram, Pooled, Side, compare, slo_breach
 
 # Regions serve different shares, so a rate's per-sample noise differs between a region and its peers (a rate over
 # fewer requests spreads wider) while its mean does not: error rates are compared on their means alone (Welch),
@@ -70,6 +70,9 @@ class RegionSamples(BaseModel):
     requests: list[float] | None = Field(default=None, description="requests per interval, aligned with the samples "
                                                                   "(None: unknown; empty: it served none)")
     history: list[RegionSamples] = Field(default_factory=list, description="the same window on earlier days")
+    histograms: dict[str, Histogram] = Field(default_factory=dict,
+                                             description="a latency metric's buckets over the window, when the source "
+                                                         "gives them (then judged on every request, no floor)")
 
 
 class RegionLook(BaseModel):
@@ -215,12 +218,14 @@ class History:
 
 
 def side(region: RegionSamples, name: str, newest: bool = False) -> Side:
-    """One metric of a region with its requests; `newest`: the newest half of the window only."""
+    """One metric of a region with its requests (and pooled buckets); `newest`: the newest half of the window only."""
     values, requests = list(region.metrics.get(name, [])), list(region.requests or [])
+    hist = region.histograms.get(name)
     if newest:
         half = (len(values) + 1) // 2
         values, requests = values[len(values) - half:], requests[len(values) - half:len(values)]
-    return Side(values, requests)
+        hist = hist.newest() if hist is not None else None
+    return Side(values, requests, Pooled.of(hist) if hist is not None else None, empty=False)
 
 
 def pooled(regions: list[RegionSamples], name: str, newest: bool = False) -> Side:
