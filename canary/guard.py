@@ -47,7 +47,7 @@ class GuardJudge(_Strict):
     slo: dict[str, float] = Field(default_factory=dict, max_length=50,
                                   description="metric -> highest acceptable mean over the look's window (absolute SLO)")
     min_requests: float = Field(default=100, ge=1, le=1e9,
-                                description="a percentile counts only from intervals of at least this many requests")
+                                description="a percentile without buckets counts only from intervals of at least this many requests")
     volume_metric: str = Field(default="requests", min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]*$",
                                description="the metric source's requests per interval (kind throughput), when it has one")
     history_days: int = Field(default=7, ge=0, le=28,
