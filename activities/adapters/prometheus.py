@@ -149,8 +149,14 @@ class PrometheusSource:
         failed = f"could not read the buckets of {metric.name} of the {role} {version} in {stage.key}"
         if end <= start or (end - start) / step > MAX_POINTS:
             return None if end <= start else self._too_many(metric, stage, end - start, step)
-        query = render_query(template, service=stage.service, version=version, region=stage.region,
-                             environment=stage.environment, role=role)
+        query = render_query(template.replace("{step}", f"{step}s"), service=stage.service, version=version,
+                             region=stage.region, environment=stage.environment, role=role)
+        longest = max((_seconds(n, unit) for n, unit in re.findall(r"\[(\d+)([smhd])\]", query)), default=0)
+        if longest > step:
+            raise MetricsError(failed, status=f"a range of {longest}s over steps of {step}s",
+                               detail=f"each request would count in {longest // step} steps; query: {query}",
+                               hint=f"use [{{step}}] in histograms.{metric.name}.query in the targets file",
+                               retryable=False)
         async with httpx.AsyncClient(base_url=self.settings.url.rstrip("/"), timeout=self.settings.timeout_seconds,
                                      headers=self._headers(), transport=self._transport) as client:
             series = await self._query_range(client, query, start, end, step, failed, many=True)
@@ -268,6 +274,10 @@ def buckets_of(series: list[dict[str, Any]], quantile: float, failed: str, query
         cum = [max(cum[: i + 1]) for i in range(len(cum))]  # rate() noise can break monotony: counts never go down
         rows.append([max(0.0, c - (cum[i - 1] if i else 0.0)) for i, c in enumerate(cum)])
     return Histogram(le=bounds[:-1], counts=rows, quantile=quantile) if len(bounds) > 1 else None
+
+
+def _seconds(n: str, unit: str) -> int:
+    return int(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
 
 
 def _to_float(value: str) -> float:

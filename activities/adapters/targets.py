@@ -192,7 +192,8 @@ class PrometheusConfig(_Model):
 class PrometheusHistogramConfig(_Model):
     """A latency metric's buckets: one series per `le` with each step's requests, for the region guard."""
 
-    query: str = Field(min_length=1, description="e.g. sum by (le) (increase(..._bucket{...}[3s]))")
+    query: str = Field(min_length=1, description="e.g. sum by (le) (increase(..._bucket{...}[{step}])); {step}: the "
+                                                 "step, so each request counts in one step only")
     quantile: float = Field(default=0.99, gt=0.5, lt=1, description="the quantile the metric stands for")
 
     @field_validator("query")
@@ -200,10 +201,10 @@ class PrometheusHistogramConfig(_Model):
     def _placeholders(cls, v: str) -> str:
         from activities.adapters.prometheus import PLACEHOLDERS, unknown_placeholders
 
-        bad = unknown_placeholders(v)
+        bad = unknown_placeholders(v.replace("{step}", ""))
         if bad:
             raise ValueError(f"unknown placeholder(s) {', '.join('{' + b + '}' for b in bad)}; "
-                             f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+                             f"allowed: {', '.join('{' + p + '}' for p in (*PLACEHOLDERS, 'step'))}")
         if "{version}" not in v:
             raise ValueError("the query must use {version} to read the region's serving version")
         if "le" not in v:

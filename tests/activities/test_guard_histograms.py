@@ -88,3 +88,37 @@ async def test_the_simulated_fleets_buckets_reach_the_guards_judgement() -> None
     result: GuardLookResult = await ActivityEnvironment().run(GuardActivities(registry).guard_look, inp)
     assert result.looks and all("buckets of 2400 and" in x.summary for x in result.looks), [
         x.summary for x in result.looks]
+
+
+def _prometheus(query: str, seen: list[str]) -> Any:
+    import httpx
+
+    from activities.adapters.prometheus import PrometheusSettings, PrometheusSource
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        from urllib.parse import parse_qs
+
+        seen.append(parse_qs(request.content.decode())["query"][0])
+        result = [series("+Inf", [10, 20]), series("0.5", [9, 19])]
+        return httpx.Response(200, json={"status": "success", "data": {"resultType": "matrix", "result": result}})
+    return PrometheusSource(PrometheusSettings(url="http://prom", queries={}, histograms={"latency_p99": (query, 0.99)}),
+                            transport=httpx.MockTransport(answer))
+
+
+@pytest.mark.asyncio
+async def test_step_fills_the_range_and_a_range_longer_than_the_step_is_refused() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from canary.config import MetricSpec
+    from common.types import MetricWindow, StageRef
+
+    stage = StageRef(service="shop", region="us-east-1", environment="prod")
+    end = datetime(2026, 1, 1, tzinfo=UTC)
+    w = MetricWindow(start=end - timedelta(seconds=6), end=end, interval_seconds=3)
+    spec = MetricSpec(name="latency_p99", kind="latency")
+    seen: list[str] = []
+    got = await _prometheus(BUCKET_Q.replace("[3s]", "[{step}]"), seen).fetch_histogram(stage, spec, w, "primary", "2")
+    assert got is not None and got.counts == [[9, 1], [19, 1]] and "[3s]" in seen[0]
+    with pytest.raises(MetricsError) as err:  # a minute of requests at every 3 s step: each counted 20 times
+        await _prometheus(BUCKET_Q.replace("[3s]", "[1m]"), seen).fetch_histogram(stage, spec, w, "primary", "2")
+    assert "histograms.latency_p99.query" in str(err.value) and "20 steps" in str(err.value)
