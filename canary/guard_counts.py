@@ -8,8 +8,8 @@ own history at the same time of day), each interval weighted by the requests it 
 - A **latency histogram** (the source's bucket counts, e.g. Prometheus `_bucket` series) is pooled over the window's
   intervals, every request counting once. The reference's p99 (from its pooled buckets) times the gate is the line:
   the region is worse when significantly more than 1 % of its requests are above it (a binomial test over all its
-  requests; inside a bucket, requests are spread evenly, as Prometheus' histogram_quantile reads them), so 15
-  requests weigh 15 and 1,500 weigh 1,500.
+  requests; inside the bucket the line falls in, requests are spread evenly on a log scale, which keeps a region
+  at exactly 1.2x rejected at about the test's level), so 15 requests weigh 15 and 1,500 weigh 1,500.
 - A **percentile** (latency p99) without buckets computed from few requests is not comparable with one from many:
   only intervals with at least `min_requests` requests count, compared on their log means (Welch, sample sizes
   carried).
@@ -99,12 +99,15 @@ class Pooled:
         return lo + (self.le[i] - lo) * ((rank - before) / inside if inside > 0 else 1.0)
 
     def above(self, line: float) -> float:
-        """Requests above `line`, linear inside its bucket (as histogram_quantile reads a bucket)."""
+        """Requests above `line`, spread evenly on a log scale inside its bucket (linearly in the first): measured,
+        a region at exactly the gate is then found worse at about the test's level (linearly, at 2.7x it)."""
         i = int(np.searchsorted(np.array(self.le), line, side="left"))
         if i >= len(self.le):
             return float(self.counts[-1]) if line <= self.le[-1] else 0.0
         lo = self.le[i - 1] if i > 0 else 0.0
-        inside = float(self.counts[i]) * (self.le[i] - line) / (self.le[i] - lo)
+        share = (math.log(self.le[i] / line) / math.log(self.le[i] / lo) if lo > 0 and line > lo
+                 else (self.le[i] - line) / (self.le[i] - lo))
+        inside = float(self.counts[i]) * share
         return float(self.counts[i + 1:].sum()) + max(0.0, inside)
 
 
