@@ -21,6 +21,7 @@ from common.types import MetricWindow, StageRef
 
 if TYPE_CHECKING:
     from canary.guard import RegionLook  # scipy: loaded by the worker, not by the workflows
+    from canary.guard_counts import Histogram
 
 
 class GuardActivities:
@@ -70,7 +71,8 @@ class GuardActivities:
             history = [] if past or requests is None else [
                 await samples(region, _shifted(at, day), past=True) for day in range(1, inp.judge.history_days + 1)]
             return RegionSamples(region=region, metrics={m.name: s.canary for m, s in zip(specs, got)},
-                                 requests=requests, history=history)
+                                 requests=requests, history=history,
+                                 histograms=await _histograms(source, stage, specs, at, version))
 
         all_samples = await asyncio.gather(*(samples(t.region, window) for t in members))
         serving = [s for s in all_samples if weights[s.region] > 0]
@@ -115,6 +117,22 @@ async def _alarms(service: str, members: list[TrafficTarget], looks: list[Region
         if missing:
             notes.append(f"{t.region}: CloudWatch alarms not found: {', '.join(missing)} (check the targets file)")
     return notes
+
+
+async def _histograms(source: object, stage: StageRef, specs: list[MetricSpec], window: MetricWindow,
+                      version: str) -> dict[str, Histogram]:
+    """The buckets of every latency metric the source has a histogram of (Prometheus `histograms`, a simulated
+    fleet with `latency_histograms`): the guard then judges that latency on every request, without the floor."""
+    fetch = getattr(source, "fetch_histogram", None)
+    if fetch is None:
+        return {}
+    out: dict[str, Histogram] = {}
+    for m in specs:
+        if m.kind == "latency":
+            got = await fetch(stage, m, window, "primary", version)
+            if got is not None:
+                out[m.name] = got
+    return out
 
 
 def _shifted(window: MetricWindow, days: int) -> MetricWindow:

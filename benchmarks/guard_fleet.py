@@ -1,5 +1,7 @@
 """A fleet model for the region guard's benchmarks: each region in its own time zone with a 10x day/night swing in
-requests, every interval's latency p99 computed from that interval's requests, errors binomial over them.
+requests, every interval's latency p99 computed from that interval's requests (and, unless `buckets` is off, the
+interval's latency histogram: its requests counted into buckets 2^(1/4) apart, as a fine Prometheus histogram),
+errors binomial over them.
 
 Used by benchmarks/guard_shapes.py, which drives the guard's own decision code (canary.guard.look_fleet, Streak,
 workflows.guard.rules) look by look on this model.
@@ -11,12 +13,15 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 from canary.guard import RegionSamples
+from canary.guard_counts import Histogram
 
 DAY = 86_400.0
 INTERVAL = 3.0  # seconds between samples (the guard's default)
+LE = [round(10 * 2 ** (k / 4), 3) for k in range(45)]  # 10 ms to 24 s, each bound 1.19x the last
+Draw = tuple[list[float], list[float], list[float], list[list[float]]]
 
 
 @dataclass
@@ -31,6 +36,7 @@ class FleetModel:
     base_error_rate: float = 0.002
     nan_replace: bool = False  # a metric source configured with nan_strategy: replace (NaN -> 0)
     chronic: dict[int, float] = field(default_factory=dict)  # region -> standing error factor, in history too
+    buckets: bool = True  # the source gives latency histograms (off: a p99 per interval only)
 
     @property
     def names(self) -> list[str]:
@@ -41,9 +47,10 @@ class FleetModel:
         return self.peak * (0.1 + 0.9 * (1 + np.cos(2 * math.pi * (hour - 14) / 24)) / 2)
 
     def draw(self, i: int, start: float, n: int, *, share: float = 1.0, error_factor: float = 1.0,
-             latency_factor: float = 1.0, since: float = -math.inf) -> tuple[list[float], list[float], list[float]]:
-        """(latency p99s, error rates, requests) of `n` intervals from `start` (seconds); the factors apply to the
-        intervals from `since` on."""
+             latency_factor: float = 1.0, since: float = -math.inf) -> Draw:
+        """(latency p99s, error rates, requests, latency buckets) of `n` intervals from `start` (seconds); the
+        factors apply to the intervals from `since` on. The p99 and the buckets are two views of the same
+        requests' law, drawn independently (a benchmark judges one or the other)."""
         t = start + INTERVAL * np.arange(n)
         req = self.rng.poisson(self.volume(i, t) * share) if share > 0 else np.zeros(n, dtype=int)
         factor = np.where(t >= since, error_factor, 1.0) * self.chronic.get(i, 1.0)
@@ -51,8 +58,18 @@ class FleetModel:
         empty = 0.0 if self.nan_replace else math.nan
         with np.errstate(invalid="ignore", divide="ignore"):
             rate = np.where(req > 0, errors / np.maximum(req, 1), empty)
-        p99 = np.where(req > 0, self._p99(req, np.where(t >= since, latency_factor, 1.0)), empty)
-        return p99.tolist(), rate.tolist(), req.astype(float).tolist()
+        lat = np.where(t >= since, latency_factor, 1.0)
+        p99 = np.where(req > 0, self._p99(req, lat), empty)
+        hist = self._buckets(req, lat).tolist() if self.buckets else []
+        return p99.tolist(), rate.tolist(), req.astype(float).tolist(), hist
+
+    def _buckets(self, req: np.ndarray, latency_factor: np.ndarray) -> np.ndarray:
+        """Each interval's requests counted into the LE buckets (and one above), from the log-normal law."""
+        mu = np.log(self.base_latency_ms * latency_factor) - self.sigma**2 / 2
+        cdf = ndtr((np.log(np.array(LE))[None, :] - mu[:, None]) / self.sigma)
+        probs = np.diff(np.concatenate([np.zeros((len(req), 1)), cdf, np.ones((len(req), 1))], axis=1), axis=1)
+        out: np.ndarray = self.rng.multinomial(req, np.clip(probs, 0, None))
+        return out
 
     def _p99(self, req: np.ndarray, latency_factor: np.ndarray) -> np.ndarray:
         """The R-7 p99 of `req` log-normal latencies, drawn exactly from the order statistics' Beta laws."""
@@ -77,20 +94,26 @@ class Window:
     p99: list[float] = field(default_factory=list)
     err: list[float] = field(default_factory=list)
     req: list[float] = field(default_factory=list)
+    hist: list[list[float]] = field(default_factory=list)
 
-    def push(self, got: tuple[list[float], list[float], list[float]]) -> None:
-        self.p99, self.err, self.req = ((old + new)[-self.size:] for old, new in zip((self.p99, self.err, self.req), got))
+    def push(self, got: Draw) -> None:
+        self.p99, self.err, self.req, self.hist = ((old + new)[-self.size:] for old, new in
+                                                   zip((self.p99, self.err, self.req, self.hist), got))
 
     def samples(self, region: str, history: list[RegionSamples] | None = None) -> RegionSamples:
-        return RegionSamples(region=region, metrics={"latency_p99": self.p99, "error_rate": self.err},
-                             requests=self.req, history=history or [])
+        return samples(region, (self.p99, self.err, self.req, self.hist), history or [])
+
+
+def samples(region: str, got: Draw, history: list[RegionSamples]) -> RegionSamples:
+    p99, err, req, hist = got
+    return RegionSamples(region=region, metrics={"latency_p99": p99, "error_rate": err}, requests=req, history=history,
+                         histograms={"latency_p99": Histogram.model_construct(le=LE, counts=hist, quantile=0.99)}
+                         if hist else {})
 
 
 def history(model: FleetModel, i: int, end: float, size: int, days: int) -> list[RegionSamples]:
     """The same window on each of `days` earlier days: the region as it usually is (its chronic factor only)."""
     out = []
     for d in range(1, days + 1):
-        p99, err, req = model.draw(i, end - d * DAY - size * INTERVAL, size)
-        out.append(RegionSamples(region=model.names[i], metrics={"latency_p99": p99, "error_rate": err},
-                                 requests=req))
+        out.append(samples(model.names[i], model.draw(i, end - d * DAY - size * INTERVAL, size), []))
     return out

@@ -1,11 +1,14 @@
 """Region guard on traffic shaped like a real service's: diurnal per-region volume in each region's own time zone,
-low volume, a chronic offset, one / two / three regions doubling their errors, and a drained region whose metric
-source replaces NaN by 0. Drives the guard's own decision code look by look (canary.guard.look_fleet, Streak,
+low volume, a chronic offset, one / two / three regions doubling their errors, one region's p99 latency rising 1.5x
+(normal and low volume), and a drained region whose metric source replaces NaN by 0. Latency is judged from
+histogram buckets, as a source with latency histograms gives it (--p99-only: from a p99 per interval, with the
+100-request floor). Drives the guard's own decision code look by look (canary.guard.look_fleet, Streak,
 workflows.guard.rules: looks_needed, evacuation_verdict, probe_outcome, restore_due; the GuardInput defaults with
 mode auto) on the model of benchmarks/guard_fleet.py, and prints every goal as met / NOT met with its counts and
 a 95% interval.
 
-Options: --seed, --days (healthy runs), --trials (detection runs), --quick (a tenth of each), --only ROWS.
+Options: --seed, --days (healthy runs), --trials (detection runs), --quick (a tenth of each), --only ROWS,
+--p99-only.
 """
 
 from __future__ import annotations
@@ -41,6 +44,11 @@ from workflows.guard.rules import (  # noqa: E402
 SPECS = [MetricSpec(name="latency_p99", kind="latency", allowed_increase=1.2),
          MetricSpec(name="error_rate", kind="error_rate", critical=True, allowed_increase=1.5)]
 EPOCH = datetime(2026, 1, 5, tzinfo=UTC)
+BUCKETS = [True]  # the fleet's source gives latency histograms (--p99-only: off)
+
+
+def fleet(rng: np.random.Generator, **kw: object) -> FleetModel:
+    return FleetModel(rng, buckets=BUCKETS[0], **kw)  # type: ignore[arg-type]
 
 
 def HEALTHY(i: int) -> tuple[float, float, float]:  # noqa: N802 - a constant's role
@@ -148,7 +156,7 @@ def row(name: str, ok: bool, text: str) -> None:
 
 def healthy(inp: GuardInput, seed: int, days: float, peak: float, label: str, goal_sick: bool = False) -> None:
     rng = np.random.default_rng(seed)
-    g = Guard(FleetModel(rng, peak=peak), inp)
+    g = Guard(fleet(rng, peak=peak), inp)
     t0 = time.perf_counter()
     looks = int(days * DAY / inp.look_interval_seconds)
     for k in range(looks):
@@ -166,7 +174,7 @@ def healthy(inp: GuardInput, seed: int, days: float, peak: float, label: str, go
 
 def chronic(inp: GuardInput, seed: int, days: float) -> None:
     rng = np.random.default_rng(seed)
-    g = Guard(FleetModel(rng, chronic={0: 1.5}), inp)
+    g = Guard(fleet(rng, chronic={0: 1.5}), inp)
     looks = int(days * DAY / inp.look_interval_seconds)
     for k in range(looks):
         g.step(k * inp.look_interval_seconds + 120.0, HEALTHY)
@@ -178,12 +186,13 @@ def chronic(inp: GuardInput, seed: int, days: float) -> None:
 
 
 def onset_runs(inp: GuardInput, seed: int, trials: int, sick: list[int], stagger: int = 0, after: int = 20,
-               peak: float = 1500.0) -> list[dict[str, object]]:
-    """Runs where the regions in `sick` double their error rate at a random time (`stagger` looks apart)."""
+               peak: float = 1500.0, error: float = 2.0, latency: float = 1.0) -> list[dict[str, object]]:
+    """Runs where the regions in `sick` multiply their error rate by `error` and their latency by `latency` at a
+    random time (`stagger` looks apart)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(trials):
-        model = FleetModel(rng, peak=peak)
+        model = fleet(rng, peak=peak)
         g = Guard(model, inp)
         start = float(rng.uniform(0, DAY))
         warm = 3
@@ -197,7 +206,7 @@ def onset_runs(inp: GuardInput, seed: int, trials: int, sick: list[int], stagger
             def factors(i: int, onset: float = onset) -> tuple[float, float, float]:
                 if i not in sick:
                     return 1.0, 1.0, 0.0
-                return 2.0, 1.0, onset + sick.index(i) * stagger * inp.look_interval_seconds
+                return error, latency, onset + sick.index(i) * stagger * inp.look_interval_seconds
             g.step(t, factors)
             after_onset = k + 1 - warm
             if after_onset <= 0:
@@ -215,10 +224,15 @@ def onset_runs(inp: GuardInput, seed: int, trials: int, sick: list[int], stagger
     return out
 
 
-def one_region(inp: GuardInput, seed: int, trials: int) -> None:
-    runs = onset_runs(inp, seed, trials, [0])
+def one_region(inp: GuardInput, seed: int, trials: int, label: str = "one region's error rate doubles",
+               peaks: tuple[float, ...] = (1500.0,), error: float = 2.0, latency: float = 1.0,
+               bins: tuple[tuple[int, int], ...] = ((0, 300), (300, 600), (600, 1000), (1000, 10_000))) -> None:
+    """Looks to sick by the region's requests per interval at onset; "enough to tell" is the lowest volume from
+    which every bin's median is <= 3."""
+    runs = [r for peak in peaks for r in onset_runs(inp, seed, trials // len(peaks), [0], peak=peak, error=error,
+                                                    latency=latency)]
+    trials = len(runs)
     never = inp.judge.unhealthy_looks * 10 + 1
-    bins = [(0, 300), (300, 600), (600, 1000), (1000, 10_000)]
     enough = None
     for lo, hi in bins:
         got = [r["looks"] or never for r in runs if lo <= r["volume"] < hi]  # type: ignore[operator]
@@ -233,7 +247,7 @@ def one_region(inp: GuardInput, seed: int, trials: int) -> None:
     ok = [r["looks"] or never for r in runs if enough is not None and r["volume"] >= enough]  # type: ignore[operator]
     med = statistics.median(ok) if ok else float("nan")  # type: ignore[type-var]
     evac = [r["evac_at"] or never for r in runs if enough is not None and r["volume"] >= enough]  # type: ignore[operator]
-    row("one region's error rate doubles at a random time of day", enough is not None,
+    row(f"{label} at a random time of day", enough is not None,
         f"sick (K unhealthy looks) after a median of {med:g} looks over the {len(ok)} of {trials} runs with >= "
         f"{enough} requests per interval at onset, evacuated after a median of "
         f"{statistics.median(evac) if evac else float('nan'):g} (goal: median <= 3 whenever it serves enough "
@@ -261,7 +275,7 @@ def three_regions(inp: GuardInput, seed: int, trials: int, stagger: int) -> None
 
 def drained(inp: GuardInput, seed: int, looks: int) -> None:
     rng = np.random.default_rng(seed)
-    model = FleetModel(rng, nan_replace=True)
+    model = fleet(rng, nan_replace=True)
     g = Guard(model, inp)
     g.watch["r0"].serving = False
     g.watch["r0"].evacuated_by_guard = True
@@ -287,8 +301,10 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=150)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="", help="comma-separated rows to run: healthy, low, chronic, one, two, "
-                                                   "three, staggered, drained (default: all)")
+                                                   "three, staggered, latency, drained (default: all)")
+    parser.add_argument("--p99-only", action="store_true", help="no latency buckets: a p99 per interval")
     args = parser.parse_args()
+    BUCKETS[0] = not args.p99_only
     only = set(filter(None, args.only.split(",")))
 
     def want(name: str) -> bool:
@@ -296,9 +312,10 @@ def main() -> None:
     q = 10 if args.quick else 1
     inp = GuardInput.model_validate({"service": "bench", "requested_by": "bench"})
     j = inp.judge
+    how = f"from p99s of >= {j.min_requests:g} requests" if args.p99_only else "from buckets 1.19x apart"
     print(f"guard defaults: K={j.unhealthy_looks}, level {j.look_level():.2g} a look, window "
-          f"{inp.window_seconds} s of {inp.sample_interval_seconds} s, history {j.history_days} days, p99 from "
-          f">= {j.min_requests:g} requests; 3 regions at UTC-5, UTC+1, UTC+5:30; seed {args.seed}; "
+          f"{inp.window_seconds} s of {inp.sample_interval_seconds} s, history {j.history_days} days, latency {how}; "
+          f"3 regions at UTC-5, UTC+1, UTC+5:30; seed {args.seed}; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     t0 = time.perf_counter()
     if want("healthy"):
@@ -315,6 +332,10 @@ def main() -> None:
         three_regions(inp, args.seed + 5, args.trials // q, 0)
     if want("staggered"):
         three_regions(inp, args.seed + 6, args.trials // q, 1)
+    if want("latency"):
+        one_region(inp, args.seed + 8, 2 * args.trials // q, "one region's p99 latency rises 1.5x (normal and low "
+                   "volume)", peaks=(1500.0, 150.0), error=1.0, latency=1.5,
+                   bins=((0, 50), (50, 100), (100, 150), (150, 300), (300, 600), (600, 10_000)))
     if want("drained"):
         drained(inp, args.seed + 7, 600 // q)
     print(f"[{time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}]")

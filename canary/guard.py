@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from canary import monitor
 from canary.config import JudgeConfig, MetricSamples, MetricSpec, MonitorResult
-from canary.guard_counts import Comparison, Side, compare, slo_breach
+from canary.guard_counts import Comparison, Histogram, Pooled, Side, compare, slo_breach
 
 # Regions serve different shares, so a rate's per-sample noise differs between a region and its peers (a rate over
 # fewer requests spreads wider) while its mean does not: error rates are compared on their means alone (Welch),
@@ -47,7 +47,7 @@ class GuardJudge(_Strict):
     slo: dict[str, float] = Field(default_factory=dict, max_length=50,
                                   description="metric -> highest acceptable mean over the look's window (absolute SLO)")
     min_requests: float = Field(default=100, ge=1, le=1e9,
-                                description="a percentile counts only from intervals of at least this many requests")
+                                description="a percentile without buckets counts only from intervals of at least this many requests")
     volume_metric: str = Field(default="requests", min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.:-]*$",
                                description="the metric source's requests per interval (kind throughput), when it has one")
     history_days: int = Field(default=7, ge=0, le=28,
@@ -70,6 +70,9 @@ class RegionSamples(BaseModel):
     requests: list[float] | None = Field(default=None, description="requests per interval, aligned with the samples "
                                                                   "(None: unknown; empty: it served none)")
     history: list[RegionSamples] = Field(default_factory=list, description="the same window on earlier days")
+    histograms: dict[str, Histogram] = Field(default_factory=dict,
+                                             description="a latency metric's buckets over the window, when the source "
+                                                         "gives them (then judged on every request, no floor)")
 
 
 class RegionLook(BaseModel):
@@ -215,12 +218,14 @@ class History:
 
 
 def side(region: RegionSamples, name: str, newest: bool = False) -> Side:
-    """One metric of a region with its requests; `newest`: the newest half of the window only."""
+    """One metric of a region with its requests (and pooled buckets); `newest`: the newest half of the window only."""
     values, requests = list(region.metrics.get(name, [])), list(region.requests or [])
+    hist = region.histograms.get(name)
     if newest:
         half = (len(values) + 1) // 2
         values, requests = values[len(values) - half:], requests[len(values) - half:len(values)]
-    return Side(values, requests)
+        hist = hist.newest() if hist is not None else None
+    return Side(values, requests, Pooled.of(hist) if hist is not None else None, empty=False)
 
 
 def pooled(regions: list[RegionSamples], name: str, newest: bool = False) -> Side:

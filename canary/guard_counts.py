@@ -5,8 +5,14 @@ own history at the same time of day), each interval weighted by the requests it 
   exact conditional test of two Poisson rates: given the errors of both sides, the region's share of them is
   binomial with the region's share of the requests. A region with 15 requests weighs 15, not as much as one with
   1,500; all-zero windows give no evidence instead of a spurious one.
-- A **percentile** (latency p99) computed from few requests is not comparable with one from many: only intervals
-  with at least `min_requests` requests count, compared on their log means (Welch, sample sizes carried).
+- A **latency histogram** (the source's bucket counts, e.g. Prometheus `_bucket` series) is pooled over the window's
+  intervals, every request counting once. The reference's p99 (from its pooled buckets) times the gate is the line:
+  the region is worse when significantly more than 1 % of its requests are above it (a binomial test over all its
+  requests; inside the bucket the line falls in, requests are spread evenly on a log scale, which keeps a region
+  at exactly 1.2x rejected at about the test's level), so 15 requests weigh 15 and 1,500 weigh 1,500.
+- A **percentile** (latency p99) without buckets computed from few requests is not comparable with one from many:
+  only intervals with at least `min_requests` requests count, compared on their log means (Welch, sample sizes
+  carried).
 - An interval that served no requests counts for nothing, whatever its value (a NaN replaced by 0 is not a sample).
 
 A comparison is "worse" (significant at `level` and past the metric's effect gate), "not worse" (with enough data
@@ -17,9 +23,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from scipy import stats
 
 from canary.config import MetricSpec
@@ -29,15 +37,93 @@ OTHER_GATE = 1.2  # a latency (or other metric) counts when 1.2x its reference
 State = Literal["worse", "not_worse", "no_data"]
 
 
+TAIL_RISE = 3.0  # "enough requests to tell" a latency: a region with 3x the usual share above the line shows
+
+
+class Histogram(BaseModel):
+    """A latency metric's buckets over a window: upper bounds `le` (ascending, finite; one more bucket above the
+    last) and, per interval (oldest first), the requests in each bucket (not cumulative: len(le) + 1 each)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    le: list[float] = Field(min_length=1, max_length=200)
+    counts: list[list[float]] = Field(default_factory=list)
+    quantile: float = Field(default=0.99, gt=0.5, lt=1, description="the quantile the metric stands for (p99: 0.99)")
+
+    @model_validator(mode="after")
+    def _shape(self) -> Histogram:
+        if any(b <= a for a, b in zip(self.le, self.le[1:])) or self.le[0] <= 0:
+            raise ValueError("le: bucket bounds must be positive and strictly ascending")
+        for i, row in enumerate(self.counts):
+            if len(row) != len(self.le) + 1 or any(c < 0 for c in row):
+                raise ValueError(f"counts[{i}]: needs {len(self.le) + 1} non-negative counts (one per bucket and "
+                                 f"one above the last bound), got {len(row)}")
+        return self
+
+    def newest(self, fraction: float = 0.5) -> Histogram:
+        keep = math.ceil(len(self.counts) * fraction)
+        return self.model_copy(update={"counts": self.counts[len(self.counts) - keep:]})
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Bucket counts summed over intervals (and regions or days): every request once."""
+
+    le: tuple[float, ...]
+    counts: np.ndarray
+    quantile: float
+
+    @staticmethod
+    def of(h: Histogram) -> Pooled:
+        rows = np.array(h.counts, dtype=float).reshape(-1, len(h.le) + 1)
+        return Pooled(tuple(h.le), rows.sum(axis=0), h.quantile)
+
+    def plus(self, other: Pooled | None) -> Pooled | None:
+        if other is None or other.le != self.le or other.quantile != self.quantile:
+            return None
+        return Pooled(self.le, self.counts + other.counts, self.quantile)
+
+    @property
+    def total(self) -> float:
+        return float(self.counts.sum())
+
+    def value(self, q: float | None = None) -> float:
+        """The quantile by linear interpolation inside its bucket (as Prometheus' histogram_quantile)."""
+        rank = (self.quantile if q is None else q) * self.total
+        cum = np.cumsum(self.counts)
+        i = int(np.searchsorted(cum, rank, side="left"))
+        if i >= len(self.le):
+            return self.le[-1]
+        lo, before = (self.le[i - 1], float(cum[i - 1])) if i > 0 else (0.0, 0.0)
+        inside = float(self.counts[i])
+        return lo + (self.le[i] - lo) * ((rank - before) / inside if inside > 0 else 1.0)
+
+    def above(self, line: float) -> float:
+        """Requests above `line`, spread evenly on a log scale inside its bucket (linearly in the first): measured,
+        a region at exactly the gate is then found worse at about the test's level (linearly, at 2.7x it)."""
+        i = int(np.searchsorted(np.array(self.le), line, side="left"))
+        if i >= len(self.le):
+            return float(self.counts[-1]) if line <= self.le[-1] else 0.0
+        lo = self.le[i - 1] if i > 0 else 0.0
+        share = (math.log(self.le[i] / line) / math.log(self.le[i] / lo) if lo > 0 and line > lo
+                 else (self.le[i] - line) / (self.le[i] - lo))
+        inside = float(self.counts[i]) * share
+        return float(self.counts[i + 1:].sum()) + max(0.0, inside)
+
+
 @dataclass(frozen=True)
 class Side:
-    """One side of a comparison: the metric's value and the requests served in each interval (aligned)."""
+    """One side of a comparison: the metric's value and the requests served in each interval (aligned), and its
+    pooled latency buckets when the source gives them (None: it does not, or sides with different buckets)."""
 
     values: list[float] = field(default_factory=list)
     requests: list[float] = field(default_factory=list)
+    hist: Pooled | None = None
+    empty: bool = True  # nothing added yet (pooling starts here)
 
     def plus(self, other: Side) -> Side:
-        return Side(self.values + other.values, self.requests + other.requests)
+        hist = other.hist if self.empty else (self.hist.plus(other.hist) if self.hist is not None else None)
+        return Side(self.values + other.values, self.requests + other.requests, hist, self.empty and other.empty)
 
     def served(self) -> float:
         """Requests served in the intervals that have a value."""
@@ -137,11 +223,61 @@ def compare_level(spec: MetricSpec, region: Side, ref: Side, level: float, *, mi
     return Comparison("not_worse", text, ratio, pv)
 
 
+@lru_cache(maxsize=256)
+def requests_to_tell(level: float, tail: float) -> int:
+    """The fewest requests at which TAIL_RISE x the usual `tail` above the line is significant at `level` (the
+    binomial's median count): fewer cannot tell a clear rise from chance."""
+    def tells(n: int) -> bool:
+        return float(stats.binom.sf(math.ceil(TAIL_RISE * tail * n) - 1, n, tail)) <= level
+    lo, hi = 1, 8
+    while not tells(hi):
+        lo, hi = hi, hi * 2
+        if hi > 10**9:
+            return hi
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if tells(mid) else (mid + 1, hi)
+    return hi
+
+
+def compare_hist(spec: MetricSpec, region: Pooled, ref: Pooled, level: float) -> Comparison:
+    """A latency from pooled buckets: the requests above gate x the reference's quantile, against the share a
+    region at exactly that quantile would have (1 % for a p99), by the exact binomial test over its requests."""
+    tail, m = 1 - region.quantile, gate(spec)
+    n_r, n_p = int(round(region.total)), ref.total
+    if n_r <= 0:
+        return Comparison("no_data", f"{spec.name}: no requests in its histogram")
+    if n_p < 10 / tail:
+        return Comparison("no_data", f"{spec.name}: the reference's histogram has {n_p:.0f} requests; needs "
+                                     f"{10 / tail:.0f} to place its p{region.quantile * 100:g}")
+    q_r, q_p = region.value(), ref.value()
+    line = m * q_p
+    if line > region.le[-1]:
+        return Comparison("no_data", f"{spec.name}: the buckets end at {region.le[-1]:g}, below x{m:g} the "
+                                     f"reference's {q_p:.4g}; add higher buckets")
+    k = int(round(region.above(line)))
+    p = float(stats.binom.sf(k - 1, n_r, tail)) if k > 0 else 1.0
+    ratio = q_r / q_p if q_p > 0 else 1.0
+    text = (f"{spec.name} {q_r:.4g} vs {q_p:.4g} (buckets of {n_r} and {n_p:.0f} requests): x{ratio:.2f}; {k} "
+            f"above x{m:g} ({line:.4g}) where {tail * n_r:.1f} are allowed, p {p:.2g}")
+    if p <= level:
+        return Comparison("worse", text, ratio, p)
+    need = requests_to_tell(level, tail)
+    if n_r < need:
+        return Comparison("no_data", f"{text}; not enough requests to tell: needs about {need} (to see "
+                                     f"{TAIL_RISE:g}x the usual {tail:.0%} above x{m:g} its reference)", ratio, p)
+    return Comparison("not_worse", text, ratio, p)
+
+
 def compare(spec: MetricSpec, region: Side, ref: Side, level: float, *, min_requests: float,
             min_samples: int) -> Comparison:
-    """One metric of a region against a reference, by the metric's kind."""
+    """One metric of a region against a reference, by the metric's kind (a latency from buckets when both sides
+    have them)."""
     if spec.kind == "error_rate":
         return compare_rate(spec, region, ref, level)
+    if spec.kind == "latency" and spec.direction == "increase" and region.hist is not None and ref.hist is not None \
+            and region.hist.le == ref.hist.le:
+        return compare_hist(spec, region.hist, ref.hist, level)
     return compare_level(spec, region, ref, level, min_requests=min_requests, min_samples=min_samples)
 
 

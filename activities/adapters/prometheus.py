@@ -19,6 +19,7 @@ import httpx
 from activities.adapters.base import MetricsError, http_status, one_line
 from activities.adapters.secrets import SecretError, remember_url_credentials, resolve_secret
 from canary.config import MetricSamples, MetricSpec
+from canary.guard_counts import Histogram
 from common.types import MetricWindow, Role, StageRef
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class PrometheusSettings:
     max_attempts: int = 3
     backoff_seconds: float = 0.5
     headers: dict[str, str] = field(default_factory=dict)
+    histograms: dict[str, tuple[str, float]] = field(default_factory=dict)  # metric -> (bucket query, quantile)
 
 
 def _promql_string(value: str) -> str:
@@ -122,8 +124,9 @@ class PrometheusSource:
                     return []
                 query = render_query(template, service=stage.service, version=version, region=stage.region,
                                      environment=stage.environment, role=role)
-                values = await self._query_range(client, query, start, end, step,
-                                                 f"could not read {metric.name} of the {role} {version} in {stage.key}")
+                values: list[float] = await self._query_range(client, query, start, end, step,
+                                                              f"could not read {metric.name} of the {role} "
+                                                              f"{version} in {stage.key}")
                 expected = int((end - start) // step) + 1
                 if values and len(values) < expected:
                     log.info("%s %s %s: partial data, %d of %d points", stage.key, metric.name, role, len(values), expected)
@@ -132,8 +135,40 @@ class PrometheusSource:
             b, c = await asyncio.gather(side(*baseline), side(*canary))
         return MetricSamples(name=metric.name, baseline=b, canary=c)
 
+    async def fetch_histogram(self, stage: StageRef, metric: MetricSpec, window: MetricWindow, role: Role,
+                              version: str) -> Histogram | None:
+        """A latency metric's buckets per step (None: no bucket query for it). The query returns one series per
+        `le` with the requests of each step (e.g. sum by (le) (increase(..._bucket{...}[3s]))): cumulative by `le`
+        as Prometheus keeps them, turned into per-bucket counts; a step some `le` lacks is left out."""
+        conf = self.settings.histograms.get(metric.name)
+        if conf is None:
+            return None
+        template, quantile = conf
+        step = self.settings.step_seconds or window.interval_seconds
+        start, end = window.start.timestamp(), window.end.timestamp()
+        failed = f"could not read the buckets of {metric.name} of the {role} {version} in {stage.key}"
+        if end <= start or (end - start) / step > MAX_POINTS:
+            return None if end <= start else self._too_many(metric, stage, end - start, step)
+        query = render_query(template.replace("{step}", f"{step}s"), service=stage.service, version=version,
+                             region=stage.region, environment=stage.environment, role=role)
+        longest = max((_seconds(n, unit) for n, unit in re.findall(r"\[(\d+)([smhd])\]", query)), default=0)
+        if longest > step:
+            raise MetricsError(failed, status=f"a range of {longest}s over steps of {step}s",
+                               detail=f"each request would count in {longest // step} steps; query: {query}",
+                               hint=f"use [{{step}}] in histograms.{metric.name}.query in the targets file",
+                               retryable=False)
+        async with httpx.AsyncClient(base_url=self.settings.url.rstrip("/"), timeout=self.settings.timeout_seconds,
+                                     headers=self._headers(), transport=self._transport) as client:
+            series = await self._query_range(client, query, start, end, step, failed, many=True)
+        return buckets_of(series, quantile, failed, query)
+
+    def _too_many(self, metric: MetricSpec, stage: StageRef, seconds: float, step: int) -> Histogram:
+        raise MetricsError(f"could not read {metric.name} in {stage.key}", status="too many points",
+                           detail=f"a window of {seconds:.0f}s at step {step}s exceeds Prometheus' {MAX_POINTS} points",
+                           hint="use a larger interval or step_seconds in the targets file", retryable=False)
+
     async def _query_range(self, client: httpx.AsyncClient, query: str, start: float, end: float, step: int,
-                           failed: str) -> list[float]:
+                           failed: str, many: bool = False) -> Any:
         s = self.settings
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
         target = f"POST {public_url(s.url)}/api/v1/query_range"
@@ -155,7 +190,7 @@ class PrometheusSource:
                 )
             else:
                 if resp.status_code < 500 and resp.status_code != 429:
-                    return self._parse(resp, query, failed, target)
+                    return self._parse(resp, query, failed, target, many)
                 last = MetricsError(
                     failed, target=target, status=http_status(resp.status_code), detail=_error_text(resp),
                     hint=f"Prometheus is overloaded or failing ({attempt} attempts); the activity will be retried",
@@ -166,7 +201,7 @@ class PrometheusSource:
         assert last is not None
         raise last
 
-    def _parse(self, resp: httpx.Response, query: str, failed: str, target: str) -> list[float]:
+    def _parse(self, resp: httpx.Response, query: str, failed: str, target: str, many: bool = False) -> Any:
         status = http_status(resp.status_code)
         if resp.status_code in (401, 403):
             raise MetricsError(failed, target=target, status=status, detail=_error_text(resp),
@@ -193,6 +228,8 @@ class PrometheusSource:
                                detail=f"query: {query}", hint="the query must be a range vector expression; fix the "
                                "PromQL template in the targets file", retryable=False)
         series = data.get("result") or []
+        if many:
+            return series
         if len(series) > 1:
             labels = "; ".join(str(s.get("metric")) for s in series[:3])
             raise MetricsError(
@@ -208,6 +245,39 @@ class PrometheusSource:
         if nan:
             log.info("%d of %d points are NaN for query %s", nan, len(values), query)
         return values
+
+
+def buckets_of(series: list[dict[str, Any]], quantile: float, failed: str, query: str) -> Histogram | None:
+    """Prometheus' cumulative `le` series (one per bound, +Inf included) as per-step, per-bucket request counts."""
+    by_le: dict[float, dict[float, float]] = {}
+    for s in series:
+        le = (s.get("metric") or {}).get("le")
+        try:
+            bound = float(str(le))
+        except (TypeError, ValueError):
+            raise MetricsError(failed, status="not a bucket series", detail=f"a series without a numeric le label "
+                               f"({s.get('metric')}); query: {query}", hint="the bucket query must keep `le`: "
+                               "sum by (le) (increase(..._bucket{...}[step]))", retryable=False) from None
+        by_le[bound] = {float(t): _to_float(v) for t, v in s.get("values") or []}
+    bounds = sorted(by_le)
+    if not bounds:
+        return None
+    if bounds[-1] != math.inf:
+        raise MetricsError(failed, status="no +Inf bucket", detail=f"query: {query}", retryable=False,
+                           hint="the bucket query must return every le of the histogram, +Inf included")
+    steps = sorted(set.intersection(*(set(v) for v in by_le.values())))
+    rows = []
+    for t in steps:
+        cum = [by_le[b][t] for b in bounds]
+        if not all(math.isfinite(c) for c in cum):
+            continue
+        cum = [max(cum[: i + 1]) for i in range(len(cum))]  # rate() noise can break monotony: counts never go down
+        rows.append([max(0.0, c - (cum[i - 1] if i else 0.0)) for i, c in enumerate(cum)])
+    return Histogram(le=bounds[:-1], counts=rows, quantile=quantile) if len(bounds) > 1 else None
+
+
+def _seconds(n: str, unit: str) -> int:
+    return int(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
 
 
 def _to_float(value: str) -> float:

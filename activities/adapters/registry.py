@@ -192,6 +192,7 @@ class _Builder:
             return PrometheusSource(PrometheusSettings(
                 url=c.url, queries=dict(c.queries), token_env=c.token_env, step_seconds=c.step_seconds,
                 timeout_seconds=c.timeout_seconds, max_attempts=c.max_attempts,
+                histograms={name: (h.query, h.quantile) for name, h in c.histograms.items()},
             ))
         from activities.adapters.cloudwatch import CloudWatchMetric, CloudWatchSettings, CloudWatchSource
 

@@ -32,6 +32,8 @@ from common.types import MetricWindow, Role, StageRef, stage_key
 if TYPE_CHECKING:
     import numpy as np
 
+    from canary.guard_counts import Histogram
+
 
 NO_HISTORY_BEFORE = 12 * 3600.0  # seconds before the latest window asked for: no samples (no history)
 
@@ -77,6 +79,9 @@ class FleetScenario(BaseModel):
         description="each window of a primary draws its own samples, as a live fleet's do (the demo, benchmarks). "
                     "False: one draw per stage, version and sample count, so a test's health verdict does not depend "
                     "on the service's random name or the hour it ran")
+    latency_histograms: bool = Field(
+        default=False, description="also report each latency metric's buckets per interval (requests_per_interval "
+                                   "requests counted into buckets 1.19x apart), as a Prometheus histogram does")
 
     @classmethod
     def load(cls, path: str | Path) -> "FleetScenario":
@@ -558,6 +563,37 @@ class SimulatedFleet:
         else:
             values = rng.normal(1.0, 0.05, n)
         return [float(v) for v in values]
+
+    async def fetch_histogram(self, stage: StageRef, metric: MetricSpec, window: MetricWindow, role: Role,
+                              version: str) -> Histogram | None:
+        """A latency metric's buckets per interval (None unless the scenario has `latency_histograms`): each
+        interval's requests (the region's volume) counted into buckets from the same log-normal latency law."""
+        if not self.scenario.latency_histograms or metric.kind != "latency":
+            return None
+        import numpy as np
+        from scipy.special import ndtr
+
+        from canary.guard_counts import Histogram
+
+        def draw() -> Histogram:
+            volume = self._series(stage, MetricSpec(name=metric.name + ":requests", kind="throughput"), window, role,
+                                  version)
+            le = [round(10 * 2 ** (k / 4), 3) for k in range(45)]
+            if not volume:
+                return Histogram(le=le, counts=[])
+            effect = self._effect(stage, version)
+            if effect is not None and effect.only_after_promotion and role != "primary":
+                effect = None
+            lat = (effect.latency_factor if effect else 1.0) * self.load.effect(stage, window).latency_factor
+            s = self.scenario
+            mu = math.log(s.base_latency_ms * lat) - s.latency_sigma**2 / 2
+            cdf = ndtr((np.log(np.array(le)) - mu) / s.latency_sigma)
+            probs = np.diff(np.concatenate([[0.0], cdf, [1.0]]))
+            rng = self._rng("buckets", stage.service, stage.key, metric.name, role, version, window.start.isoformat())
+            counts = rng.multinomial(np.array(volume, dtype=np.int64), np.clip(probs, 0, None))
+            return Histogram(le=le, counts=counts.astype(float).tolist())
+
+        return await asyncio.to_thread(draw)
 
     async def fetch(
         self,

@@ -160,6 +160,8 @@ class PrometheusConfig(_Model):
     url: str = Field(pattern=r"^https?://", description="server root, e.g. http://prometheus:9090")
     token_env: EnvName | None = None
     queries: dict[str, str] = Field(min_length=1, description="metric name -> PromQL template")
+    histograms: dict[str, PrometheusHistogramConfig] = Field(
+        default_factory=dict, description="latency metric name -> its bucket query (the region guard judges on them)")
     step_seconds: int | None = Field(default=None, ge=1, description="default: the canary interval")
     timeout_seconds: float = Field(default=10, gt=0)
     max_attempts: int = Field(default=3, ge=1)
@@ -176,6 +178,37 @@ class PrometheusConfig(_Model):
                                  f"allowed: {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
             if "{version}" not in q:
                 raise ValueError(f"{name}: the query must use {{version}} to tell baseline and canary apart")
+        return v
+
+    @model_validator(mode="after")
+    def _histograms_have_queries(self) -> "PrometheusConfig":
+        for name in self.histograms:
+            if name not in self.queries:
+                raise ValueError(f"histograms.{name}: also needs a plain query under queries.{name} (canaries and the "
+                                 "evacuation's health checks read it)")
+        return self
+
+
+class PrometheusHistogramConfig(_Model):
+    """A latency metric's buckets: one series per `le` with each step's requests, for the region guard."""
+
+    query: str = Field(min_length=1, description="e.g. sum by (le) (increase(..._bucket{...}[{step}])); {step}: the "
+                                                 "step, so each request counts in one step only")
+    quantile: float = Field(default=0.99, gt=0.5, lt=1, description="the quantile the metric stands for")
+
+    @field_validator("query")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        from activities.adapters.prometheus import PLACEHOLDERS, unknown_placeholders
+
+        bad = unknown_placeholders(v.replace("{step}", ""))
+        if bad:
+            raise ValueError(f"unknown placeholder(s) {', '.join('{' + b + '}' for b in bad)}; "
+                             f"allowed: {', '.join('{' + p + '}' for p in (*PLACEHOLDERS, 'step'))}")
+        if "{version}" not in v:
+            raise ValueError("the query must use {version} to read the region's serving version")
+        if "le" not in v:
+            raise ValueError("the query must keep the `le` label, e.g. sum by (le) (...)")
         return v
 
 

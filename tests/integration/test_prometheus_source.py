@@ -169,3 +169,34 @@ async def test_http_errors_are_one_line_and_never_show_credentials_in_the_url(st
     text = str(err.value)
     assert_one_line(text, f"could not read latency_p99 of the canary {GOOD} in us-east-1/prod", f"{host}/api/v1/query_range", *parts)
     assert "pr0m-pa55" not in text and "bifrost:" not in text and err.value.retryable is retryable
+
+
+BUCKETS_QUERY = (
+    'sum by (le) (increase(http_request_duration_seconds_bucket{service="{service}",region="{region}",'
+    'env="{environment}",role="{role}",version="{version}"}[1m]))'
+)
+REQUESTS_QUERY = (
+    'sum(increase(http_requests_total{service="{service}",region="{region}",env="{environment}",role="{role}",'
+    'version="{version}"}[1m]))'
+)
+
+
+async def test_the_guards_buckets_and_request_counts_read_from_a_real_prometheus(prometheus: PrometheusServer):
+    """The region guard's inputs: requests per step and a latency's buckets, read from the real server; the buckets'
+    p99 agrees with histogram_quantile's over the same data, and a regressed version's is higher."""
+    src = source(prometheus.url, queries={**QUERIES, "requests": REQUESTS_QUERY},
+                 histograms={"latency_p99": (BUCKETS_QUERY, 0.99)})
+    w = window(prometheus, minutes=30)
+    requests = await src.fetch(STAGE, MetricSpec(name="requests", kind="throughput"), w, ("baseline", None),
+                               ("canary", GOOD))
+    assert len(requests.canary) == 31 and all(2000 < n < 4000 for n in requests.canary)  # 50 rps +-10 % a minute
+    good = await src.fetch_histogram(STAGE, SPECS[0], w, "canary", GOOD)
+    bad = await src.fetch_histogram(STAGE, SPECS[0], w, "canary", BAD)
+    assert good is not None and bad is not None and len(good.counts) == 31
+    assert sum(map(sum, good.counts)) == pytest.approx(sum(requests.canary), rel=0.01)
+    from canary.guard_counts import Pooled
+
+    assert Pooled.of(bad).value() > 1.5 * Pooled.of(good).value()
+    p99 = await src.fetch(STAGE, SPECS[0], w, ("baseline", None), ("canary", GOOD))
+    assert Pooled.of(good).value() == pytest.approx(sorted(p99.canary)[15], rel=0.2)
+    assert await src.fetch_histogram(STAGE, SPECS[1], w, "canary", GOOD) is None  # no bucket query for it
