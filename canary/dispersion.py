@@ -42,7 +42,8 @@ def _off_diagonal(n: int) -> np.ndarray:
 
 
 def _pair_gaps(x: np.ndarray) -> np.ndarray:
-    return np.abs(np.subtract.outer(x, x))[_upper(len(x))]
+    gaps: np.ndarray = np.abs(np.subtract.outer(x, x))[_upper(len(x))]
+    return gaps
 
 
 def _placement(sorted_ref: np.ndarray, x: np.ndarray) -> np.ndarray:
