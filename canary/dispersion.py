@@ -62,8 +62,9 @@ def _null_components(pooled: np.ndarray) -> dict[tuple[int, int], float]:
     """sigma2[c, d] estimated under the null (one distribution) from the pooled sample."""
     z = thin(pooled, VARIANCE_FROM)
     k = len(z)
-    rows = np.sort(np.abs(np.subtract.outer(z, z))[_off_diagonal(k)].reshape(k, k - 1), axis=1)
-    gaps = np.sort(np.abs(np.subtract.outer(z, z))[_upper(k)])
+    table = np.abs(np.subtract.outer(z, z))
+    rows = np.sort(table[_off_diagonal(k)].reshape(k, k - 1), axis=1)
+    gaps = np.sort(table[_upper(k)])
     p = _placement(gaps, rows) / len(gaps)  # P(a gap from z_i exceeds a random gap), per gap of z_i
     one = float(p.mean(axis=1).var())  # a point shared: the Hoeffding projection
     two = float(p.var())  # a pair shared
