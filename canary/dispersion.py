@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import ndtr
 
-PAIRS_FROM = 100  # at most this many samples per side enter the pairwise statistic
+PAIRS_FROM = 120  # at most this many samples per side enter the pairwise statistic
 VARIANCE_FROM = 64  # pooled points the null variance components are estimated from
 
 
