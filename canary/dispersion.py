@@ -32,18 +32,22 @@ def thin(values: np.ndarray, cap: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=64)
-def _upper(n: int) -> tuple[np.ndarray, np.ndarray]:
-    return np.triu_indices(n, 1)
+def _below(n: int) -> np.ndarray:
+    """Flat indices of the n x n matrix's entries below the diagonal."""
+    rows, cols = np.tril_indices(n, -1)
+    return np.asarray(rows * n + cols)
 
 
 @lru_cache(maxsize=64)
 def _off_diagonal(n: int) -> np.ndarray:
-    return ~np.eye(n, dtype=bool)
+    """Flat indices of the n x n matrix's entries off the diagonal, row by row."""
+    return np.flatnonzero(~np.eye(n, dtype=bool))
 
 
 def _pair_gaps(x: np.ndarray) -> np.ndarray:
-    gaps: np.ndarray = np.abs(np.subtract.outer(x, x))[_upper(len(x))]
-    return gaps
+    """|x_i - x_j| over the pairs i < j, sorted (from the sorted sample: x_i - x_j below the diagonal)."""
+    xs = np.sort(x)
+    return np.sort(np.subtract.outer(xs, xs).ravel().take(_below(len(xs))))
 
 
 def _placement(sorted_ref: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -62,9 +66,9 @@ def _null_components(pooled: np.ndarray) -> dict[tuple[int, int], float]:
     """sigma2[c, d] estimated under the null (one distribution) from the pooled sample."""
     z = thin(pooled, VARIANCE_FROM)
     k = len(z)
-    table = np.abs(np.subtract.outer(z, z))
-    rows = np.sort(table[_off_diagonal(k)].reshape(k, k - 1), axis=1)
-    gaps = np.sort(table[_upper(k)])
+    table = np.abs(np.subtract.outer(z, z)).ravel()
+    rows = np.sort(table.take(_off_diagonal(k)).reshape(k, k - 1), axis=1)
+    gaps = _pair_gaps(z)
     p = _placement(gaps, rows) / len(gaps)  # P(a gap from z_i exceeds a random gap), per gap of z_i
     one = float(p.mean(axis=1).var())  # a point shared: the Hoeffding projection
     two = float(p.var())  # a pair shared
@@ -84,7 +88,7 @@ def pairwise_spread_p(canary: np.ndarray, baseline: np.ndarray) -> float:
     n, m = len(c), len(b)
     if n < 2 or m < 2:
         return 1.0
-    gc, gb = _pair_gaps(c), np.sort(_pair_gaps(b))
+    gc, gb = _pair_gaps(c), _pair_gaps(b)  # sorted: placing sorted values is several times faster
     theta = float(_placement(gb, gc).sum()) / (len(gc) * len(gb))
     sigma2 = _null_components(np.concatenate([c, b]))
     wc, wb = _weights(n), _weights(m)
