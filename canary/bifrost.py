@@ -153,7 +153,10 @@ def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False
     plain = welch_p_values(c, b)
     w_up = welch_p_values(c, b_up)[0] if up else plain[0]
     w_down = welch_p_values(c, b_down)[1] if down else plain[1]
-    s_up, s_ratio = spread_test(c, b_up, quantum) if "spread" in shape_tests and not means_only else (1.0, 1.0)
+    b_time = np.asarray(baseline, dtype=float) * (1 + tolerance) if up else np.asarray(baseline, dtype=float)
+    # the spread test gets the samples in time order (it thins long ones by position: still independent draws)
+    s_up, s_ratio = spread_test(np.asarray(canary, dtype=float), b_time, quantum) \
+        if "spread" in shape_tests and not means_only else (1.0, 1.0)
     t_up = tail_test(c, b_up) if "tail" in shape_tests and not means_only else 1.0
     t_ratio = top_ratio(c, b, quantum) if "tail" in shape_tests else 1.0
     return Evidence(b, c, u, u_up.p_greater(), u_down.p_less(), w_up, w_down, float(b.mean()), float(c.mean()),
