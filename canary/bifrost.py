@@ -18,6 +18,7 @@ import numpy as np
 from scipy.special import stdtr
 
 from canary.config import DEFAULT_TOLERANCE, JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec
+from canary.counts import count_test_p
 from canary.findings import precheck, prepare, samples_of, scored
 from canary.ranks import UStat, shift_estimate_and_interval, u_statistic
 from canary.scoring import verdict_for, weighted_sum
@@ -29,6 +30,7 @@ DEFAULT_RATIO_MARGIN = 1.05  # without allowed_increase/decrease, changes of the
 DEFAULT_CLES_MARGIN = 0.55  # ... and, for the CLES measure, P(canary > baseline) within 0.45..0.55
 SPREAD_MARGIN = 1.5  # a canary spreading 1.5x as much around its median regresses even at the same mean
 INTERVAL_LEVEL = 0.95
+COUNT_TEST_BELOW = 0.2  # the exact count test runs when the rank or mean test's up-side p-value is below this
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class Evidence:
     quantum: float = 0.0  # the data's resolution (smallest gap between distinct values): one count for a rate
     shape_tests: tuple[str, ...] = ("spread",)  # the shape tests taking part: 'spread', 'tail'
     p_plain: tuple[float, float] = (1.0, 1.0)  # Welch (up, down) on the unscaled baseline, when tolerance > 0
+    p_count_up: float | None = None  # exact permutation test of the canary's total, on zero-heavy counts only
 
     @property
     def p_up(self) -> float:
@@ -152,6 +155,13 @@ def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False
     u_up, u_down = u_statistic(c, b_up) if up else u, u_statistic(c, b_down) if down else u
     plain = welch_p_values(c, b)
     w_up = welch_p_values(c, b_up)[0] if up else plain[0]
+    r_up = u_up.p_greater()
+    # zero-heavy counts: the rank and mean tests' normal approximations are anti-conservative in the far tail, so
+    # each takes at least the exact count test's p-value (valid for any i.i.d. counts, bursty or not): the larger
+    # is valid wherever either is. Computed only when it could matter, so long non-zero samples pay nothing.
+    p_count = count_test_p(c, b, quantum) if direction != "decrease" and min(r_up, w_up) < COUNT_TEST_BELOW else None
+    if p_count is not None:
+        r_up, w_up = max(r_up, p_count), max(w_up, p_count)
     w_down = welch_p_values(c, b_down)[1] if down else plain[1]
     b_time = np.asarray(baseline, dtype=float) * (1 + tolerance) if up else np.asarray(baseline, dtype=float)
     # the spread test gets the samples in time order (it thins long ones by position: still independent draws)
@@ -159,9 +169,9 @@ def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False
         if "spread" in shape_tests and not means_only else (1.0, 1.0)
     t_up = tail_test(c, b_up) if "tail" in shape_tests and not means_only else 1.0
     t_ratio = top_ratio(c, b, quantum) if "tail" in shape_tests else 1.0
-    return Evidence(b, c, u, u_up.p_greater(), u_down.p_less(), w_up, w_down, float(b.mean()), float(c.mean()),
+    return Evidence(b, c, u, r_up, u_down.p_less(), w_up, w_down, float(b.mean()), float(c.mean()),
                     s_up, s_ratio, means_only, t_up, t_ratio, tolerance if scaled else 0.0, quantum, shape_tests,
-                    plain)
+                    plain, p_count)
 
 
 def shape_tests_for(spec: MetricSpec) -> tuple[str, ...]:
@@ -296,6 +306,7 @@ def decide(
             "welch_down": ev.p_mean_down,
             **({"spread_up": ev.p_spread_up} if "spread" in ev.shape_tests else {}),
             **({"tail_up": ev.p_tail_up} if "tail" in ev.shape_tests else {}),
+            **({"count_up": ev.p_count_up} if ev.p_count_up is not None else {}),
         },
         tolerance=ev.tolerance or None,
     )

@@ -5,6 +5,7 @@ Seeded draws; each bound is a binomial quantile at 2x the level, so only a misca
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ import pytest
 from scipy.stats import binom
 
 from canary import bifrost
+from canary.counts import count_test_p
 from canary.dispersion import pairwise_spread_p
 
 Draw = Callable[[np.random.Generator, int], np.ndarray]
@@ -70,3 +72,73 @@ def test_no_spread_evidence_when_either_side_has_no_gaps() -> None:
     assert pairwise_spread_p(np.zeros(30), np.zeros(30)) == 1.0
     assert pairwise_spread_p(np.zeros(30), np.array([0.0, 1.0] * 15)) > 0.5
     assert pairwise_spread_p(np.array([1.0]), np.arange(10.0)) == 1.0
+
+
+# Zero-heavy counters (0 in 67-97% of intervals): the exact size of the up-side test, conditional on the pooled
+# sample, is the chance over its equally likely splits into canary and baseline that p_up <= level; splits that
+# give the same counts of each value give the same p-value, so the splits are counted by value (hypergeometric
+# weights), with no sampling. Conditional size <= level for every pooled sample implies it for all i.i.d. data.
+
+COUNT_LEVEL = 1e-5
+COUNTERS: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
+    "poisson_0.1": lambda rng, n: rng.poisson(0.1, n),
+    "poisson_0.4": lambda rng, n: rng.poisson(0.4, n),
+    "bursty_0.1": lambda rng, n: rng.negative_binomial(0.5, 0.5 / 0.6, n),  # variance mean + 2 mean^2
+    "bursty_0.4": lambda rng, n: rng.negative_binomial(0.5, 0.5 / 0.9, n),
+}
+
+
+def _log_choose(a: int, b: int) -> float:
+    return math.lgamma(a + 1) - math.lgamma(b + 1) - math.lgamma(a - b + 1)
+
+
+def _exact_size(pooled: np.ndarray, n: int, level: float) -> float:
+    """P(p_up <= level) over the splits of `pooled` (counts per interval) into n canary and the rest baseline."""
+    values, mult = np.unique(pooled, return_counts=True)
+    total = _log_choose(len(pooled), n)
+    size = 0.0
+    for taken in itertools.product(*(range(min(int(k), n) + 1) for k in mult[1:])):
+        counts = np.array((n - sum(taken), *taken))
+        if not 0 <= counts[0] <= mult[0]:
+            continue
+        prob = math.exp(sum(_log_choose(int(k), int(c)) for k, c in zip(mult, counts)) - total)
+        canary, baseline = np.repeat(values, counts) / 2000, np.repeat(values, mult - counts) / 2000
+        if prob < level * 1e-6 or canary.mean() <= baseline.mean():  # negligible, or no up-side evidence
+            continue
+        size += prob * (bifrost.gather(baseline, canary, shape_tests=()).p_up <= level)
+    return size
+
+
+@pytest.mark.parametrize("name", list(COUNTERS))
+def test_the_up_side_test_holds_1e_5_exactly_on_zero_heavy_counters(name: str) -> None:
+    # the rank and Welch tests' normal approximations alone: up to 25x the level at 1e-6 on a Poisson 0.1 counter
+    # with twice the canary intervals, 2-8x at 1e-5..1e-6 at 0.4 per interval; the exact count test bounds both
+    rng = np.random.default_rng(sum(map(ord, name)))
+    sizes = []
+    for n, m in ((60, 60), (120, 60), (60, 120)):
+        countable = (p for p in (COUNTERS[name](rng, n + m) for _ in range(12))  # a rare burst has too many splits
+                     if math.prod(min(int(k), n) + 1 for k in np.unique(p, return_counts=True)[1][1:]) <= 3000)
+        sizes += [(n, m, _exact_size(next(countable), n, COUNT_LEVEL) / COUNT_LEVEL) for _ in range(2)]
+    assert max(s for *_, s in sizes) <= 1 + 1e-6, sizes
+
+
+def test_the_count_test_is_the_exact_permutation_p_value() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(60):
+        n, m = int(rng.integers(2, 7)), int(rng.integers(2, 7))
+        c, b = rng.poisson(0.4, n) / 2000, rng.poisson(0.4, m) / 2000
+        p = count_test_p(c, b, 1 / 2000)
+        pooled = np.concatenate([c, b])
+        if p is None:
+            assert (pooled > 0).mean() > 0.5 or not pooled.any()  # only zero-heavy data with some counts
+            continue
+        splits = [pooled[list(i)].sum() for i in itertools.combinations(range(n + m), n)]
+        assert p == pytest.approx(np.mean(np.array(splits) >= c.sum() - 1e-12), abs=1e-12)
+
+
+def test_a_doubled_zero_heavy_error_rate_is_still_caught() -> None:
+    # 0.4 -> 0.8 errors per interval over two hours of one-minute intervals, at a rollout's per-test level
+    rng = np.random.default_rng(12)
+    caught = sum(bifrost.gather(rng.poisson(0.4, 120) / 2000, rng.poisson(0.8, 120) / 2000, shape_tests=()).p_up <= 1e-4
+                 for _ in range(200))
+    assert caught >= 90, caught  # 104 of 200; the rank and Welch tests alone: 110
