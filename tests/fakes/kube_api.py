@@ -433,22 +433,13 @@ class FakeKubeApi:
         obj.setdefault("status", {})
 
     def _create(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(body)
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", ns)
-        if meta["namespace"] != ns:
-            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
-        self._validate(obj)
-        name = meta["name"]
-        if (ns, name) in self.deployments:
-            raise ApiError(409, "AlreadyExists", f'deployments.apps "{name}" already exists', name)
-        self._defaults(obj)
-        meta.pop("resourceVersion", None)
-        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1, resourceVersion=self._next_rv())
-        meta.setdefault("labels", {})
-        obj["status"] = {}
-        self.deployments[(ns, name)] = obj
-        self._rollouts[(ns, name)] = _Rollout(last_progress=time.monotonic())
+        def prepare(obj: dict[str, Any], name: str) -> None:
+            self._validate(obj)
+            self._defaults(obj)
+            obj["metadata"].setdefault("labels", {})
+
+        obj = self._insert(self.deployments, "deployments.apps", ns, body, prepare=prepare, status={})
+        self._rollouts[(ns, obj["metadata"]["name"])] = _Rollout(last_progress=time.monotonic())
         return obj
 
     def _update(self, ns: str, name: str, new: dict[str, Any], *, precondition: str | None) -> dict[str, Any]:
@@ -459,6 +450,28 @@ class FakeKubeApi:
 
         return self._replace(self.deployments, "deployments.apps", ns, name, new, precondition=precondition,
                              prepare=prepare)
+
+    def _insert(self, store: dict[tuple[str, str], dict[str, Any]], resource: str, ns: str, body: dict[str, Any], *,
+                prepare: Callable[[dict[str, Any], str], None], status: dict[str, Any], group: str = "apps",
+                kind: str = "deployments") -> dict[str, Any]:
+        """A POST as the apiserver answers it: the namespace from the URL (400 when the body names another),
+        `prepare` validates (422) and defaults the object, 409 when the name exists; the server owns uid,
+        creationTimestamp, generation, resourceVersion and the initial status."""
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", ns)
+        if meta["namespace"] != ns:
+            raise ApiError(400, "BadRequest", "the namespace of the provided object does not match the namespace sent "
+                           "on the request", group=group, kind=kind)
+        name = meta.get("name", "")
+        prepare(obj, name)
+        if (ns, name) in store:
+            raise ApiError(409, "AlreadyExists", f'{resource} "{name}" already exists', name, group=group, kind=kind)
+        meta.pop("resourceVersion", None)
+        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1, resourceVersion=self._next_rv())
+        obj["status"] = status
+        store[(ns, name)] = obj
+        return obj
 
     def _replace(self, store: dict[tuple[str, str], dict[str, Any]], resource: str, ns: str, name: str,
                  new: dict[str, Any], *, precondition: str | None,
@@ -521,20 +534,12 @@ class FakeKubeApi:
                            kind="httproutes")
 
     def _create_httproute(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(body)
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", ns)
-        name = meta.get("name", "")
-        self._validate_httproute(obj, name)
-        if (ns, name) in self.httproutes:
-            raise ApiError(409, "AlreadyExists", f'httproutes.gateway.networking.k8s.io "{name}" already exists', name,
-                           group="gateway.networking.k8s.io", kind="httproutes")
-        obj["apiVersion"], obj["kind"] = "gateway.networking.k8s.io/v1", "HTTPRoute"
-        meta.pop("resourceVersion", None)
-        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1, resourceVersion=self._next_rv())
-        obj["status"] = {"parents": []}
-        self.httproutes[(ns, name)] = obj
-        return obj
+        def prepare(obj: dict[str, Any], name: str) -> None:
+            self._validate_httproute(obj, name)
+            obj["apiVersion"], obj["kind"] = "gateway.networking.k8s.io/v1", "HTTPRoute"
+
+        return self._insert(self.httproutes, "httproutes.gateway.networking.k8s.io", ns, body, prepare=prepare,
+                            status={"parents": []}, group="gateway.networking.k8s.io", kind="httproutes")
 
     def _update_httproute(self, ns: str, name: str, new: dict[str, Any], *, precondition: str | None) -> dict[str, Any]:
         def prepare(obj: dict[str, Any], old: dict[str, Any]) -> None:
@@ -618,19 +623,12 @@ class FakeKubeApi:
         obj["apiVersion"], obj["kind"] = "autoscaling/v2", "HorizontalPodAutoscaler"
 
     def _create_hpa(self, ns: str, body: dict[str, Any]) -> dict[str, Any]:
-        obj = copy.deepcopy(body)
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", ns)
-        name = meta.get("name", "")
-        self._validate_hpa(obj, name)
-        if (ns, name) in self.hpas:
-            raise ApiError(409, "AlreadyExists", f'horizontalpodautoscalers.autoscaling "{name}" already exists', name)
-        self._hpa_defaults(obj)
-        meta.pop("resourceVersion", None)
-        meta.update(uid=str(uuid.uuid4()), creationTimestamp=_now(), generation=1, resourceVersion=self._next_rv())
-        obj["status"] = {"currentReplicas": 0, "desiredReplicas": 0}
-        self.hpas[(ns, name)] = obj
-        return obj
+        def prepare(obj: dict[str, Any], name: str) -> None:
+            self._validate_hpa(obj, name)
+            self._hpa_defaults(obj)
+
+        return self._insert(self.hpas, "horizontalpodautoscalers.autoscaling", ns, body, prepare=prepare,
+                            status={"currentReplicas": 0, "desiredReplicas": 0})
 
     def _update_hpa(self, ns: str, name: str, new: dict[str, Any], *, precondition: str | None) -> dict[str, Any]:
         def prepare(obj: dict[str, Any], old: dict[str, Any]) -> None:

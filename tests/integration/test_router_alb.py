@@ -55,15 +55,22 @@ def forward(tgs: dict[str, str], weights: dict[str, int]) -> dict[str, Any]:
         {"TargetGroupArn": tgs[arm], "Weight": w} for arm, w in weights.items()]}}
 
 
-@pytest.fixture
-def alb(moto_server: MotoServer, aws_credentials: None) -> Alb:
-    """A load balancer whose listener forwards to the primary alone, and a /api/* rule over all three arms."""
-    ec2, elb = moto_server.client("ec2"), moto_server.client("elbv2")
+def load_balancer(moto_server: MotoServer, region: str = "us-east-1") -> tuple[Any, str, str, str]:
+    """A fresh load balancer on moto (its own VPC, two subnets in `region`): the elbv2 client, the VPC id, its ARN
+    and a tag that keeps the names of what a test adds to it unique."""
+    ec2, elb = moto_server.client("ec2", region), moto_server.client("elbv2", region)
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"us-east-1{z}")["Subnet"][
+    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"{region}{z}")["Subnet"][
         "SubnetId"] for i, z in ((1, "a"), (2, "b"))]
     tag = uuid.uuid4().hex[:8]
     lb = elb.create_load_balancer(Name=f"lb-{tag}", Subnets=subnets)["LoadBalancers"][0]["LoadBalancerArn"]
+    return elb, vpc, lb, tag
+
+
+@pytest.fixture
+def alb(moto_server: MotoServer, aws_credentials: None) -> Alb:
+    """A load balancer whose listener forwards to the primary alone, and a /api/* rule over all three arms."""
+    elb, vpc, lb, tag = load_balancer(moto_server)
     tgs = {arm: elb.create_target_group(Name=f"{arm[:5]}-{tag}", Protocol="HTTP", Port=80, VpcId=vpc)[
         "TargetGroups"][0]["TargetGroupArn"] for arm in ("primary", "canary", "baseline", "other")}
     listener = elb.create_listener(LoadBalancerArn=lb, Protocol="HTTP", Port=80, DefaultActions=[

@@ -22,7 +22,7 @@ from common.traffic.arms import WITHDRAWN, ArmWeights
 from common.types import StageRef
 from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import MotoServer, assert_one_line
-from tests.integration.test_router_alb import forward
+from tests.integration.test_router_alb import forward, load_balancer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "deploy" / "examples"
 EXAMPLE = EXAMPLES / "targets.yaml"
@@ -91,12 +91,7 @@ async def test_gateway_api_through_the_deployers_connection_keeps_the_token_out(
 
 
 async def test_alb_through_the_files_aws_section(moto_server: MotoServer, aws_credentials, monkeypatch):
-    ec2, elb = moto_server.client("ec2", "eu-west-1"), moto_server.client("elbv2", "eu-west-1")
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"eu-west-1{z}")["Subnet"][
-        "SubnetId"] for i, z in ((1, "a"), (2, "b"))]
-    tag = uuid.uuid4().hex[:8]
-    lb = elb.create_load_balancer(Name=f"lb-{tag}", Subnets=subnets)["LoadBalancers"][0]["LoadBalancerArn"]
+    elb, vpc, lb, tag = load_balancer(moto_server, "eu-west-1")
     tgs = {arm: elb.create_target_group(Name=f"{arm[:5]}-{tag}", Protocol="HTTP", Port=80, VpcId=vpc)[
         "TargetGroups"][0]["TargetGroupArn"] for arm in ("primary", "canary", "baseline")}
     listener = elb.create_listener(LoadBalancerArn=lb, Protocol="HTTP", Port=80, DefaultActions=[
@@ -140,12 +135,7 @@ async def test_the_example_httproute_steps_as_documented():
 
 async def test_the_example_alb_rule_steps_as_documented(moto_server: MotoServer, aws_credentials):
     """deploy/examples/alb-listener-rule.json (its ARNs swapped for moto's) is a rule the alb router steps."""
-    ec2, elb = moto_server.client("ec2"), moto_server.client("elbv2")
-    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-    subnets = [ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{i}.0/24", AvailabilityZone=f"us-east-1{z}")["Subnet"][
-        "SubnetId"] for i, z in ((1, "a"), (2, "b"))]
-    tag = uuid.uuid4().hex[:8]
-    lb = elb.create_load_balancer(Name=f"lb-{tag}", Subnets=subnets)["LoadBalancers"][0]["LoadBalancerArn"]
+    elb, vpc, lb, tag = load_balancer(moto_server)
     text = (EXAMPLES / "alb-listener-rule.json").read_text()
     example = json.loads(text)
     old = [g["TargetGroupArn"] for g in example["Actions"][0]["ForwardConfig"]["TargetGroups"]]
