@@ -17,12 +17,21 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from activities.adapters.base import MetricsError, http_status, one_line
+from activities.adapters.retry import Backoff, retrying
 from activities.adapters.secrets import SecretError, remember_url_credentials, resolve_secret
 from canary.config import MetricSamples, MetricSpec
 from canary.guard_counts import Histogram
 from common.types import MetricWindow, Role, StageRef
 
 log = logging.getLogger(__name__)
+
+
+class _Overloaded(Exception):
+    """Prometheus answered 429 or 5xx: worth another try (`retrying` turns it into a MetricsError)."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        super().__init__(resp.status_code)
+        self.resp = resp
 
 PLACEHOLDERS = ("service", "version", "region", "environment", "role")
 MAX_POINTS = 11_000  # Prometheus refuses query_range with more points per series
@@ -172,34 +181,31 @@ class PrometheusSource:
         s = self.settings
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
         target = f"POST {public_url(s.url)}/api/v1/query_range"
-        last: MetricsError | None = None
-        for attempt in range(1, s.max_attempts + 1):
-            try:
-                resp = await client.post("/api/v1/query_range", data=params)
-            except httpx.TimeoutException:
-                last = MetricsError(
+
+        async def call() -> Any:
+            resp = await client.post("/api/v1/query_range", data=params)
+            if resp.status_code >= 500 or resp.status_code == 429:
+                raise _Overloaded(resp)
+            return self._parse(resp, query, failed, target, many)
+
+        def failure(err: Exception, attempt: int) -> MetricsError:
+            if isinstance(err, _Overloaded):
+                return MetricsError(
+                    failed, target=target, status=http_status(err.resp.status_code), detail=_error_text(err.resp),
+                    hint=f"Prometheus is overloaded or failing ({attempt} attempts); the activity will be retried")
+            if isinstance(err, httpx.TimeoutException):
+                return MetricsError(
                     failed, target=target, status=f"no answer within {s.timeout_seconds:g}s",
-                    hint=f"Prometheus is slow or unreachable ({attempt} attempts); the activity will be retried; if this "
-                         "persists, raise timeout_seconds or make the query cheaper",
-                )
-            except httpx.TransportError as err:
-                last = MetricsError(
-                    failed, target=target, status="connection failed", detail=f"{type(err).__name__}: {err}",
-                    hint=f"cannot reach Prometheus ({attempt} attempts); check its url in the targets file and the "
-                         "network from the worker; the activity will be retried",
-                )
-            else:
-                if resp.status_code < 500 and resp.status_code != 429:
-                    return self._parse(resp, query, failed, target, many)
-                last = MetricsError(
-                    failed, target=target, status=http_status(resp.status_code), detail=_error_text(resp),
-                    hint=f"Prometheus is overloaded or failing ({attempt} attempts); the activity will be retried",
-                )
-            if attempt < s.max_attempts:
-                log.warning("%s; retry %d", last, attempt)
-                await asyncio.sleep(s.backoff_seconds * 2 ** (attempt - 1))
-        assert last is not None
-        raise last
+                    hint=f"Prometheus is slow or unreachable ({attempt} attempts); the activity will be retried; if "
+                         "this persists, raise timeout_seconds or make the query cheaper")
+            return MetricsError(
+                failed, target=target, status="connection failed", detail=f"{type(err).__name__}: {err}",
+                hint=f"cannot reach Prometheus ({attempt} attempts); check its url in the targets file and the "
+                     "network from the worker; the activity will be retried")
+
+        return await retrying(call, retry_on=(_Overloaded, httpx.TransportError), failure=failure,
+                              backoff=Backoff(attempts=s.max_attempts, first_seconds=s.backoff_seconds),
+                              note=lambda last, attempt, _: f"{last.status}; retry {attempt}", logger=log)
 
     def _parse(self, resp: httpx.Response, query: str, failed: str, target: str, many: bool = False) -> Any:
         status = http_status(resp.status_code)

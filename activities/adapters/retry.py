@@ -1,7 +1,7 @@
 """One client call tried again on passing failures, with exponential backoff and a heartbeat while it waits.
 
-The routers (alb, gateway-api) and Route 53 each talk to an API that throttles and fails now and then; a short
-outage should cost a retry inside the activity, not a failed step. What counts as passing, and the words of the
+The routers (alb, gateway-api), Route 53, the Kubernetes deployer and Prometheus each talk to an API that throttles
+and fails now and then; a short outage should cost a retry inside the activity, not a failed step. What counts as passing, and the words of the
 failure, belong to each adapter (`failure`); how often and how long to wait is written once, here.
 """
 
@@ -15,9 +15,10 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities.adapters.base import TrafficError
+from activities.adapters.base import AdapterError
 
 T = TypeVar("T")
+E = TypeVar("E", bound=AdapterError)
 
 
 @dataclass(frozen=True)
@@ -35,13 +36,13 @@ class Backoff:
 
 
 async def retrying(call: Callable[[], Awaitable[T]], *, retry_on: tuple[type[Exception], ...],
-                   failure: Callable[[Exception, int], TrafficError], backoff: Backoff,
-                   note: Callable[[TrafficError, int, float], str], logger: logging.Logger | None = None) -> T:
+                   failure: Callable[[Exception, int], E], backoff: Backoff,
+                   note: Callable[[E, int, float], str], logger: logging.Logger | None = None) -> T:
     """`call()`, tried up to `backoff.attempts` times.
 
     An exception of `retry_on` goes to `failure(err, attempt)`: it raises what must not be retried (a conflict, a
     refusal; it is inside the except block, so `raise ... from` chains as the adapter wants) and returns the
-    TrafficError of this try; a non-retryable one is raised at once, the last retryable one after the last try.
+    adapter error of this try; a non-retryable one is raised at once, the last retryable one after the last try.
     Between tries the activity heartbeats `note(failure, attempt, delay)` (outside an activity: nothing) and
     `logger`, when given, logs the failure at info."""
     for attempt in range(1, backoff.attempts + 1):
@@ -49,6 +50,8 @@ async def retrying(call: Callable[[], Awaitable[T]], *, retry_on: tuple[type[Exc
             return await call()
         except retry_on as err:
             last = failure(err, attempt)
+            if last.__cause__ is None:  # raised below, outside this block: keep the client's error as its cause
+                last.__cause__, last.__suppress_context__ = err, True
         if not last.retryable or attempt == backoff.attempts:
             raise last
         delay = backoff.delay(attempt)

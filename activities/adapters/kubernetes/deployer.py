@@ -40,6 +40,7 @@ from activities.adapters.kubernetes.manifests import (
     rollout_state,
     version_of,
 )
+from activities.adapters.retry import Backoff, retrying
 from activities.adapters.secrets import SecretError, resolve_secret
 from common.types import Role, StageRef
 
@@ -210,26 +211,25 @@ class KubernetesDeployer:
         `failed` says what Bifrost was doing ("could not deploy the canary ..."), `req` which request it was."""
         s = self.settings
         kwargs["_request_timeout"] = s.request_timeout_seconds
-        last: DeployError | None = None
-        for attempt in range(1, s.max_attempts + 1):
+
+        async def call() -> T | None:
             try:
                 return await asyncio.to_thread(fn, *args, **kwargs)
             except ApiException as err:
-                status = err.status or 0
-                if status == 404 and missing_ok:
+                if err.status == 404 and missing_ok:
                     return None
-                if status == 409:
+                raise
+
+        def failure(err: Exception, attempt: int) -> DeployError:
+            if isinstance(err, ApiException):
+                if err.status == 409:
                     raise _Conflict(req, _status_message(err)) from err
-                if status != 429 and status < 500:
-                    raise kube_status_error(failed, req, err) from err
-                last = kube_status_error(failed, req, err, attempts=attempt)
-            except (urllib3.exceptions.HTTPError, OSError) as err:
-                last = kube_transport_error(failed, req, err, attempts=attempt, timeout=s.request_timeout_seconds)
-            if attempt < s.max_attempts:
-                _heartbeat(f"{req}: {last.status}; retry {attempt}")
-                await asyncio.sleep(s.backoff_seconds * 2 ** (attempt - 1))
-        assert last is not None
-        raise last
+                return kube_status_error(failed, req, err, attempts=attempt)  # 429 and 5xx are retryable
+            return kube_transport_error(failed, req, err, attempts=attempt, timeout=s.request_timeout_seconds)
+
+        return await retrying(call, retry_on=(ApiException, urllib3.exceptions.HTTPError, OSError), failure=failure,
+                              backoff=Backoff(attempts=s.max_attempts, first_seconds=s.backoff_seconds),
+                              note=lambda last, attempt, _: f"{req}: {last.status}; retry {attempt}")
 
     async def _converge(self, failed: str, step: Callable[[], Awaitable[T]]) -> T:
         """Run a read-modify-write step until it does not lose a race."""
