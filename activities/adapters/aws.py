@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +11,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from activities.adapters.base import TrafficError, http_status
-from activities.adapters.secrets import SecretError, resolve_secret
+from activities.adapters.base import AdapterError, TrafficError, http_status
+from activities.adapters.lazy import LazyClient
+from activities.adapters.secrets import resolve_secret
 
 
 @dataclass(frozen=True)
@@ -44,27 +44,10 @@ class AwsConnection:
         return session.client(service, region_name=region_name, endpoint_url=self.endpoint_url, config=config, **creds)
 
 
-class LazyClient:
-    """An adapter's boto3 client, made on its first use and kept: made inside an activity (where its secrets are read,
-    never at worker start), and a client that cannot be made is a non-retryable TrafficError naming the service."""
-
-    def __init__(self, factory: Callable[[], Any], service: str) -> None:
-        self._factory = factory
-        self.service = service  # in words, for the message: "Route 53", "elbv2"
-        self._client: Any = None
-        self._lock = threading.Lock()  # one client, even when calls in threads ask for it at once
-
-    def get(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                try:
-                    self._client = self._factory()
-                except SecretError as err:
-                    raise TrafficError(str(err), retryable=False) from err
-                except BotoCoreError as err:  # unknown profile, bad endpoint URL, ...
-                    raise TrafficError(f"could not create a {self.service} client", detail=str(err),
-                                       hint="check the aws section of the targets file", retryable=False) from err
-            return self._client
+def lazy_aws_client(factory: Callable[[], Any], service: str, error: type[AdapterError] = TrafficError) -> LazyClient[Any]:
+    """An AWS adapter's boto3 client made on first use (activities/adapters/lazy.py); `error` is the adapter's kind."""
+    return LazyClient(factory, service, error=error, hint="check the aws section of the targets file",
+                      catch=(BotoCoreError,))
 
 
 CREDENTIAL_CODES = frozenset({

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,9 +15,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ParamValidationError
 
-from activities.adapters.aws import CREDENTIAL_CODES, PERMISSION_CODES, AwsConnection, aws_error, aws_status
+from activities.adapters.aws import CREDENTIAL_CODES, PERMISSION_CODES, AwsConnection, aws_error, aws_status, lazy_aws_client
 from activities.adapters.base import MetricsError
-from activities.adapters.secrets import SecretError
+from activities.adapters.lazy import LazyClient
 from canary.config import MetricSamples, MetricSpec
 from common.types import MetricWindow, Role, StageRef
 
@@ -67,21 +66,14 @@ class CloudWatchSource:
     def __init__(self, settings: CloudWatchSettings, *, client_factory: Callable[[str], Any] | None = None) -> None:
         self.settings = settings
         self._factory = client_factory or (lambda region: settings.connection.client("cloudwatch", region))
-        self._clients: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._clients: dict[str, LazyClient[Any]] = {}
 
     def _client(self, region: str) -> Any:
-        with self._lock:  # boto3 sessions are not thread-safe; clients are
-            if region not in self._clients:
-                try:
-                    self._clients[region] = self._factory(region)
-                except SecretError as err:
-                    raise MetricsError(str(err), retryable=False) from err
-                except BotoCoreError as err:  # unknown profile, bad endpoint URL, ...
-                    raise MetricsError(f"could not create a CloudWatch client for {region}", status=type(err).__name__,
-                                       detail=str(err), hint="check the aws section of the targets file",
-                                       retryable=False) from err
-            return self._clients[region]
+        """One client per region, made on first use (boto3 sessions are not thread-safe; clients are)."""
+        factory = self._factory
+        lazy = self._clients.setdefault(region, lazy_aws_client(lambda: factory(region), f"CloudWatch ({region})",
+                                                                MetricsError))
+        return lazy.get()
 
     async def fetch(
         self,

@@ -13,14 +13,13 @@ import errno
 import os
 import re
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from activities.adapters.aws import lazy_aws_client
 from activities.adapters.base import ReportError as ReportError  # the tree lives in base.py; importers of it here keep working
-from activities.adapters.secrets import SecretError
 
 CONTENT_TYPE = "text/html; charset=utf-8"
 _PERMANENT = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR}  # retrying cannot help
@@ -137,24 +136,11 @@ class S3ReportStore:
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.public_base_url = public_base_url.rstrip("/") if public_base_url else None
         self.presign_expires_seconds = presign_expires_seconds
-        self._factory = client_factory
-        self._client: Any = None
-        self._lock = threading.Lock()
+        self._client = lazy_aws_client(client_factory, "S3", ReportError)
 
     def _s3(self) -> Any:
         """One boto3 client per store, made on first use inside an activity (that is when secrets are read)."""
-        from botocore.exceptions import BotoCoreError
-
-        with self._lock:
-            if self._client is None:
-                try:
-                    self._client = self._factory()
-                except SecretError as err:
-                    raise ReportError(str(err), retryable=False) from err
-                except BotoCoreError as err:
-                    raise ReportError(f"cannot create an S3 client ({err}); check the aws section of the targets file",
-                                      retryable=False) from err
-            return self._client
+        return self._client.get()
 
     def object_key(self, key: str) -> str:
         return self.prefix + key

@@ -18,7 +18,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from temporalio import activity
 
-from activities.adapters.aws import THROTTLING_CODES, LazyClient, aws_error, aws_status
+from activities.adapters.aws import THROTTLING_CODES, aws_error, aws_status, lazy_aws_client
 from activities.adapters.base import TrafficError
 from activities.adapters.retry import Backoff, retrying
 
@@ -91,7 +91,7 @@ class Route53Traffic:
         self.attempts = attempts
         self.backoff_seconds = backoff_seconds
         self.max_backoff_seconds = max_backoff_seconds
-        self._route53 = LazyClient(client_factory, "Route 53")
+        self._route53 = lazy_aws_client(client_factory, "Route 53")
         self.poll_seconds = poll_seconds
         self.sync_timeout_seconds = sync_timeout_seconds
 

@@ -40,8 +40,9 @@ from activities.adapters.kubernetes.manifests import (
     rollout_state,
     version_of,
 )
+from activities.adapters.lazy import LazyClient
 from activities.adapters.retry import Backoff, retrying
-from activities.adapters.secrets import SecretError, resolve_secret
+from activities.adapters.secrets import resolve_secret
 from common.types import Role, StageRef
 
 log = logging.getLogger(__name__)
@@ -172,24 +173,14 @@ class KubernetesDeployer:
     """Deployer for one cluster namespace: `<workload>` is the primary, `<workload>-canary|-baseline` run beside it."""
 
     def __init__(self, client_factory: Callable[[], k8s.ApiClient], settings: KubeSettings) -> None:
-        self._factory = client_factory
         self.settings = settings
-        self._client: k8s.ApiClient | None = None
+        self._client = LazyClient(client_factory, "Kubernetes", error=DeployError,
+                                  hint="check kubeconfig/context or api_url in the targets file")
         self._warned: set[tuple[str, str | None]] = set()
 
     # -- plumbing ----------------------------------------------------------------------------------
     def _api_client(self) -> k8s.ApiClient:
-        if self._client is None:
-            try:
-                self._client = self._factory()
-            except SecretError as err:
-                raise DeployError(str(err), retryable=False) from err
-            except Exception as err:  # kubeconfig parse errors, missing context, ...
-                raise DeployError(
-                    "could not build a Kubernetes client", status=type(err).__name__, detail=str(err),
-                    hint="check kubeconfig/context or api_url in the targets file", retryable=False,
-                ) from err
-        return self._client
+        return self._client.get()
 
     def _apps(self) -> k8s.AppsV1Api:
         return k8s.AppsV1Api(self._api_client())

@@ -23,9 +23,9 @@ from activities.adapters.aws import (
     CREDENTIAL_CODES,
     PERMISSION_CODES,
     THROTTLING_CODES,
-    LazyClient,
     aws_error,
     aws_status,
+    lazy_aws_client,
 )
 from activities.adapters.base import TrafficError
 from activities.adapters.retry import Backoff, retrying
@@ -85,7 +85,7 @@ class AlbRouter:
 
     def __init__(self, settings: AlbSettings, client_factory: Callable[[], Any]) -> None:
         self.settings = settings
-        self._elbv2 = LazyClient(client_factory, "elbv2")
+        self._elbv2 = lazy_aws_client(client_factory, "elbv2")
 
     def _check(self, stage: StageRef) -> None:
         if stage.service != self.settings.service:

@@ -23,10 +23,10 @@ from kubernetes.client.exceptions import ApiException
 
 from activities.adapters.base import TrafficError, http_status
 from activities.adapters.kubernetes.deployer import KubeRequest, _status_message, _transport_text
+from activities.adapters.lazy import LazyClient
 from activities.adapters.retry import Backoff, retrying
 from activities.adapters.routers.base import RouterConflict, RouterKind
 from activities.adapters.routers.shares import ARMS, percent
-from activities.adapters.secrets import SecretError
 from common.traffic.arms import ArmWeights
 from common.types import StageRef
 
@@ -72,19 +72,11 @@ class GatewayApiRouter:
     def __init__(self, client_factory: Callable[[], k8s.ApiClient], settings: GatewayRouteSettings) -> None:
         self._factory = client_factory
         self.settings = settings
-        self._client: k8s.ApiClient | None = None
+        self._client = LazyClient(client_factory, "Kubernetes", error=TrafficError,
+                                  hint="check kubeconfig/context or api_url of the router in the targets file")
 
     def _api(self) -> k8s.CustomObjectsApi:
-        if self._client is None:
-            try:
-                self._client = self._factory()
-            except SecretError as err:
-                raise TrafficError(str(err), retryable=False) from err
-            except Exception as err:  # kubeconfig parse errors, missing context, ...
-                raise TrafficError("could not build a Kubernetes client", status=type(err).__name__, detail=str(err),
-                                   hint="check kubeconfig/context or api_url of the router in the targets file",
-                                   retryable=False) from err
-        return k8s.CustomObjectsApi(self._client)
+        return k8s.CustomObjectsApi(self._client.get())
 
     # -- the protocol ------------------------------------------------------------------------------
     async def weights(self, stage: StageRef) -> ArmWeights:
