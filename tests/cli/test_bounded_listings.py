@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +32,12 @@ def flooded(path: Path, doc: dict[str, Any]) -> Path:
 
 def test_plan_of_a_file_with_60000_unknown_keys_lists_49_and_counts_the_rest(tmp_path: Path):
     path = flooded(tmp_path / "req.json", yaml.safe_load(EXAMPLE.read_text()))
-    started = time.monotonic()
     res = CliRunner().invoke(cli, ["plan", str(path)], catch_exceptions=False)
-    elapsed = time.monotonic() - started
     lines = res.output.splitlines()
     assert res.exit_code == EXIT_INVALID
     assert len(lines) <= 52, (len(lines), lines[:3], lines[-3:])  # header, 50 lines of listing, the hint
     assert "  - k0: unknown field" in res.output and f"… and {KEYS - MAX_PROBLEMS + 1} more problems" in res.output
-    assert elapsed < 15, elapsed  # was 4 MB of output; now the 59,951 unlisted problems are only counted
+    assert len(res.output) < 20_000, len(res.output)  # was 4 MB; now the 59,951 unlisted problems are only counted
 
 
 def test_submit_refuses_the_same_file_in_as_few_lines(tmp_path: Path):
