@@ -100,13 +100,20 @@ class MetricSamples(_Strict):
 
     @model_validator(mode="after")
     def _buckets_paired(self) -> "MetricSamples":
-        b, c = self.baseline_buckets, self.canary_buckets
-        if (b is None) != (c is None):
-            missing = "canary_buckets" if c is None else "baseline_buckets"
-            raise ValueError(f"{missing}: needed as well (buckets are compared arm with arm, so both arms or neither)")
-        if b is not None and c is not None and b.le != c.le:
-            raise ValueError("canary_buckets.le: differs from baseline_buckets.le; both arms need the same bucket bounds")
+        problem = bucket_problem(self.baseline_buckets, self.canary_buckets)
+        if problem:
+            raise ValueError(problem)
         return self
+
+
+def bucket_problem(baseline: Histogram | None, canary: Histogram | None) -> str | None:
+    """Why two arms' buckets cannot be compared (naming the field), or None: both arms or neither, same bounds."""
+    if (baseline is None) != (canary is None):
+        missing = "canary_buckets" if canary is None else "baseline_buckets"
+        return f"{missing}: needed as well (buckets are compared arm with arm, so both arms or neither)"
+    if baseline is not None and canary is not None and baseline.le != canary.le:
+        return "canary_buckets.le: differs from baseline_buckets.le; both arms need the same bucket bounds"
+    return None
 
 
 class MetricResult(BaseModel):
