@@ -224,6 +224,12 @@ SCENARIOS = {
     "tail_p95_prom": Scenario("tail only, above p95 raised, in Prometheus' default buckets (ten metrics)", TEN,
                               {"latency_0": tail_raised(100, 0.25, 0.95, 0.99)},
                               {"latency_0": Requests(100, tail=(0.95, 0.99, 1.5))}, le=PROM_LE),
+    "tail_p95_60": Scenario("tail only, above p95 raised, 60 requests a minute (ten metrics)", TEN,
+                            {"latency_0": tail_raised(100, 0.25, 0.95, 0.99)},
+                            {"latency_0": Requests(100, tail=(0.95, 0.99, 1.5))}, volume=60),
+    "tail_p95_20": Scenario("tail only, above p95 raised, 20 requests a minute (ten metrics)", TEN,
+                            {"latency_0": tail_raised(100, 0.25, 0.95, 0.99)},
+                            {"latency_0": Requests(100, tail=(0.95, 0.99, 1.5))}, volume=20),
     "aa_ten_prom": Scenario("A/A, ten metrics, Prometheus' default buckets", TEN, le=PROM_LE),
 }
 # goals per regression scenario: (label, last stage, share caught) — stage 0 is the first, 1 the first prod stage
@@ -234,6 +240,8 @@ GOALS: dict[str, list[tuple[str, int, float]]] = {
     "tail_p80": [("caught by the first prod stage", 1, 0.50)],
     "tail_p95": [("caught by the first prod stage", 1, 0.50)],
     "tail_p95_prom": [("caught by the first prod stage", 1, 0.50)],
+    "tail_p95_60": [("caught by the first prod stage", 1, 0.50)],
+    "tail_p95_20": [("caught by the first prod stage", 1, 0.50)],
     "ties_errors": [("caught by the first prod stage", 1, 0.95)],
 }
 AT_MOST = {"plus2": 0.005}  # a regression nobody rolls back for: rolled back at most this often
