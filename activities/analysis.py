@@ -41,6 +41,25 @@ async def primary_before_after(source: MetricSource, stage: StageRef, metrics: l
     return [MetricSamples(name=m.name, baseline=b.canary, canary=a.canary) for m, b, a in zip(metrics, was, now)]
 
 
+async def with_buckets(source: object, stage: StageRef, metrics: list[MetricSpec], window: MetricWindow,
+                       baseline: tuple[Role, str | None], canary: tuple[Role, str],
+                       data: list[MetricSamples]) -> list[MetricSamples]:
+    """The samples with both arms' latency buckets where the source has them (Prometheus `histograms`, a simulated
+    fleet with `latency_histograms`): the judge then compares the tails request by request."""
+    fetch = getattr(source, "fetch_histogram", None)
+    if fetch is None or baseline[1] is None:
+        return data
+    out = []
+    for m, d in zip(metrics, data):
+        if m.kind == "latency" and m.direction != "decrease":
+            b, c = await asyncio.gather(fetch(stage, m, window, baseline[0], baseline[1]),
+                                        fetch(stage, m, window, canary[0], canary[1]))
+            if b is not None and c is not None and b.le == c.le and b.counts and c.counts:
+                d = d.model_copy(update={"baseline_buckets": b, "canary_buckets": c})
+        out.append(d)
+    return out
+
+
 def report_url(store: ReportStore | None, owner: str, analysis_id: str) -> str | None:
     """The URL a report will have, or None when the store cannot name one: a verdict is never lost to its report."""
     if store is None:
@@ -75,7 +94,8 @@ class AnalysisActivities:
         canary: tuple[Role, str],
     ) -> list[MetricSamples]:
         source = self.registry.metrics(stage)
-        return list(await asyncio.gather(*(source.fetch(stage, m, window, baseline, canary) for m in metrics)))
+        data = list(await asyncio.gather(*(source.fetch(stage, m, window, baseline, canary) for m in metrics)))
+        return await with_buckets(source, stage, metrics, window, baseline, canary, data)
 
     @activity.defn
     @reports_adapter_errors

@@ -17,7 +17,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from canary.config import Decision, JudgeConfig, JudgeResult, MetricSamples, MetricSpec, StagePlace
+from canary.config import Decision, JudgeConfig, JudgeResult, MetricSamples, MetricSpec, StagePlace, bucket_problem
+from canary.histogram import Histogram
 from common.loading import LoadProblem, read_text
 from common.types import JudgeMode
 
@@ -29,6 +30,17 @@ class FileMetric(MetricSpec):
 
     baseline: list[Annotated[float | None, Strict(False)]]  # samples may be written "NaN", as Kayenta exports them
     canary: list[Annotated[float | None, Strict(False)]]
+    baseline_buckets: Histogram | None = None  # a latency's request counts per bucket and interval, per arm
+    canary_buckets: Histogram | None = None
+
+    @model_validator(mode="after")
+    def _buckets(self) -> "FileMetric":
+        problem = bucket_problem(self.baseline_buckets, self.canary_buckets)
+        if problem is None and self.baseline_buckets is not None and self.kind != "latency":
+            problem = f"baseline_buckets: only a latency metric is judged from buckets (this one is {self.kind})"
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class JudgeFile(JudgeConfig):
@@ -51,7 +63,8 @@ class JudgeFile(JudgeConfig):
                                           | ({"mode": mode} if mode else {}))
 
     def specs(self) -> list[MetricSpec]:
-        return [MetricSpec.model_validate(m.model_dump(exclude={"baseline", "canary"})) for m in self.metrics]
+        return [MetricSpec.model_validate(m.model_dump(exclude={"baseline", "canary", "baseline_buckets", "canary_buckets"}))
+                for m in self.metrics]
 
     def samples(self) -> list[MetricSamples]:
         nan = math.nan
@@ -60,6 +73,8 @@ class JudgeFile(JudgeConfig):
                 name=m.name,
                 baseline=[nan if v is None else v for v in m.baseline],
                 canary=[nan if v is None else v for v in m.canary],
+                baseline_buckets=m.baseline_buckets,
+                canary_buckets=m.canary_buckets,
             )
             for m in self.metrics
         ]

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtr
 
+from canary.bucket_tail import BucketTail, bucket_tail_test
 from canary.config import DEFAULT_TOLERANCE, JudgeConfig, JudgeResult, MetricResult, MetricSamples, MetricSpec
 from canary.counts import count_test_p
 from canary.findings import precheck, prepare, samples_of, scored
+from canary.histogram import Histogram
 from canary.ranks import UStat, shift_estimate_and_interval, u_statistic
 from canary.scoring import verdict_for, weighted_sum
 from canary.shape import floored_ratio, resolution, spread_test, tail_test, top_ratio
@@ -56,6 +58,7 @@ class Evidence:
     shape_tests: tuple[str, ...] = ("spread",)  # the shape tests taking part: 'spread', 'tail'
     p_plain: tuple[float, float] = (1.0, 1.0)  # Welch (up, down) on the unscaled baseline, when tolerance > 0
     p_count_up: float | None = None  # exact permutation test of the canary's total, on zero-heavy counts only
+    buckets: BucketTail | None = None  # the tail test on the requests' buckets (latency with buckets: 'buckets')
 
     @property
     def p_up(self) -> float:
@@ -67,8 +70,14 @@ class Evidence:
     def _p_shape(self) -> list[float]:
         """The shape tests' share: one p-value, Bonferroni over spread and tail (so the location tests keep
         Simes' factor 3 whichever shape tests a kind takes)."""
-        ps = [p for name, p in (("spread", self.p_spread_up), ("tail", self.p_tail_up)) if name in self.shape_tests]
+        ps = [p for name, p in (("spread", self.p_spread_up), ("tail", self.p_tail_up), ("buckets", self.p_buckets_up))
+              if name in self.shape_tests]
         return [min(1.0, len(ps) * min(ps))] if ps else []
+
+    @property
+    def p_buckets_up(self) -> float:
+        """The bucket tail test's p-value (1 without buckets)."""
+        return self.buckets.p if self.buckets is not None else 1.0
 
     def p_hint(self, direction: Direction) -> float:
         """`p_value` before the tolerance (the location tests on the unscaled baseline): what makes an analysis
@@ -136,7 +145,8 @@ def welch_p_values(canary: np.ndarray, baseline: np.ndarray) -> tuple[float, flo
 
 
 def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False, tolerance: float = 0.0,
-           shape_tests: tuple[str, ...] = ("spread",), direction: Direction = "either") -> Evidence:
+           shape_tests: tuple[str, ...] = ("spread",), direction: Direction = "either",
+           buckets: tuple[Histogram, Histogram] | None = None) -> Evidence:
     """Run the rank, mean and shape tests on cleaned samples (each with at least one point).
 
     `means_only`: decide on the means alone, for samples whose per-sample noise differs between the sides by
@@ -144,8 +154,14 @@ def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False
     volumes, not health. `tolerance`: a practical margin — on non-negative data the up-side tests compare the
     canary with the baseline scaled by 1 + tolerance (the down-side ones with it divided; only the harmful sides of
     `direction`), so a shift inside the margin is no evidence however many samples there are. `shape_tests`:
-    'spread' and/or 'tail'."""
+    'spread' and/or 'tail'. `buckets` (baseline, canary): the requests' latency buckets; with them the tail is
+    judged on every request (`canary.bucket_tail`) instead of on the intervals' upper decile."""
     b, c = np.sort(baseline), np.sort(canary)
+    tail = None
+    if buckets is not None and "tail" in shape_tests and not means_only and direction != "decrease":
+        tail = bucket_tail_test(buckets[1], buckets[0], tolerance if b[0] >= 0 and c[0] >= 0 else 0.0)
+        if tail is not None:
+            shape_tests = tuple("buckets" if t == "tail" else t for t in shape_tests)
     u = u_statistic(c, b)
     quantum = resolution(b, c)
     scaled = tolerance > 0 and b[0] >= 0 and c[0] >= 0
@@ -171,7 +187,7 @@ def gather(baseline: np.ndarray, canary: np.ndarray, *, means_only: bool = False
     t_ratio = top_ratio(c, b, quantum) if "tail" in shape_tests else 1.0
     return Evidence(b, c, u, r_up, u_down.p_less(), w_up, w_down, float(b.mean()), float(c.mean()),
                     s_up, s_ratio, means_only, t_up, t_ratio, tolerance if scaled else 0.0, quantum, shape_tests,
-                    plain, p_count)
+                    plain, p_count, tail)
 
 
 def shape_tests_for(spec: MetricSpec) -> tuple[str, ...]:
@@ -188,10 +204,20 @@ def tolerance_for(spec: MetricSpec, tolerances: Mapping[MetricKind, float]) -> f
 
 
 def gather_for(spec: MetricSpec, baseline: np.ndarray, canary: np.ndarray, tolerances: Mapping[MetricKind, float],
-               *, means_only: bool = False) -> Evidence:
-    """`gather` with the metric's tolerance and shape tests."""
+               *, means_only: bool = False, buckets: tuple[Histogram, Histogram] | None = None) -> Evidence:
+    """`gather` with the metric's tolerance and shape tests (and the requests' buckets, for a latency that has them)."""
     return gather(baseline, canary, means_only=means_only, tolerance=tolerance_for(spec, tolerances),
-                  shape_tests=shape_tests_for(spec), direction=spec.direction)
+                  shape_tests=shape_tests_for(spec), direction=spec.direction, buckets=buckets)
+
+
+def buckets_of(samples: MetricSamples, last: int | None = None) -> tuple[Histogram, Histogram] | None:
+    """(baseline, canary) buckets of a metric's samples, the newest `last` intervals of each when given."""
+    b, c = samples.baseline_buckets, samples.canary_buckets
+    if b is None or c is None:
+        return None
+    if last is not None:
+        b, c = (h.model_copy(update={"counts": h.counts[-last:]}) for h in (b, c))
+    return b, c
 
 
 def _margins(spec: MetricSpec) -> tuple[float, float]:
@@ -233,7 +259,7 @@ def gate_open(spec: MetricSpec, ev: Evidence) -> bool:
 
 
 def _shape_regressed(ev: Evidence) -> str | None:
-    """'spread' or 'tail' when that test carries the evidence (its p-value is the smallest of the up-side tests)
+    """'spread', 'tail' or 'buckets' when that test carries the evidence (its p-value is the smallest of the up-side tests)
     and its effect is beyond its margin: spread grown 1.5x, or the upper decile's mean beyond the allowed change."""
     if ev.means_only:
         return None
@@ -241,6 +267,9 @@ def _shape_regressed(ev: Evidence) -> str | None:
     if "spread" in ev.shape_tests and ev.p_spread_up < location and ev.spread_ratio >= SPREAD_MARGIN:
         return "spread"
     tail_margin = max(DEFAULT_RATIO_MARGIN, 1 + ev.tolerance)
+    if ev.buckets is not None and "buckets" in ev.shape_tests and ev.p_buckets_up < min(location, ev.p_spread_up) \
+            and ev.buckets.ratio >= tail_margin:
+        return "buckets"
     if "tail" in ev.shape_tests and ev.p_tail_up < min(location, ev.p_spread_up) and ev.tail_ratio >= tail_margin:
         return "tail"
     return None
@@ -268,7 +297,8 @@ def decide(
         label = side
         shape = _shape_regressed(ev) if side == "High" else None
         what = {None: "higher", "spread": f"more spread ({ev.spread_ratio:.2f}x)",
-                "tail": f"heavier upper tail (top 10% mean {ev.tail_ratio:.2f}x)"}[shape]
+                "tail": f"heavier upper tail (top 10% mean {ev.tail_ratio:.2f}x)",
+                "buckets": f"heavier upper tail ({ev.buckets.text() if ev.buckets else ''})"}[shape]
         reason = f"canary {'lower' if side == 'Low' else what}: {_change(ev)}, {shift}; p={p:.2g} <= {threshold:.2g}{_tol(ev)}"
     elif significant:
         label = "Pass"
@@ -307,6 +337,7 @@ def decide(
             **({"spread_up": ev.p_spread_up} if "spread" in ev.shape_tests else {}),
             **({"tail_up": ev.p_tail_up} if "tail" in ev.shape_tests else {}),
             **({"count_up": ev.p_count_up} if ev.p_count_up is not None else {}),
+            **({"buckets_tail_up": ev.p_buckets_up} if ev.buckets is not None else {}),
         },
         tolerance=ev.tolerance or None,
     )
@@ -340,7 +371,8 @@ def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
 def classify_bifrost(spec: MetricSpec, data: MetricSamples, min_samples: int, alpha: float = DEFAULT_ALPHA) -> MetricResult:
     """One metric on its own, as its own family at level `alpha`."""
     base, can = prepare(spec, data)
-    return precheck(spec, base, can, min_samples) or decide(spec, gather_for(spec, base, can, DEFAULT_TOLERANCE), alpha)
+    return precheck(spec, base, can, min_samples) or decide(
+        spec, gather_for(spec, base, can, DEFAULT_TOLERANCE, buckets=buckets_of(data)), alpha)
 
 
 def judge_bifrost(config: JudgeConfig, specs: list[MetricSpec], data: list[MetricSamples]) -> JudgeResult:
@@ -359,7 +391,7 @@ def judge_with_evidence(
         early = precheck(spec, base, can, config.min_samples)
         results.append(early)
         if early is None:
-            evidence[i] = gather_for(spec, base, can, config.tolerance)
+            evidence[i] = gather_for(spec, base, can, config.tolerance, buckets=buckets_of(samples_of(spec.name, data)))
     family = [i for i in evidence if not specs[i].muted]
     steps = holm([evidence[i].p_value(specs[i].direction) for i in family], config.alpha)
     for i, (rejected, level) in zip(family, steps):

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from canary.histogram import Histogram
 from common.metric_spec import MetricSpec as MetricSpec  # shared vocabulary: the request and the traffic plan name metrics too
 from common.types import Classification, Direction, EffectMeasure, JudgeMode, MetricKind, Verdict
 
@@ -92,6 +93,27 @@ class MetricSamples(_Strict):
     name: str
     baseline: list[float]
     canary: list[float]
+    baseline_buckets: Histogram | None = Field(
+        default=None, description="a latency's request counts per bucket and interval for the baseline (e.g. Prometheus "
+                                  "`_bucket` series): the judge then also compares the tails request by request")
+    canary_buckets: Histogram | None = Field(default=None, description="the same for the canary, with the same bounds")
+
+    @model_validator(mode="after")
+    def _buckets_paired(self) -> "MetricSamples":
+        problem = bucket_problem(self.baseline_buckets, self.canary_buckets)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
+def bucket_problem(baseline: Histogram | None, canary: Histogram | None) -> str | None:
+    """Why two arms' buckets cannot be compared (naming the field), or None: both arms or neither, same bounds."""
+    if (baseline is None) != (canary is None):
+        missing = "canary_buckets" if canary is None else "baseline_buckets"
+        return f"{missing}: needed as well (buckets are compared arm with arm, so both arms or neither)"
+    if baseline is not None and canary is not None and baseline.le != canary.le:
+        return "canary_buckets.le: differs from baseline_buckets.le; both arms need the same bucket bounds"
+    return None
 
 
 class MetricResult(BaseModel):

@@ -99,10 +99,12 @@ def _best_window(spec: MetricSpec, samples: MetricSamples, tolerance: Mapping[Me
         can = clean(samples.canary[-w:], spec.nan_strategy, spec.outliers)
         if min(len(base), len(can)) < min(MIN_WINDOW, w) or not (np.isfinite(base).all() and np.isfinite(can).all()):
             continue
-        ev = bifrost.gather_for(spec, base, can, tolerance, means_only=means_only)
+        ev = bifrost.gather_for(spec, base, can, tolerance, means_only=means_only,
+                                buckets=bifrost.buckets_of(samples, last=w))
         candidates.append((not bifrost.gate_open(spec, ev), ev.p_value(spec.direction), -w, ev))
     if not candidates:  # the whole soak passed the precheck, so its window always qualifies
         base, can = clean(samples.baseline, spec.nan_strategy, spec.outliers), clean(samples.canary, spec.nan_strategy, spec.outliers)
-        return bifrost.gather_for(spec, base, can, tolerance, means_only=means_only), n, len(sizes)
+        return bifrost.gather_for(spec, base, can, tolerance, means_only=means_only,
+                                  buckets=bifrost.buckets_of(samples)), n, len(sizes)
     _, _, neg_w, ev = min(candidates, key=lambda c: c[:3])
     return ev, -neg_w, len(sizes)

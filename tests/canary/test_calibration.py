@@ -142,3 +142,33 @@ def test_a_doubled_zero_heavy_error_rate_is_still_caught() -> None:
     caught = sum(bifrost.gather(rng.poisson(0.4, 120) / 2000, rng.poisson(0.8, 120) / 2000, shape_tests=()).p_up <= 1e-4
                  for _ in range(200))
     assert caught >= 90, caught  # 104 of 200; the rank and Welch tests alone: 110
+
+
+# the bucket tail test (canary.bucket_tail) on A/A arms: intervals that differ, uneven and low volume, skew, outlier
+# intervals, and coarse buckets whose edges tie many requests (Prometheus' defaults, in ms)
+PROM_LE = [5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0]
+BUCKET_SHAPES: dict[str, dict[str, object]] = {
+    "jitter_0.2": {"jitter": 0.2},
+    "uneven_600_vs_60": {"jitter": 0.1, "canary_volume": 60},
+    "low_volume_20": {"jitter": 0.1, "volume": 20},
+    "skewed_sigma_0.8": {"jitter": 0.1, "sigma": 0.8},
+    "outlier_intervals": {"jitter": 0.05, "outliers": 0.02},
+    "prometheus_default_buckets": {"jitter": 0.1, "le": PROM_LE},
+}
+
+
+@pytest.mark.parametrize("name", list(BUCKET_SHAPES))
+def test_the_bucket_tail_test_holds_its_level_at_1e_3_on_a_a_arms(name: str) -> None:
+    from canary.bucket_tail import bucket_tail_test
+    from tests.canary.buckets import buckets
+
+    kw = dict(BUCKET_SHAPES[name])
+    volume, canary_volume = int(kw.pop("volume", 600)), kw.pop("canary_volume", None)  # type: ignore[call-overload]
+    rng = np.random.default_rng(sorted(BUCKET_SHAPES).index(name))
+    rejected = 0
+    for _ in range(DRAWS):
+        base = buckets(rng, 60, volume, **kw)  # type: ignore[arg-type]
+        can = buckets(rng, 60, int(canary_volume or volume), **kw)  # type: ignore[arg-type]
+        tail = bucket_tail_test(can, base)
+        rejected += tail is not None and tail.p <= LEVEL
+    assert rejected <= _bound(DRAWS, LEVEL), f"{name}: {rejected} of {DRAWS} at {LEVEL}"

@@ -19,6 +19,9 @@ def write(tmp_path: Path, doc: Any, name: str = "input.json") -> str:
     return str(path)
 
 
+BUCKETS = {"le": [100, 200], "counts": [[5, 3, 1]]}
+
+
 def healthy_doc(shift: float = 1.0, n: int = 60) -> dict[str, Any]:
     rng = np.random.default_rng(42)
     return {
@@ -83,6 +86,12 @@ def test_minimal_file_uses_defaults(tmp_path: Path) -> None:
         (lambda d: d.update(thresholds={"pass": 50, "marginal": 80}), "thresholds"),
         (lambda d: d.update(groups={"latency": 90, "errors": 30}), "groups"),
         (lambda d: d.update(metrics=[]), "metrics"),
+        (lambda d: d["metrics"][0].update(kind="latency", baseline_buckets=BUCKETS), "canary_buckets: needed"),
+        (lambda d: d["metrics"][0].update(kind="latency", baseline_buckets=BUCKETS,
+                                          canary_buckets=BUCKETS | {"le": [100, 300]}), "canary_buckets.le"),
+        (lambda d: d["metrics"][0].update(baseline_buckets=BUCKETS, canary_buckets=BUCKETS), "only a latency metric"),
+        (lambda d: d["metrics"][0].update(kind="latency", baseline_buckets=BUCKETS,
+                                          canary_buckets={"le": [100, 200], "counts": [[1]]}), "metrics[0].canary_buckets"),
     ],
 )
 def test_invalid_input_exits_two_naming_the_field(tmp_path: Path, mutate: Any, field: str) -> None:
