@@ -18,6 +18,7 @@ from bifrost_cli.ops import outcome, start_rollout
 from tests.conftest import shared_render_pool
 from tests.workflows.helpers import fleet, make_request
 from worker.build import build_worker
+from worker.endpoints import machinery_client
 from worker.versioning import current_build, deployment_config, deployment_version, drainage, settle_current
 from workflows.rollout.updates import Approve
 from workflows.rollout.workflow import RolloutWorkflow
@@ -91,7 +92,7 @@ async def test_a_rollout_soaks_on_build_a_while_build_b_takes_new_ones_and_a_dra
             # A drains: the idle lock on A exits after its quiet period; meanwhile nothing else is pinned to it
             left = await pinned_running(client, a.to_canonical_string())
             assert set(left) <= {f"service-lock/{gated.service}"}, left
-            await client.get_workflow_handle(f"service-lock/{gated.service}").terminate("test: the lock's idle period")
+            await machinery_client(client).get_workflow_handle(f"service-lock/{gated.service}").terminate("test: the lock's idle period")
             await eventually(lambda: pinned_running(client, a.to_canonical_string()), lambda ids: not ids)
             status, _ = await drainage(client, a)
             assert status in ("DRAINING", "DRAINED"), status
