@@ -160,7 +160,7 @@ class PeerActivities:
 
     def __init__(self, client: Client, machinery: Client | None = None) -> None:
         self.client = client
-        self.clients = {client.namespace: client, **({machinery.namespace: machinery} if machinery else {})}
+        self.machinery = machinery
         self._flying: dict[tuple[str, ...], asyncio.Task[PeerAnswer]] = {}  # the query being asked now
         self._next: dict[tuple[str, ...], asyncio.Task[PeerAnswer]] = {}  # asked when that one ends; askers join it
 
@@ -187,13 +187,13 @@ class PeerActivities:
 
     def on(self, namespace: str | None) -> Client:
         """The client of `namespace` (None: the home namespace); only the two this worker serves."""
-        if namespace is None:
+        if namespace is None or namespace == self.client.namespace:
             return self.client
-        client = self.clients.get(namespace)
-        if client is None:
-            raise ApplicationError(f"namespace {namespace!r} is not served by this worker (it serves "
-                                   f"{', '.join(sorted(self.clients))})", type="InvalidRequest", non_retryable=True)
-        return client
+        if self.machinery is not None and namespace == self.machinery.namespace:
+            return self.machinery
+        raise ApplicationError(f"namespace {namespace!r} is not served by this worker (it serves "
+                               f"{self.client.namespace!r} and its machinery namespace)", type="InvalidRequest",
+                               non_retryable=True)
 
     async def _ask(self, q: PeerQuery) -> PeerAnswer:
         running: bool | None = None

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import nexusrpc.handler
 from temporalio import nexus
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.common import PinnedVersioningOverride, WorkerDeploymentVersion, WorkflowIDConflictPolicy
 
 from common.types import stage_key
 from workflows.stage.models import StageInput, StageState
-from workflows.stage.service import Machinery, stage_summary
+from workflows.stage.service import PIN_HEADER, Machinery, stage_summary
 from workflows.stage.workflow import StageWorkflow
 
 
@@ -24,6 +24,9 @@ class MachineryHandler:
     @nexus.workflow_run_operation
     async def run_stage(self, ctx: nexus.WorkflowRunOperationContext,
                         inp: StageInput) -> nexus.WorkflowHandle[StageState]:
+        pin = {k.lower(): v for k, v in ctx.headers.items()}.get(PIN_HEADER)
         return await ctx.start_workflow(
             StageWorkflow.run, inp, id=f"{inp.rollout_id}/{stage_key(inp.region, inp.environment)}",
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL, static_summary=stage_summary(inp))
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL, static_summary=stage_summary(inp),
+            # on the rollout's own build, as a child inherits its parent's pinned version
+            versioning_override=PinnedVersioningOverride(WorkerDeploymentVersion.from_canonical_string(pin)) if pin else None)

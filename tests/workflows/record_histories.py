@@ -86,7 +86,7 @@ async def save(client: Client, prefix: str, workflow_ids: list[str]) -> None:
 async def save_runs(client: Client, prefix: str, workflow_id: str) -> None:
     """Every run of one workflow id, oldest first (a continue-as-new chain, a reset)."""
     query = f"WorkflowId = '{workflow_id}'"
-    runs = sorted([(wf.start_time, wf.run_id) async for c in (client, machinery_client(client))
+    runs = sorted([(wf.start_time, wf.run_id) for c in (client, machinery_client(client))
                    async for wf in c.list_workflows(query)])
     for i, (_, run) in enumerate(runs):
         await _write(client, OUT / f"{prefix}-{i:02d}.json", workflow_id, run)
@@ -95,7 +95,7 @@ async def save_runs(client: Client, prefix: str, workflow_id: str) -> None:
 async def children(client: Client, parent_id: str) -> list[str]:
     """The workflows `parent_id` started: its children in either namespace, and a rollout's stages (started through
     Nexus in the machinery namespace, under `<rollout id>/<region>/<environment>`)."""
-    found = {wf.id async for c in (client, machinery_client(client))
+    found = {wf.id for c in (client, machinery_client(client))
              async for wf in c.list_workflows(f"ParentWorkflowId = '{parent_id}'")}
     found |= {wf.id async for wf in machinery_client(client).list_workflows(
         f"WorkflowId STARTS_WITH '{parent_id}/' AND WorkflowType = 'StageWorkflow'")}

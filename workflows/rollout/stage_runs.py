@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from common.namespaces import endpoint_name
     from common.types import OUTCOME_FAILURE_TYPES
     from workflows.stage.models import StageInput, StageState
-    from workflows.stage.service import Machinery, stage_summary
+    from workflows.stage.service import PIN_HEADER, Machinery, stage_summary
 
 STARTED_ELSEWHERE = "WorkflowExecutionAlreadyStarted"  # the handler's start found the stage's id taken (a previous run's)
 
@@ -32,9 +32,11 @@ class StageRun:
         """Start the stage of `inp` in the machinery namespace; raise the operation's error if it could not start."""
         info = workflow.info()
         client = workflow.create_nexus_client(service=Machinery, endpoint=endpoint_name(info.namespace, info.task_queue))
+        build = info.get_current_deployment_version()  # the stage runs on the rollout's build, as a child did
         handle = await client.start_operation(
             Machinery.run_stage, inp, summary=stage_summary(inp),
-            cancellation_type=workflow.NexusOperationCancellationType.WAIT_COMPLETED)
+            cancellation_type=workflow.NexusOperationCancellationType.WAIT_COMPLETED,
+            headers={PIN_HEADER: build.to_canonical_string()} if build is not None and build.deployment_name else None)
         return StageRun(handle)
 
     def done(self) -> bool:

@@ -33,8 +33,8 @@ with workflow.unsafe.imports_passed_through():
 
 # How long a stage may outlive a rollout run terminated by hand (plus a look): short while its canary and baseline
 # may be up, longer once it has promoted (it soaks or waits for its verdict; nothing beside the primary is left).
-REAP_CHECK = timedelta(minutes=5)
-REAP_CHECK_PROMOTED = timedelta(hours=1)
+REAP_CHECK = timedelta(minutes=10)
+REAP_CHECK_PROMOTED = timedelta(hours=4)
 
 
 class Origin:

@@ -9,6 +9,7 @@ from workflows.stage.models import StageInput, StageState
 
 SERVICE_NAME = "BifrostMachinery"
 RUN_STAGE = "run_stage"
+PIN_HEADER = "bifrost-pinned-version"  # the caller's Worker Deployment version: the stage is pinned to it (versioning.md)
 
 
 @nexusrpc.service(name=SERVICE_NAME)
