@@ -125,9 +125,9 @@ def list_url(ui_url: str, query: str = "", namespace: str = "default") -> str:
     return f"{ui_url}/namespaces/{namespace}/workflows{suffix}"
 
 
-async def open_list(page: Page, ui_url: str, query: str = "") -> None:
-    """Load the workflow list and wait until its table has rendered."""
-    await page.goto(list_url(ui_url, query), wait_until="domcontentloaded")
+async def open_list(page: Page, ui_url: str, query: str = "", namespace: str = "default") -> None:
+    """Load the workflow list (of `namespace`) and wait until its table has rendered."""
+    await page.goto(list_url(ui_url, query, namespace), wait_until="domcontentloaded")
     await page.locator("[data-testid=saved-views-bar]").wait_for()
     await page.locator("table thead").first.wait_for()
 
