@@ -234,6 +234,22 @@ class PeerActivities:
         await self.on(q.namespace).get_workflow_handle(q.workflow_id, run_id=q.run_id or None).cancel(
             reason=q.reason, rpc_timeout=QUERY_RPC_TIMEOUT)
 
+    async def claim_elsewhere(self, namespace: str, workflow_id: str) -> str | None:
+        """The running run of `workflow_id` in the other namespace this worker serves (than `namespace`), as one line;
+        None when none runs there. For claims held by a workflow id, which the server keeps unique per namespace."""
+        if self.machinery is None:
+            return None
+        other = self.client if namespace == self.machinery.namespace else self.machinery
+        try:
+            described = await other.get_workflow_handle(workflow_id).describe(rpc_timeout=QUERY_RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        return f"{workflow_id} in namespace {other.namespace}, run {described.run_id}"
+
     @activity.defn
     async def signal_workflow(self, s: PeerSignal) -> bool:
         """Send the signal; False if there is no such workflow running (a signal to an ended run has no one to poke)."""
