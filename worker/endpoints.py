@@ -14,7 +14,8 @@ from common.namespaces import endpoint_name, machinery_namespace
 
 
 class EndpointConflict(RuntimeError):
-    """A Nexus endpoint of the name Bifrost derives exists and targets another namespace or task queue."""
+    """A Nexus endpoint of the name Bifrost derives exists and targets another namespace or task queue, or it
+    cannot be created (e.g. the machinery namespace does not exist)."""
 
 
 def machinery_client(client: Client) -> Client:
@@ -48,7 +49,10 @@ async def ensure_endpoint(client: Client, task_queue: str) -> str:
         return name
     except RPCError as err:
         if err.status != RPCStatusCode.ALREADY_EXISTS:
-            raise
+            raise EndpointConflict(
+                f"could not create the Nexus endpoint {name} (namespace {want[0]!r}, task queue {want[1]!r}): "
+                f"{err.message}; create the namespace {want[0]!r} (docs/operating.md) and give the worker the right to "
+                "create endpoints, or create the endpoint once by hand") from err
     existing = await _find(client, name)
     if existing is None:  # removed between the two calls: try once more
         await client.operator_service.create_nexus_endpoint(CreateNexusEndpointRequest(spec=spec))
