@@ -41,10 +41,13 @@ CLAIM_TIMEOUT = timedelta(seconds=10)  # a run that does not answer its claim in
 
 
 class LockActivities:
-    """Holds the client used to reach the lock workflow."""
+    """Holds the clients used to reach the lock workflow (`locks`: the machinery namespace, where it runs) and the
+    rollouts and reverts that hold it (`client`: the namespace people open)."""
 
-    def __init__(self, client: Client, task_queue: str, holder_check: timedelta | None = None) -> None:
+    def __init__(self, client: Client, task_queue: str, holder_check: timedelta | None = None,
+                 locks: Client | None = None) -> None:
         self.client = client
+        self.locks = locks or client
         self.task_queue = task_queue
         self.holder_check = holder_check
 
@@ -58,7 +61,7 @@ class LockActivities:
             state.holder_check_seconds = self.holder_check.total_seconds()
         lock = lock_id(req.service)
         for _ in range(IMPOSTOR_TRIES):
-            handle = await self.client.start_workflow(
+            handle = await self.locks.start_workflow(
                 LOCK_WORKFLOW,
                 state,
                 id=lock,
@@ -74,7 +77,7 @@ class LockActivities:
                 return
             reason = terminal(f"not a Bifrost lock: {why}; terminated by {req.workflow_id} so that a true lock can start")
             activity.logger.warning("%s run %s: %s", lock, run_id, reason)
-            await terminate_run(self.client, lock, run_id, reason)  # already closed: nothing to end
+            await terminate_run(self.locks, lock, run_id, reason)  # already closed: nothing to end
         raise ApplicationError(f"{lock} was started by someone else again and again ({IMPOSTOR_TRIES} times); "
                                f"terminate it and submit again")
 
@@ -104,7 +107,7 @@ class LockActivities:
         """Why a lock's first input (given by whoever started it, or again by a cron or retry) is not the empty
         state of `service`'s lock that a rollout gives, or None when it is."""
         try:
-            [state] = await self.client.data_converter.decode(start.input.payloads, [LockState])
+            [state] = await self.locks.data_converter.decode(start.input.payloads, [LockState])
         except (ApplicationError, ValueError, TypeError):
             return f"run {run} was started with something else than a lock's state"
         if state.service != service:
@@ -117,7 +120,7 @@ class LockActivities:
     async def _start_of(self, lock: str, run_id: str) -> WorkflowExecutionStartedEventAttributes | None:
         """The start event of one run of `lock`; None when its history is gone."""
         try:
-            async for event in self.client.get_workflow_handle(lock, run_id=run_id).fetch_history_events(page_size=1):
+            async for event in self.locks.get_workflow_handle(lock, run_id=run_id).fetch_history_events(page_size=1):
                 if event.HasField("workflow_execution_started_event_attributes"):
                     return event.workflow_execution_started_event_attributes
                 break

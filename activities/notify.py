@@ -9,6 +9,7 @@ from temporalio import activity
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.secrets import redact
 from activities.adapters.webhooks import WebhookNotifier
+from common.namespaces import home_namespace
 from common.types import Notification
 
 log = logging.getLogger(__name__)
@@ -27,9 +28,11 @@ class NotifyActivities:
         if self.notifier is None:
             return True
         info = activity.info()
+        own = info.workflow_id == n.rollout_id  # else a notice about a rollout, sent from its machinery: its page
+        namespace = info.workflow_namespace or "default"
         try:
-            return await self.notifier.send(n, namespace=info.workflow_namespace or "default", run_id=info.workflow_run_id
-                                            if info.workflow_id == n.rollout_id else None)
+            return await self.notifier.send(n, namespace=namespace if own else home_namespace(namespace),
+                                            run_id=info.workflow_run_id if own else None)
         except Exception as err:  # defensive: the contract is "never fails a rollout"
             log.warning("notification %s for %s failed: %s", n.event, n.rollout_id, type(err).__name__)
             return False

@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFail
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.origin import Origin, OriginQuery, find_origin
 from common.failures import WORKER_SHUTTING_DOWN
 from common.runs import foreign_run
 
@@ -35,6 +36,7 @@ class PeerQuery(BaseModel):
     query: str
     task_queue: str | None = None
     workflow_type: str | None = None
+    namespace: str | None = None  # None: the worker's home namespace; else it or its machinery namespace
 
 
 class PeerAnswer(BaseModel):
@@ -118,11 +120,31 @@ class CancelRequest(BaseModel):
 
 class CancelRun(BaseModel):
     """Ask run `run_id` of workflow `workflow_id` to cancel: a workflow asking for its own cancellation, so that it
-    can end Canceled (workflows/controls/ending.py); the server refuses a workflow's command to cancel itself."""
+    can end Canceled (workflows/controls/ending.py); the server refuses a workflow's command to cancel itself.
+    With `run_id` empty, the latest run (a rollout's stage left by a previous run, in the machinery namespace)."""
 
     workflow_id: str
     run_id: str
     reason: str = Field(default="", max_length=200)
+    namespace: str | None = None
+
+
+class PeerSignal(BaseModel):
+    """Signal workflow `workflow_id` in `namespace` (None: the home namespace) with `signal` and its one argument:
+    how a signal crosses between the namespace people open and the machinery namespace."""
+
+    workflow_id: str
+    signal: str
+    arg: Any = None
+    namespace: str | None = None
+
+
+class PeerRun(BaseModel):
+    """One run of a workflow in a namespace (None: the home namespace)."""
+
+    workflow_id: str
+    run_id: str
+    namespace: str | None = None
 
 
 MAX_IDENTITY_CHARS = 200  # an identity is free text the client chose: kept short for the audit and the UI
@@ -136,8 +158,9 @@ class PeerActivities:
     queries to one workflow together; the SDK's worker holds at most one such query task per workflow, so five
     were answered only on the server's retry, about a second late (docs/benchmarks.md)."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Client, machinery: Client | None = None) -> None:
         self.client = client
+        self.machinery = machinery
         self._flying: dict[tuple[str, ...], asyncio.Task[PeerAnswer]] = {}  # the query being asked now
         self._next: dict[tuple[str, ...], asyncio.Task[PeerAnswer]] = {}  # asked when that one ends; askers join it
 
@@ -162,17 +185,28 @@ class PeerActivities:
             if self._flying.get(key) is me:
                 del self._flying[key]
 
+    def on(self, namespace: str | None) -> Client:
+        """The client of `namespace` (None: the home namespace); only the two this worker serves."""
+        if namespace is None or namespace == self.client.namespace:
+            return self.client
+        if self.machinery is not None and namespace == self.machinery.namespace:
+            return self.machinery
+        raise ApplicationError(f"namespace {namespace!r} is not served by this worker (it serves "
+                               f"{self.client.namespace!r} and its machinery namespace)", type="InvalidRequest",
+                               non_retryable=True)
+
     async def _ask(self, q: PeerQuery) -> PeerAnswer:
         running: bool | None = None
+        client = self.on(q.namespace)
         try:
-            handle = self.client.get_workflow_handle(q.workflow_id)
+            handle = client.get_workflow_handle(q.workflow_id)
             if q.task_queue is not None or q.workflow_type is not None:
                 described = await handle.describe(rpc_timeout=QUERY_RPC_TIMEOUT)
                 foreign = _foreign(q, described.task_queue, described.workflow_type)
                 if foreign:
                     return PeerAnswer(found=True, error=foreign)
                 running = described.status == WorkflowExecutionStatus.RUNNING
-                handle = self.client.get_workflow_handle(q.workflow_id, run_id=described.run_id)  # the run described
+                handle = client.get_workflow_handle(q.workflow_id, run_id=described.run_id)  # the run described
             answer = await handle.query(q.query, rpc_timeout=QUERY_RPC_TIMEOUT)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
@@ -197,5 +231,50 @@ class PeerActivities:
     @activity.defn
     async def cancel_run(self, q: CancelRun) -> None:
         """Request the cancellation of exactly this run (by run id: never a newer run of the same workflow id)."""
-        await self.client.get_workflow_handle(q.workflow_id, run_id=q.run_id).cancel(
+        await self.on(q.namespace).get_workflow_handle(q.workflow_id, run_id=q.run_id or None).cancel(
             reason=q.reason, rpc_timeout=QUERY_RPC_TIMEOUT)
+
+    async def claim_elsewhere(self, namespace: str, workflow_id: str) -> str | None:
+        """The running run of `workflow_id` in the other namespace this worker serves (than `namespace`), as one line;
+        None when none runs there. For claims held by a workflow id, which the server keeps unique per namespace."""
+        if self.machinery is None:
+            return None
+        other = self.client if namespace == self.machinery.namespace else self.machinery
+        try:
+            described = await other.get_workflow_handle(workflow_id).describe(rpc_timeout=QUERY_RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            return None
+        return f"{workflow_id} in namespace {other.namespace}, run {described.run_id}"
+
+    @activity.defn
+    async def signal_workflow(self, s: PeerSignal) -> bool:
+        """Send the signal; False if there is no such workflow running (a signal to an ended run has no one to poke)."""
+        try:
+            await self.on(s.namespace).get_workflow_handle(s.workflow_id).signal(
+                s.signal, s.arg, rpc_timeout=QUERY_RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status in _GONE:
+                return False
+            raise
+        return True
+
+    @activity.defn
+    async def run_is_open(self, run: PeerRun) -> bool:
+        """Whether that very run is still running (False if it closed or does not exist)."""
+        try:
+            described = await self.on(run.namespace).get_workflow_handle(run.workflow_id, run_id=run.run_id).describe(
+                rpc_timeout=QUERY_RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return described.status == WorkflowExecutionStatus.RUNNING
+
+    @activity.defn
+    async def stage_origin(self, q: OriginQuery) -> Origin:
+        """Read the rollout's own history for the Nexus operation that started this stage run (activities/origin.py)."""
+        return await find_origin(self.client, q)

@@ -192,10 +192,13 @@ async def traffic_moves(client: Any, service: str) -> list[EvacuationState | Non
     would wait for its end."""
     from temporalio.client import WorkflowExecutionStatus
 
-    runs = [wf async for wf in client.list_workflows(f"WorkflowId = '{evacuation_id(service)}'")
-            if wf.status != WorkflowExecutionStatus.RUNNING]  # its outcome would wait for its end
-    return [(await traffic_outcome(client.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)))[0]
-            for wf in sorted(runs, key=lambda wf: wf.start_time)]
+    from worker.endpoints import machinery_client
+
+    query = f"WorkflowId = '{evacuation_id(service)}'"
+    runs = [(wf, c) for c in (client, machinery_client(client))  # a rollout's stages move traffic from the machinery
+            async for wf in c.list_workflows(query) if wf.status != WorkflowExecutionStatus.RUNNING]
+    return [(await traffic_outcome(c.get_workflow_handle(wf.id, run_id=wf.run_id, result_type=EvacuationState)))[0]
+            for wf, c in sorted(runs, key=lambda run: run[0].start_time)]
 
 
 async def running_change(client: Any, inp: EvacuationInput, task_queue: str) -> bool:

@@ -43,6 +43,7 @@ INVALID_REQUEST = "InvalidRequest"  # a request that cannot be planned (or a tra
 EVACUATION_FAILED = "EvacuationFailed"  # an evacuation or restore that stopped part-way (its state says where)
 TRAFFIC_CONFLICT = "TrafficConflict"  # someone else moved the weights: stop, do not fight
 WORKER_SHUTTING_DOWN = "WorkerShuttingDown"  # a peer query given up as its worker stops: the next attempt asks again
+ORIGIN_NOT_YET = "OriginNotRecordedYet"  # a stage's rollout has not recorded its start yet: the next attempt reads again
 
 FAILURE_TYPES: dict[str, FailureType] = {
     # the adapters' errors: the message is the adapter's one line; whether to retry is each error's own call
@@ -50,6 +51,7 @@ FAILURE_TYPES: dict[str, FailureType] = {
     INVALID_REQUEST: FailureType(own_line=True, never_retry=True, ends_workflow=True),
     TRAFFIC_CONFLICT: FailureType(never_retry=True),
     WORKER_SHUTTING_DOWN: FailureType(),  # retried by the activity: no flag applies
+    ORIGIN_NOT_YET: FailureType(),  # retried by the activity: no flag applies
     **{outcome: FailureType(ends_workflow=True) for outcome in OUTCOME_FAILURE_TYPES.values()},
     REFUSED: FailureType(ends_workflow=True),
     INVALID_PAYLOAD: FailureType(ends_workflow=True),

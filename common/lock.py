@@ -80,3 +80,12 @@ class RecoveredClaims(BaseModel):
     holders: list[LockRequest] = Field(default_factory=list)
     waiting: list[LockRequest] = Field(default_factory=list)
     skipped: list[str] = Field(default_factory=list)
+
+
+def standing(state: LockState, workflow_id: str) -> str:
+    """Where `workflow_id` stands in the lock's state (holder, its place in the queue), for an audit line."""
+    holder = state.holder.workflow_id if state.holder is not None else "nobody"
+    queued = [q.workflow_id for q in state.queue]
+    where = "it holds the lock" if holder == workflow_id else (
+        f"it is number {queued.index(workflow_id) + 1} in the queue" if workflow_id in queued else "it is not queued")
+    return f"{where}; holder {holder}"

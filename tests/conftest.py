@@ -19,7 +19,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from worker.build import RenderPool
 from worker.converter import DATA_CONVERTER
-from worker.server import DEV_SERVER_FLAGS
+from worker.endpoints import machinery_client
+from worker.server import DEV_SERVER_FLAGS, namespace_args
 from workflows import search
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
@@ -88,7 +89,8 @@ async def env():
     """A plain local dev server: real timers, for rollouts without long waits."""
     e = await WorkflowEnvironment.start_local(
         dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=DATA_CONVERTER,
-        dev_server_extra_args=["--dynamic-config-value", "frontend.enableServerVersionCheck=false", *DEV_SERVER_FLAGS],
+        dev_server_extra_args=["--dynamic-config-value", "frontend.enableServerVersionCheck=false", *DEV_SERVER_FLAGS,
+                               *namespace_args("default")],
     )
     yield e
     await e.shutdown()
@@ -99,7 +101,8 @@ async def ts_env():
     """A dev server with per-workflow time skipping: soaks and timeouts of hours run in seconds."""
     e = await WorkflowEnvironment.start_time_skipping_v2(
         dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=DATA_CONVERTER,
-        dev_server_extra_args=["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true", *DEV_SERVER_FLAGS],
+        dev_server_extra_args=["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true", *DEV_SERVER_FLAGS,
+                               *namespace_args("default")],
     )
     yield e
     await e.shutdown()
@@ -117,13 +120,14 @@ async def no_workflow_outlives_its_test(request: pytest.FixtureRequest):
     for name in ("env", "ts_env"):
         if name not in request.fixturenames:
             continue
-        client = request.getfixturevalue(name).client
-        async for wf in client.list_workflows('ExecutionStatus="Running"'):
-            try:
-                await client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate(reason="test ended")
-            except RPCError as e:  # ended between the listing and now
-                if e.status != RPCStatusCode.NOT_FOUND:
-                    raise
+        home = request.getfixturevalue(name).client
+        for client in (home, machinery_client(home)):  # stages, reports and the lock run in the machinery namespace
+            async for wf in client.list_workflows('ExecutionStatus="Running"'):
+                try:
+                    await client.get_workflow_handle(wf.id, run_id=wf.run_id).terminate(reason="test ended")
+                except RPCError as e:  # ended between the listing and now
+                    if e.status != RPCStatusCode.NOT_FOUND:
+                        raise
 
 
 @pytest.fixture

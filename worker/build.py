@@ -30,7 +30,9 @@ from activities.policy import PolicyActivities
 from activities.releases import ReleaseActivities
 from activities.routing import RoutingActivities
 from activities.traffic.shift import TrafficActivities
+from worker.endpoints import ensure_endpoint, machinery_client
 from worker.limits import WorkerLimits
+from worker.machinery import MachineryHandler
 from worker.sandbox import workflow_runner
 from worker.telemetry import worker_interceptors
 from workflows.drill.workflow import DrillWorkflow
@@ -42,6 +44,10 @@ from workflows.revert.workflow import RevertWorkflow
 from workflows.rollout.workflow import RolloutWorkflow
 from workflows.stage.workflow import StageWorkflow
 
+# What runs in the namespace people open (things a person or CI started, and the traffic changes and reports of
+# reverts, guards and drills), and what runs in its machinery namespace (common/namespaces.py).
+HOME_WORKFLOWS = [RolloutWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow, RegionGuardWorkflow, DrillWorkflow]
+MACHINERY_WORKFLOWS = [StageWorkflow, EvacuationWorkflow, ReportWorkflow, ServiceLockWorkflow]
 WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow,
              RegionGuardWorkflow, DrillWorkflow]
 P = ParamSpec("P")
@@ -114,21 +120,44 @@ class RenderPool(Executor):
 
 
 class BifrostWorker(Worker):
-    """A Temporal worker that also runs the worker polling the reports' task queue (`drawing`) and owns its
-    render pool: both start and stop with it, and a fatal error in either stops the other."""
+    """A Temporal worker for the namespace people open that also runs the workers beside it: the machinery
+    namespace's worker (stages, their reports and evacuations, through a Nexus endpoint it creates when it starts)
+    and, in each namespace, the worker polling the reports' task queue (`drawing`); it owns its render pool. All
+    start and stop together, and a fatal error in one stops the others."""
 
-    def __init__(self, *args: Any, drawing: Worker, render_pool: Executor | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, drawing: Worker, machinery: list[Worker] | None = None,
+                 render_pool: Executor | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.render_pool = render_pool
         self.drawing = drawing
+        self.machinery = list(machinery or [])
+        self._client: Client = kwargs.get("client") or args[0]
+        self._task_queue: str = kwargs["task_queue"]
+        self.endpoint: str | None = None
+
+    async def prepare(self) -> str:
+        """Create (or find) the Nexus endpoint the rollouts of this task queue reach their stages by."""
+        if self.endpoint is None:
+            self.endpoint = await ensure_endpoint(self._client, self._task_queue)
+        return self.endpoint
+
+    async def __aenter__(self) -> BifrostWorker:
+        await self.prepare()  # before any rollout this worker runs schedules a stage
+        await super().__aenter__()
+        return self
+
+    @property
+    def _beside(self) -> list[Worker]:
+        return [self.drawing, *self.machinery]
 
     async def run(self) -> None:
         try:
-            main, drawing = asyncio.create_task(super().run()), asyncio.create_task(self.drawing.run())
-            await asyncio.wait([main, drawing], return_when=asyncio.FIRST_COMPLETED)
-            await self.shutdown()  # a shutdown asked for, or a fatal error: the other one stops too
-            await asyncio.wait([main, drawing])
-            for task in (main, drawing):
+            await self.prepare()
+            tasks = [asyncio.create_task(super().run()), *(asyncio.create_task(w.run()) for w in self._beside)]
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            await self.shutdown()  # a shutdown asked for, or a fatal error: the others stop too
+            await asyncio.wait(tasks)
+            for task in tasks:
                 if task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
         finally:
@@ -136,24 +165,26 @@ class BifrostWorker(Worker):
                 await asyncio.to_thread(self.render_pool.shutdown, wait=True, cancel_futures=True)
 
     async def shutdown(self) -> None:
-        """Stop both workers at once, so their graceful periods for in-flight activities overlap."""
-        await asyncio.gather(super().shutdown(), self.drawing.shutdown())
+        """Stop every worker at once, so their graceful periods for in-flight activities overlap."""
+        await asyncio.gather(super().shutdown(), *(w.shutdown() for w in self._beside), return_exceptions=True)
 
 
 def activities_for(
     client: Client, task_queue: str, registry: AdapterRegistry, reports_dir: str | Path,
     lock_holder_check: timedelta | None = None, *, reports: ReportStore | None = None,
-    render_pool: Executor | None = None,
+    render_pool: Executor | None = None, machinery: Client | None = None,
 ) -> list[Callable[..., Any]]:
-    """Every activity the workflows call, bound to `registry`; reports go to `reports`, else the registry's
-    store (targets file), else the folder `reports_dir`."""
+    """Every activity the workflows call (in either namespace), bound to `registry`; reports go to `reports`, else
+    the registry's store (targets file), else the folder `reports_dir`. `machinery`: the machinery namespace's
+    client (else one is made on `client`'s connection)."""
     deploy = DeployActivities(registry)
     store = reports or registry.reports or LocalReportStore(reports_dir)
     analysis = AnalysisActivities(registry, store, render_pool)
-    lock = LockActivities(client, task_queue, lock_holder_check)
+    machinery = machinery or machinery_client(client)
+    lock = LockActivities(client, task_queue, lock_holder_check, locks=machinery)
     notify = NotifyActivities(registry)
-    traffic = TrafficActivities(registry, store)
-    peers = PeerActivities(client)
+    peers = PeerActivities(client, machinery)
+    traffic = TrafficActivities(registry, store, claims=peers.claim_elsewhere)
     releases = ReleaseActivities(client)
     guard = GuardActivities(registry, traffic)
     policy = PolicyActivities(registry)
@@ -162,6 +193,7 @@ def activities_for(
         deploy.current_version, deploy.deploy_canary, deploy.deploy_baseline, deploy.promote, deploy.rollback,
         deploy.cleanup, analysis.analyze_canary, analysis.soak_check, analysis.render_report,
         lock.request_service_lock, lock.rollout_is_running, lock.recover_claims, peers.query_workflow, peers.cancel_request, peers.cancel_run,
+        peers.signal_workflow, peers.stage_origin, peers.run_is_open,
         notify.notify, traffic.plan_traffic, traffic.set_weights, traffic.scale, traffic.check_health, traffic.read_traffic,
         releases.find_release, guard.guard_look, traffic.region_weights, policy.promote_hold_floor,
         routing.canary_weights, routing.set_canary_weights, routing.canary_router_problems,
@@ -192,27 +224,28 @@ def build_worker(
     owned = RenderPool(render_processes) if render_pool is None else None
     pool = render_pool or owned
     limits = limits or WorkerLimits()
+    machinery = machinery_client(client)
     activities = activities_for(client, task_queue, registry, reports_dir, lock_holder_check,
-                                reports=reports, render_pool=pool)
+                                reports=reports, render_pool=pool, machinery=machinery)
     render_report = next(a for a in activities if getattr(a, "__func__", None) is AnalysisActivities.render_report)
-    drawing = Worker(  # a report waits on the server, where any worker's free render process can take it
-        client, task_queue=report_task_queue(task_queue), activities=[render_report],
-        graceful_shutdown_timeout=graceful_shutdown, max_concurrent_activities=2 * render_processes,
-        interceptors=worker_interceptors(), deployment_config=deployment,
-    )
-    return BifrostWorker(
-        client,
-        task_queue=task_queue,
-        workflows=WORKFLOWS,
-        workflow_runner=workflow_runner(),  # the SDK's sandbox, minus two host-side costs (worker/sandbox.py)
-        activities=activities,  # render_report too: stages begun before ReportWorkflow draw on this queue
-        graceful_shutdown_timeout=graceful_shutdown,
-        render_pool=owned,
-        drawing=drawing,
-        max_concurrent_workflow_tasks=limits.workflow_tasks,
-        max_concurrent_activities=limits.activities,
-        max_concurrent_local_activities=limits.local_activities,
-        max_cached_workflows=limits.cached_workflows,
-        interceptors=worker_interceptors(),  # adapter errors by kind; tracing comes with the client's interceptors
-        deployment_config=deployment,
-    )
+
+    def drawing(on: Client) -> Worker:  # a report waits on the server, where any worker's free render process can take it
+        return Worker(on, task_queue=report_task_queue(task_queue), activities=[render_report],
+                      graceful_shutdown_timeout=graceful_shutdown, max_concurrent_activities=2 * render_processes,
+                      interceptors=worker_interceptors(), deployment_config=deployment)
+
+    def common(workflows: list[type]) -> dict[str, Any]:
+        return dict(
+            task_queue=task_queue, workflows=workflows,
+            workflow_runner=workflow_runner(),  # the SDK's sandbox, minus two host-side costs (worker/sandbox.py)
+            activities=activities,  # render_report too: stages begun before ReportWorkflow draw on this queue
+            graceful_shutdown_timeout=graceful_shutdown,
+            max_concurrent_workflow_tasks=limits.workflow_tasks, max_concurrent_activities=limits.activities,
+            max_concurrent_local_activities=limits.local_activities, max_cached_workflows=limits.cached_workflows,
+            interceptors=worker_interceptors(),  # adapter errors by kind; tracing comes with the client's interceptors
+            deployment_config=deployment,
+        )
+
+    stages = Worker(machinery, nexus_service_handlers=[MachineryHandler()], **common(MACHINERY_WORKFLOWS))
+    return BifrostWorker(client, render_pool=owned, drawing=drawing(client), machinery=[stages, drawing(machinery)],
+                         **common(HOME_WORKFLOWS))

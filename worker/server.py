@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.namespaces import machinery_namespace
 from workflows import search
 
 
@@ -33,6 +34,12 @@ def temporal_binary() -> str:
 DEV_SERVER_DYNAMIC_CONFIG = {"history.transferProcessorMaxPollRPS": "1000"}
 DEV_SERVER_FLAGS = [arg for key, value in DEV_SERVER_DYNAMIC_CONFIG.items()
                     for arg in ("--dynamic-config-value", f"{key}={value}")]
+
+
+def namespace_args(*namespaces: str) -> list[str]:
+    """`--namespace` flags creating each namespace and its machinery namespace (common/namespaces.py)."""
+    return [arg for ns in namespaces for name in (ns, machinery_namespace(ns)) if name != "default"
+            for arg in ("--namespace", name)]
 
 
 def search_attribute_args() -> list[str]:
@@ -66,8 +73,10 @@ def start_dev_server(
     log_file: str | Path | None = ".bifrost/temporal.log",
     extra_args: list[str] | None = None,
     ready_timeout: float = 30.0,
+    namespaces: tuple[str, ...] = ("default",),
 ) -> DevServer:
-    """Start `temporal server start-dev` (with DEV_SERVER_FLAGS) and wait until it answers; raise with its log tail if it dies."""
+    """Start `temporal server start-dev` (with DEV_SERVER_FLAGS, and each of `namespaces` with its machinery namespace)
+    and wait until it answers; raise with its log tail if it dies."""
     args = [temporal_binary(), "server", "start-dev", "--ip", ip, "--port", str(port), "--log-level", "warn"]
     if ui_port is None:
         args.append("--headless")
@@ -76,7 +85,7 @@ def start_dev_server(
     if db_file is not None:
         Path(db_file).parent.mkdir(parents=True, exist_ok=True)
         args += ["--db-filename", str(db_file)]
-    args += search_attribute_args() + DEV_SERVER_FLAGS + list(extra_args or [])
+    args += search_attribute_args() + DEV_SERVER_FLAGS + namespace_args(*namespaces) + list(extra_args or [])
     if log_file:
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
     out = open(log_file, "ab") if log_file else subprocess.DEVNULL  # noqa: SIM115 - owned by the child

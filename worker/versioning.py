@@ -22,6 +22,8 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import WorkerDeploymentConfig
 
+from worker.endpoints import machinery_client
+
 DEFAULT_DEPLOYMENT = "bifrost"
 REGISTER_WAIT = 30.0  # s for a new build's pollers to register it with the server before it can be made current
 log = logging.getLogger("bifrost.worker")
@@ -91,7 +93,17 @@ async def make_current(client: Client, version: WorkerDeploymentVersion, *, iden
 async def settle_current(client: Client, version: WorkerDeploymentVersion, *, set_current: bool) -> str:
     """At start-up: make this build current when asked (`--set-current`) or when the deployment has none yet (a first
     install, a dev server); otherwise leave routing alone: a release engineer promotes a new build on purpose. Says
-    what it did."""
+    what it did. The machinery namespace (stages, reports, the lock) follows: once this build is current in the
+    namespace people open, it is made current there too."""
+    said = await _settle(client, version, set_current=set_current)
+    machinery = machinery_client(client)
+    if await current_build(client, version.deployment_name) == version.build_id and \
+            await current_build(machinery, version.deployment_name) != version.build_id:
+        await make_current(machinery, version)
+    return said
+
+
+async def _settle(client: Client, version: WorkerDeploymentVersion, *, set_current: bool) -> str:
     current = await current_build(client, version.deployment_name)
     if current == version.build_id:
         return f"build {version.build_id} is the current version of deployment {version.deployment_name!r}"

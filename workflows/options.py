@@ -72,6 +72,32 @@ RELEASE = ActivityOptions(
                              non_retryable_error_types=NON_RETRYABLE),
 )
 
+# A signal to a workflow in the other namespace (rollout <-> stage, holder <-> lock), sent without waiting through
+# the outbox: a signal cannot cross namespaces as a command, so an activity sends it. Retried for a while; a
+# signal that never arrives is healed as a lost one is (each side re-checks the other's own state).
+SIGNAL = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=20),
+    schedule_to_close_timeout=timedelta(minutes=10),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
+                             non_retryable_error_types=NON_RETRYABLE),
+)
+# A stage reading its rollout's history for the Nexus operation that started it (workflows/stage/origin.py):
+# retried while that operation is scheduled but its start is not recorded yet, for a bounded while.
+ORIGIN = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=30),
+    schedule_to_close_timeout=timedelta(minutes=2),
+    retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), backoff_coefficient=1.5,
+                             maximum_interval=timedelta(seconds=5), non_retryable_error_types=NON_RETRYABLE),
+)
+# A stage asking whether its rollout's run is still open (the reaper of workflows/stage/origin.py): a look that
+# fails is simply made again at the next interval.
+WATCH = ActivityOptions(
+    start_to_close_timeout=timedelta(seconds=20),
+    schedule_to_close_timeout=timedelta(minutes=1),
+    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
+                             non_retryable_error_types=NON_RETRYABLE),
+)
+
 DEPLOY = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=15),
     heartbeat_timeout=HEARTBEAT,

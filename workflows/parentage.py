@@ -44,14 +44,13 @@ def is_rollout_of(rollout_id: str, service: str, version: str) -> bool:
 
 def stage_refusal(rollout_id: str, service: str, version: str, region: str, environment: str,
                   info: workflow.Info) -> str | None:
-    """A stage runs only as the child of the rollout its input names (that rollout judged its canary and orders it),
-    under the id that rollout gives it: `<rollout id>/<region>/<environment>`."""
-    parent = info.parent
-    if parent is None:
-        return (f"invalid StageInput: rollout_id: a stage runs only as the child of its rollout {rollout_id}; "
-                f"this one was started by hand (it has no parent), so nothing was deployed")
-    if parent.workflow_id != rollout_id:
-        return f"invalid StageInput: rollout_id: this stage was started by {parent.workflow_id}, not by {rollout_id}"
+    """A stage runs only for a rollout of its service and version, under the id that rollout gives it:
+    `<rollout id>/<region>/<environment>`. (That the rollout itself started this very run is proven from the
+    rollout's own history before the stage deploys anything: workflows/stage/origin.py; a stage has no parent, it
+    runs in the machinery namespace, started through Nexus.)"""
+    if info.parent is not None:
+        return (f"invalid StageInput: rollout_id: a stage is started by its rollout through Nexus, not as the child "
+                f"of {info.parent.workflow_id}")
     if not is_rollout_of(rollout_id, service, version):
         return (f"invalid StageInput: rollout_id: {rollout_id} is not a rollout of {service} {version} "
                 f"(its id would be {ROLLOUT_PREFIX}/{service}/{version})")

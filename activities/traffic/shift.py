@@ -9,6 +9,7 @@ replicas, which the HPA would undo; the floor before is read by the plan, before
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -73,9 +74,13 @@ def _own_id(inp: PlanInput) -> None:
 class TrafficActivities:
     """Holds the adapter registry; each method is one activity with one input."""
 
-    def __init__(self, registry: AdapterRegistry, reports: ReportStore | None = None) -> None:
+    def __init__(self, registry: AdapterRegistry, reports: ReportStore | None = None,
+                 claims: Callable[[str, str], Awaitable[str | None]] | None = None) -> None:
         self.registry = registry
         self.reports = reports  # names where a health look's reports will open (ReportWorkflow draws them)
+        # who else holds the service's traffic claim: the same id runs in each namespace (a rollout's stages move
+        # traffic from the machinery namespace), so the one running in the other namespace is asked here
+        self.claims = claims
 
     # -- lookups ------------------------------------------------------------------------------------
     def _target(self, service: str, region: str, environment: str) -> TrafficTarget:
@@ -112,6 +117,12 @@ class TrafficActivities:
         Refuses (non-retryable, listing every problem) an unknown region, the last serving region, a missing
         record, bad steps, or a receiver that cannot be scaled enough."""
         _own_id(inp)
+        if self.claims is not None and activity.in_activity():
+            info = activity.info()
+            other = await self.claims(info.workflow_namespace or "", traffic_workflow_id(inp.service))
+            if other is not None and info.workflow_type == EVACUATION_WORKFLOW:
+                raise refuse(f"{inp.direction} of {inp.region} for {inp.service}", [
+                    f"service: another traffic change of {inp.service} runs ({other}): one change per service at a time"])
         async with heartbeating("plan_traffic"):
             return await self._plan_traffic(inp)
 

@@ -1,4 +1,4 @@
-"""Runs someone else started (issue #29): a service lock, a stage or a report started by hand, as the Web UI's "Start
+"""Runs someone else started (issue #29): a service lock, a report started by hand, as the Web UI's "Start
 Workflow" would, must not refuse, cancel or block real releases, deploy anything, or write a report.
 
 Every test here reproduces an attack that did harm before the checks of workflows/parentage.py and
@@ -25,6 +25,7 @@ from bifrost_cli.ops import outcome, start_rollout
 from common.lock import LockRequest, LockState, lock_id
 from common.types import MetricWindow, StageRef
 from tests.workflows.helpers import failed_at_once, fleet, make_request, running_worker
+from worker.endpoints import machinery_client
 from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.parentage import lock_refusal, report_refusal, stage_refusal
 from workflows.provenance import require_continued
@@ -32,7 +33,6 @@ from workflows.report.workflow import report_workflow_id
 from workflows.rollout.models import RolloutState
 from workflows.rollout.updates import Approve
 from workflows.rollout.workflow import RolloutWorkflow
-from workflows.stage.models import StageInput
 
 ONE_REGION = {"regions": [{"name": "us-east-1", "traffic_share": 1.0}], "blast_radius": {"canary_region": None}}
 FORGED = "security freeze until the audit closes, ticket INC-7"
@@ -62,7 +62,7 @@ async def test_a_forged_lock_refuses_aborts_or_blocks_no_real_release(env, task_
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
         # the forged holder "runs" (a workflow nobody polls), so the lock's holder check would never free it
         await env.client.start_workflow("Anything", id=fake_holder, task_queue=f"nobody-{uuid.uuid4().hex[:6]}")
-        lock = await env.client.start_workflow("ServiceLockWorkflow", forged, id=lock_id(svc), task_queue=task_queue)
+        lock = await machinery_client(env.client).start_workflow("ServiceLockWorkflow", forged, id=lock_id(svc), task_queue=task_queue)
         handles = [await start_rollout(env.client, r, task_queue) for r in reqs]
         # the attacker pokes the rollouts, which confirm against the lock's state
         for h in handles:
@@ -70,7 +70,7 @@ async def test_a_forged_lock_refuses_aborts_or_blocks_no_real_release(env, task_
             await h.signal("superseded", "9.9.9")
         results = [await until_done(h, 120) for h in handles]
         await env.client.get_workflow_handle(fake_holder).terminate("test over")
-    message = await refused_at_once(env.client.get_workflow_handle(lock.id, run_id=lock.result_run_id), "holder")
+    message = await refused_at_once(lock, "holder")
     assert "holder, queue" not in message and "holder, log, refused, superseded" in message, message
     assert [r.status for r in results] == ["succeeded"] * 3, [(r.status, r.reason) for r in results]
     assert not any("9.9.9" in (r.reason or "") or "INC-7" in (r.reason or "") for r in results)
@@ -82,7 +82,8 @@ async def test_a_lock_started_with_state_only_it_writes_fails_at_once(env, task_
     request = LockRequest(workflow_id=f"rollout/{svc}/9.9.9", service=svc, version="9.9.9")
     given: dict[str, Any] = {"holder": request, "queue": [request], "refused": {request.workflow_id: FORGED},
                              "superseded": {request.workflow_id: "9.9.9"}, "log": ["granted nobody"]}
-    raw = await Client.connect(env.client.service_client.config.target_host, namespace=env.client.namespace)  # as the UI
+    raw = await Client.connect(env.client.service_client.config.target_host,  # as the UI, where the lock runs
+                               namespace=machinery_client(env.client).namespace)
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
         h = await raw.start_workflow("ServiceLockWorkflow", LockState(service=svc, **{field: given[field]}).model_dump(),
                                      id=lock_id(svc), task_queue=task_queue)
@@ -94,7 +95,7 @@ async def test_a_lock_started_with_state_only_it_writes_fails_at_once(env, task_
 async def test_a_lock_under_another_id_fails_at_once(env, task_queue, tmp_path):
     svc = make_request().service
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
-        h = await env.client.start_workflow("ServiceLockWorkflow", LockState(service=svc),
+        h = await machinery_client(env.client).start_workflow("ServiceLockWorkflow", LockState(service=svc),
                                             id=f"service-lock/other-{uuid.uuid4().hex[:6]}", task_queue=task_queue)
         message = await refused_at_once(h, "service")
     assert lock_id(svc) in message
@@ -104,12 +105,12 @@ async def test_an_impostor_lock_on_a_queue_nobody_polls_is_replaced_and_the_roll
     req = make_request(**ONE_REGION)
     nobody = f"nobody-polls-{uuid.uuid4().hex[:6]}"
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
-        impostor = await env.client.start_workflow("ServiceLockWorkflow", LockState(service=req.service),
+        impostor = await machinery_client(env.client).start_workflow("ServiceLockWorkflow", LockState(service=req.service),
                                                    id=lock_id(req.service), task_queue=nobody)
         h = await start_rollout(env.client, req, task_queue)
         result = await until_done(h, 60)  # before: it signalled the impostor, which never answered, and waited for ever
-        events = [e async for e in env.client.get_workflow_handle(impostor.id, run_id=impostor.result_run_id)
-                  .fetch_history_events()]
+        events = [e async for e in machinery_client(env.client).get_workflow_handle(
+            impostor.id, run_id=impostor.result_run_id).fetch_history_events()]
     assert result.status == "succeeded", result.reason
     ended = events[-1]
     assert ended.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED
@@ -136,7 +137,7 @@ async def lock_knows(client: Client, service: str, workflow_id: str) -> LockStat
     async with asyncio.timeout(30):
         while True:
             try:
-                state = await client.get_workflow_handle(lock_id(service)).query(
+                state = await machinery_client(client).get_workflow_handle(lock_id(service)).query(
                     ServiceLockWorkflow.lock_state, rpc_timeout=timedelta(seconds=2))
             except RPCError:
                 state = None  # between the terminated run and the next, or an impostor nobody polls
@@ -156,7 +157,7 @@ async def test_a_lock_terminated_under_its_holder_recovers_the_holder(env, task_
     b = make_request(service=a.service, version="1.0.2", **ONE_REGION)
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
         ha = await holds_at_gate(env.client, a, task_queue)
-        await env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        await machinery_client(env.client).get_workflow_handle(lock_id(a.service)).terminate("attacker")
         hb = await start_rollout(env.client, b, task_queue)
         state = await lock_knows(env.client, a.service, hb.id)
         # before: the fresh lock was empty and granted b at once, while a still held it at its gate
@@ -164,7 +165,7 @@ async def test_a_lock_terminated_under_its_holder_recovers_the_holder(env, task_
         assert [q.workflow_id for q in state.queue] == [hb.id], state
         assert (await hb.query(RolloutWorkflow.status)).status != "running"
         results = await approve_and_finish(ha, [hb])  # a's release reaches the new run and is confirmed
-        lock = await env.client.get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
+        lock = await machinery_client(env.client).get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
     assert [r.status for r in results] == ["succeeded"] * 2, [(r.status, r.reason) for r in results]
     assert f"released by {ha.id}" in lock.log and any(ha.id in line and "recovered" in line for line in lock.log), lock.log
 
@@ -176,14 +177,14 @@ async def test_a_waiting_rollout_keeps_its_place_when_the_lock_is_terminated(env
         ha = await holds_at_gate(env.client, a, task_queue)
         hb = await start_rollout(env.client, b, task_queue)
         await lock_knows(env.client, a.service, hb.id)
-        await env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        await machinery_client(env.client).get_workflow_handle(lock_id(a.service)).terminate("attacker")
         hc = await start_rollout(env.client, c, task_queue)
         state = await lock_knows(env.client, a.service, hc.id)
         # before: the fresh lock granted c at once; b, waiting, had lost its place
         assert state.holder is not None and state.holder.workflow_id == ha.id, state
         assert [q.workflow_id for q in state.queue] == [hb.id, hc.id], state
         results = await approve_and_finish(ha, [hb, hc])
-        lock = await env.client.get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
+        lock = await machinery_client(env.client).get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
     assert [r.status for r in results] == ["succeeded"] * 3, [(r.status, r.reason) for r in results]
     granted = [line for line in lock.log if line.startswith("granted ")]
     assert granted[-2:] == [f"granted {hb.id}", f"granted {hc.id}"], lock.log
@@ -195,8 +196,8 @@ async def test_an_impostor_terminated_by_a_rollout_does_not_give_a_second_holder
     nobody = f"nobody-polls-{uuid.uuid4().hex[:6]}"
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
         ha = await holds_at_gate(env.client, a, task_queue)
-        await env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
-        await env.client.start_workflow("ServiceLockWorkflow", LockState(service=a.service), id=lock_id(a.service),
+        await machinery_client(env.client).get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        await machinery_client(env.client).start_workflow("ServiceLockWorkflow", LockState(service=a.service), id=lock_id(a.service),
                                         task_queue=nobody)
         hb = await start_rollout(env.client, b, task_queue)  # its lock activity terminates the impostor, starts a true lock
         state = await lock_knows(env.client, a.service, hb.id)
@@ -216,27 +217,14 @@ async def test_a_waiting_rollout_whose_lock_was_terminated_asks_again_and_runs(t
             ha = await holds_at_gate(ts_env.client, a, task_queue)
         hb = await start_rollout(ts_env.client, b, task_queue)
         await lock_knows(ts_env.client, a.service, hb.id)
-        await ts_env.client.get_workflow_handle(lock_id(a.service)).terminate("attacker")
+        await machinery_client(ts_env.client).get_workflow_handle(lock_id(a.service)).terminate("attacker")
         results = await approve_and_finish(ha, [hb])  # before: b waited for ever on the terminated lock's state
-        lock = await ts_env.client.get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
+        lock = await machinery_client(ts_env.client).get_workflow_handle(lock_id(a.service)).query(ServiceLockWorkflow.lock_state)
     assert [r.status for r in results] == ["succeeded"] * 2, [(r.status, r.reason) for r in results]
     assert f"recovered {hb.id} waiting (its own claim: waiting)" in lock.log and f"granted {hb.id}" in lock.log, lock.log
 
 
 # -- a stage and a report started by hand -----------------------------------------------------------------------
-
-async def test_a_stage_started_by_hand_deploys_nothing(env, task_queue, tmp_path):
-    req = make_request(**ONE_REGION)
-    f = fleet()
-    inp = StageInput(rollout_id=req.workflow_id, service=req.service, version=req.version, image=req.image,
-                     region="us-east-1", environment="prod", canary=req.canary, soak_hours=0)
-    async with running_worker(env.client, f, task_queue, tmp_path):
-        h = await env.client.start_workflow("StageWorkflow", inp, id=f"{req.workflow_id}/us-east-1/prod",
-                                            task_queue=task_queue)
-        await refused_at_once(h, "rollout_id")
-    assert not [c for c in f.calls if c[0] not in ("current_version",)], f.calls  # before: deploy_canary, ...
-    assert not [e for e in f.effects if e.service == req.service]
-
 
 async def test_a_report_started_by_hand_writes_nothing(env, task_queue, tmp_path):
     req = make_request(**ONE_REGION)
@@ -285,12 +273,12 @@ def test_only_the_lock_s_own_continue_as_new_carries_its_state():
 def test_a_stage_and_a_report_run_only_under_the_parent_and_id_it_gives():
     args = ("rollout/pay/1.0.0/x1", "pay", "1.0.0", "us-east-1", "prod")
     mine = "rollout/pay/1.0.0/x1/us-east-1/prod"
-    assert stage_refusal(*args, info(mine, parent="rollout/pay/1.0.0/x1")) is None
-    assert "by hand" in (stage_refusal(*args, info(mine)) or "")
-    assert "started by rollout/pay/2.0.0" in (stage_refusal(*args, info(mine, parent="rollout/pay/2.0.0")) or "")
+    # a stage has no parent (its rollout starts it through Nexus; its history is checked in the run: origin.py)
+    assert stage_refusal(*args, info(mine)) is None
+    assert "not as the child of rollout/pay/1.0.0/x1" in (stage_refusal(*args, info(mine, parent=args[0])) or "")
     assert "not a rollout of pay 1.0.0" in (stage_refusal("evil/x", "pay", "1.0.0", "us-east-1", "prod",
-                                                          info("evil/x/us-east-1/prod", parent="evil/x")) or "")
-    assert "region" in (stage_refusal(*args, info("rollout/pay/1.0.0/x1/eu-west-1/prod", parent=args[0])) or "")
+                                                          info("evil/x/us-east-1/prod")) or "")
+    assert "region" in (stage_refusal(*args, info("rollout/pay/1.0.0/x1/eu-west-1/prod")) or "")
     report = f"{mine}/report/a1"
     assert report_refusal(args[0], "a1", "us-east-1/prod", info(report, parent=mine)) is None
     assert report_refusal("traffic/pay", "a1", "eu-west-1/prod", info("traffic/pay/report/a1", parent="traffic/pay")) is None

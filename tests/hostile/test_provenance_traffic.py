@@ -34,6 +34,7 @@ from common.failures import INVALID_REQUEST
 from tests.workflows.evacuation_helpers import evacuation, running_worker, service, simulated_registry, wait_for
 from tests.workflows.test_drill import ALL_WEEK, drill_input
 from tests.workflows.test_guard import guard_input
+from worker.endpoints import machinery_client
 from workflows.drill.models import DrillReport, drill_id
 from workflows.drill.workflow import DrillWorkflow
 from workflows.evacuation.models import AbortShift, EvacuationState
@@ -189,3 +190,22 @@ async def test_the_gate_does_not_ask_a_run_on_a_task_queue_nobody_polls(env: Any
         assert mine.error is None and mine.running is True
         assert EvacuationState.model_validate(mine.answer).status == "awaiting_approval"
         await handle.terminate("test over")
+
+
+async def test_a_traffic_change_in_the_machinery_namespace_waits_for_none_running_in_the_home_one(
+        env: Any, task_queue: str, tmp_path: Path) -> None:
+    """`traffic/<service>` is unique per namespace only, and a rollout's stages move traffic from the machinery
+    namespace: a change there is refused by its plan while one of the same service runs in the namespace people open
+    (and the other way round), so a stage's evacuation never moves a record set beside a hand-started one."""
+    registry, _ = simulated_registry(ttl=1)
+    svc = service()
+    async with running_worker(env.client, registry, task_queue, tmp_path):
+        held = await env.client.start_workflow(EvacuationWorkflow.run, evacuation(svc, require_approval=True),
+                                               id=evacuation_id(svc), task_queue=task_queue)
+        await wait_for(held, lambda s: s.status == "awaiting_approval", timeout=DEADLINE)
+        cause = await refusal(machinery_client(env.client), EvacuationWorkflow.run, evacuation(svc, steps=[0]),
+                              evacuation_id(svc), task_queue)
+        assert f"another traffic change of {svc} runs ({evacuation_id(svc)} in namespace {env.client.namespace}" \
+            in cause.message, cause.message  # before: it drained eu-west-1 beside the held change
+        assert await weights(registry, svc) == EVEN  # nothing moved
+        await held.terminate("test over")

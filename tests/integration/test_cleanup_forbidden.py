@@ -26,6 +26,7 @@ from tests.fakes.kube_api import FakeKubeApi
 from tests.integration.conftest import assert_one_line
 from tests.workflows.helpers import METRICS
 from worker.build import build_worker
+from worker.endpoints import machinery_client
 from workflows.request import RolloutRequest, parse_request
 from workflows.rollout.models import RolloutState
 from workflows.rollout.workflow import RolloutWorkflow
@@ -76,7 +77,7 @@ async def roll_out(env: Any, tmp_path: Path, task_queue: str, kube: FakeKubeApi,
         handle = await env.client.start_workflow(RolloutWorkflow.run, req, id=f"{req.workflow_id}/{uuid.uuid4().hex[:6]}",
                                                  task_queue=task_queue)
         result = await outcome(handle)
-        stage = await env.client.get_workflow_handle(f"{handle.id}/{KEY}").describe()
+        stage = await machinery_client(env.client).get_workflow_handle(f"{handle.id}/{KEY}").describe()
     assert stage.status is not None
     for leftover in (f"{WORKLOAD}-canary", f"{WORKLOAD}-baseline"):  # both were tried, though the first was refused
         assert kube.count("DELETE", f"/deployments/{leftover}") >= 1, leftover

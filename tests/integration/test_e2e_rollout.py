@@ -34,6 +34,7 @@ from tests.integration.conftest import (
 )
 from tests.integration.promdata import QUERIES
 from worker.build import build_worker
+from worker.endpoints import machinery_client
 from workflows.request import RolloutRequest, parse_request
 from workflows.rollout.workflow import RolloutWorkflow
 
@@ -122,21 +123,18 @@ def request(version: str, requested_by: str) -> RolloutRequest:
 
 
 async def histories_bytes(client: Client, parent: WorkflowHandle, task_queue: str) -> tuple[bytes, list[str]]:
-    """Every event of every workflow that ran on the task queue, as raw protobuf plus JSON."""
-    ids = {parent.id}
-    async for wf in client.list_workflows(f"TaskQueue = '{task_queue}'"):
-        ids.add(wf.id)
+    """Every event of every workflow that ran on the task queue (in the namespace people open and its machinery
+    namespace), as raw protobuf plus JSON."""
+    where = {parent.id: client}
+    for c in (client, machinery_client(client)):
+        async for wf in c.list_workflows(f"TaskQueue = '{task_queue}'"):
+            where[wf.id] = c
     blobs: list[bytes] = []
-    for wid in sorted(ids):
-        history = await client.get_workflow_handle(wid).fetch_history()
+    for wid in sorted(where):
+        history = await where[wid].get_workflow_handle(wid).fetch_history()
         blobs.extend(e.SerializeToString() for e in history.events)
         blobs.append(history.to_json().encode())
-        for e in history.events:
-            if e.HasField("start_child_workflow_execution_initiated_event_attributes"):
-                ids.add(e.start_child_workflow_execution_initiated_event_attributes.workflow_id)
-    for wid in sorted(ids - {parent.id}):  # children found through the events, in case visibility lagged
-        history = await client.get_workflow_handle(wid).fetch_history()
-        blobs.extend(e.SerializeToString() for e in history.events)
+    ids = set(where)
     return b"\n".join(blobs), sorted(ids)
 
 

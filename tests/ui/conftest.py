@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import TEMPORAL, require_or_skip
 from worker.converter import DATA_CONVERTER
-from worker.server import DEV_SERVER_FLAGS
+from worker.server import DEV_SERVER_FLAGS, namespace_args
 from workflows import search
 
 CHROMIUM = "/usr/bin/chromium"
@@ -87,7 +87,8 @@ async def ui_server(browser: Browser) -> AsyncIterator[UiServer]:
                 search_attributes=search.ALL, data_converter=DATA_CONVERTER,
                 dev_server_extra_args=[
                     "--ui-disable-news-fetch",
-                    "--namespace", WALKTHROUGH_NAMESPACE,  # an empty list for tests/ui/test_walkthrough.py to count
+                    # an empty list for tests/ui/test_walkthrough.py to count; each with its machinery namespace
+                    *namespace_args("default", WALKTHROUGH_NAMESPACE),
                     "--dynamic-config-value", "frontend.enableServerVersionCheck=false",
                     *DEV_SERVER_FLAGS,
                 ],

@@ -29,12 +29,13 @@ def workflow_url(ui_url: str, workflow_id: str, namespace: str = "default") -> s
     return f"{ui_url}/namespaces/{namespace}/workflows/{urllib.parse.quote(workflow_id, safe='')}"
 
 
-async def open_workflow(page: Page, ui_url: str, workflow_id: str) -> None:
-    """Load the workflow page and wait until its actions are usable.
+async def open_workflow(page: Page, ui_url: str, workflow_id: str, namespace: str = "default") -> None:
+    """Load the workflow page (a stage's, a report's or the lock's: namespace `default-machinery`) and wait until its
+    actions are usable.
 
     Never waits for "networkidle": the page polls for ever while auto-refresh is on.
     """
-    await page.goto(workflow_url(ui_url, workflow_id), wait_until="domcontentloaded")
+    await page.goto(workflow_url(ui_url, workflow_id, namespace), wait_until="domcontentloaded")
     await page.get_by_role("button", name="More Actions").wait_for()
 
 
@@ -124,9 +125,9 @@ def list_url(ui_url: str, query: str = "", namespace: str = "default") -> str:
     return f"{ui_url}/namespaces/{namespace}/workflows{suffix}"
 
 
-async def open_list(page: Page, ui_url: str, query: str = "") -> None:
-    """Load the workflow list and wait until its table has rendered."""
-    await page.goto(list_url(ui_url, query), wait_until="domcontentloaded")
+async def open_list(page: Page, ui_url: str, query: str = "", namespace: str = "default") -> None:
+    """Load the workflow list (of `namespace`) and wait until its table has rendered."""
+    await page.goto(list_url(ui_url, query, namespace), wait_until="domcontentloaded")
     await page.locator("[data-testid=saved-views-bar]").wait_for()
     await page.locator("table thead").first.wait_for()
 

@@ -30,6 +30,7 @@ from temporalio.client import Client
 from activities.adapters.registry import AdapterRegistry
 from activities.adapters.reports import LocalReportStore
 from bifrost_cli.ops import outcome, start_rollout
+from common.namespaces import machinery_namespace
 from tests.ui.conftest import UiServer
 from tests.ui.temporal_ui import (
     DIALOG,
@@ -52,6 +53,7 @@ from tests.workflows.evacuation_helpers import service as evacuation_service
 from tests.workflows.evacuation_helpers import start as start_evacuation
 from tests.workflows.helpers import fleet, make_request
 from worker.build import build_worker
+from worker.endpoints import machinery_client
 from worker.reports_http import ReportServer
 from workflows.rollout.models import RolloutState
 
@@ -152,6 +154,7 @@ async def test_a_rolled_back_rollout_is_listed_as_failed(browser: Browser, ui_se
                                                          tmp_path: Path) -> None:
     rollout_id = console.rolled_back.rollout_id
     await wait_listed(console.client, 'ExecutionStatus = "Failed"', {rollout_id})
+    await wait_listed(machinery_client(console.client), 'ExecutionStatus = "Failed"', {f"{rollout_id}/{FAILING_STAGE}"})
     async with console_page(browser, tmp_path) as page:
         await open_list(page, ui_server.ui_url)
         # The header's count of failed executions is the UI's status filter: it lists ExecutionStatus = Failed.
@@ -159,45 +162,48 @@ async def test_a_rolled_back_rollout_is_listed_as_failed(browser: Browser, ui_se
         await expect(page).to_have_url(re.compile(re.escape("query=%60ExecutionStatus%60%3D%22Failed%22")))
         row = workflow_row(page, rollout_id)
         await expect(row.locator("[data-testid=execution-status]")).to_have_text("Failed")
-        # Only the stage that failed is red beside its rollout; the three the rollout rolled back by its scope
-        # did as they were told and completed (their pages say "rolled back").
-        await expect(status_of(page, f"{rollout_id}/{FAILING_STAGE}")).to_have_text("Failed")
-        for key in SCOPE_ROLLED_BACK:
+        # The stages run in the machinery namespace: not one of them is listed beside the rollout.
+        for key in [FAILING_STAGE, *SCOPE_ROLLED_BACK]:
             await expect(workflow_row(page, f"{rollout_id}/{key}")).to_have_count(0)
         await snap(page, tmp_path, "ui-list-failed", page.locator("[data-testid=saved-views-bar]"),
                    page.locator("table").first, docs=True)
         # The quick filter named "Failures" is something else: running workflows whose workflow tasks fail.
         failures = page.locator("[data-testid=task-failures]")
         assert "TemporalReportedProblems" in unquote_plus(await failures.get_attribute("href") or "")
+        # In the machinery namespace, only the stage that failed is red; the three the rollout rolled back by its
+        # scope did as they were told and completed (their pages say "rolled back").
+        await open_list(page, ui_server.ui_url, 'ExecutionStatus = "Failed"', namespace=machinery_namespace("default"))
+        await expect(status_of(page, f"{rollout_id}/{FAILING_STAGE}")).to_have_text("Failed")
+        for key in SCOPE_ROLLED_BACK:
+            await expect(workflow_row(page, f"{rollout_id}/{key}")).to_have_count(0)
 
 
 async def test_the_default_list_and_the_parent_view_tell_the_outcome(browser: Browser, ui_server: UiServer,
                                                                      console: Console, tmp_path: Path) -> None:
-    """The list every browser opens on: the rollout red, the stage that failed red, the stages rolled back on the
-    rollout's order green. "Parent Workflows" (a system view in every browser) lists the rollout without its
-    stages, reports and evacuations, and shows its children on demand."""
+    """The list every browser opens on: the rollout red, and none of its machinery (stages, reports, evacuations,
+    the lock: the machinery namespace). There, the stage that failed is red and the stages rolled back on the
+    rollout's order green. "Parent Workflows" (a system view in every browser) lists the rollout too."""
     rollout_id = console.rolled_back.rollout_id
     stage_ids = [f"{rollout_id}/{st.key}" for st in console.rolled_back.stages[:4]]
-    await wait_listed(console.client, f'WorkflowId STARTS_WITH "{rollout_id}"', {rollout_id, *stage_ids})
+    await wait_listed(console.client, f'WorkflowId STARTS_WITH "{rollout_id}"', {rollout_id})
+    await wait_listed(machinery_client(console.client), f'WorkflowId STARTS_WITH "{rollout_id}"', set(stage_ids))
     async with console_page(browser, tmp_path) as page:
         await open_list(page, ui_server.ui_url)
         await expect(status_of(page, rollout_id)).to_have_text("Failed")
-        await expect(status_of(page, f"{rollout_id}/{FAILING_STAGE}")).to_have_text("Failed")
-        for key in SCOPE_ROLLED_BACK:
-            await expect(status_of(page, f"{rollout_id}/{key}")).to_have_text("Completed")
+        for stage_id in stage_ids:
+            await expect(workflow_row(page, stage_id)).to_have_count(0)
         await snap(page, tmp_path, "ui-list-default", page.locator("table").first, docs=True)
 
         await page.locator("[data-testid=saved-views-bar]").get_by_text("Parent", exact=True).click()
         await expect(page).to_have_url(re.compile(re.escape("query=%60ParentWorkflowId%60+is+null")))
         row = workflow_row(page, rollout_id)
         await expect(row.locator("[data-testid=execution-status]")).to_have_text("Failed")
-        for stage_id in stage_ids:
-            await expect(workflow_row(page, stage_id)).to_have_count(0)
-        await row.locator("td").nth(1).locator("button").last.click()  # "View Child Workflows"
+
+        await open_list(page, ui_server.ui_url, namespace=machinery_namespace("default"))
         await expect(status_of(page, f"{rollout_id}/{FAILING_STAGE}")).to_have_text("Failed")
         for key in SCOPE_ROLLED_BACK:
             await expect(status_of(page, f"{rollout_id}/{key}")).to_have_text("Completed")
-        await snap(page, tmp_path, "ui-list-parents", page.locator("table").first, docs=True)
+        await snap(page, tmp_path, "ui-list-machinery", page.locator("table").first, docs=True)
 
 
 async def test_the_default_list_tells_an_aborted_rollout_from_a_rejected_one(browser: Browser, ui_server: UiServer,
@@ -227,7 +233,7 @@ async def test_a_stage_page_shows_its_own_rollback(browser: Browser, ui_server: 
                                                    tmp_path: Path) -> None:
     stage_id = f"{console.rolled_back.rollout_id}/{EARLY_STAGE}"
     async with console_page(browser, tmp_path) as page:
-        await open_workflow(page, ui_server.ui_url, stage_id)
+        await open_workflow(page, ui_server.ui_url, stage_id, namespace=machinery_namespace("default"))
         badge = page.locator("[data-testid=execution-status]").first
         # rolled back on the rollout's order, as intended: the stage workflow completed (green), its page says so
         await expect(badge).to_have_text("Completed")

@@ -12,6 +12,7 @@ from playwright.async_api import Browser, expect
 
 from activities.adapters.registry import AdapterRegistry
 from bifrost_cli.ops import outcome, start_rollout
+from common.namespaces import machinery_namespace
 from tests.ui.conftest import UiServer
 from tests.ui.temporal_ui import current_details, details_fitted, open_workflow, snap
 from tests.ui.test_console import RESULT_TIMEOUT_S, console_page
@@ -45,7 +46,8 @@ async def test_a_revert_page_shows_its_version_payload_and_the_release_it_revert
             assert rows and "healthy" in rows[0] and " n " in rows[0], rows  # the look's values and n
             await snap(page, tmp_path, "ui-revert-page", await details_fitted(page), docs=True)
             # the stage page of the release: no Reset, and the retry command renders as typed (no en dash)
-            await open_workflow(page, ui_server.ui_url, f"{rollout.id}/us-east-1/prod")  # its stage's own workflow
+            await open_workflow(page, ui_server.ui_url, f"{rollout.id}/us-east-1/prod",  # its stage's own workflow
+                                namespace=machinery_namespace("default"))
             stage = await current_details(page)
             await expect(stage.locator("body")).to_contain_text("Do not Reset this stage")
             stage_codes = await stage.locator("code").all_inner_texts()

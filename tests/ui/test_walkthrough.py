@@ -81,8 +81,6 @@ async def walkthrough(ui_server: UiServer, tmp_path_factory: pytest.TempPathFact
         yield Walkthrough(client, {k: h.id for k, h in handles.items()})
 
 
-@pytest.mark.xfail(strict=True, reason="not met yet: stages, their reports and the service lock run in the namespace "
-                   "the UI opens (Temporal starts a child in its parent's namespace; UI 2.54 has no default query)")
 async def test_the_walkthrough_count_of_the_default_list(browser: Browser, ui_server: UiServer,
                                                          walkthrough: Walkthrough, tmp_path: Path) -> None:
     rows = await settled_count(walkthrough.client)

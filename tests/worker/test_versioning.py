@@ -18,6 +18,7 @@ from bifrost_cli.ops import outcome, start_rollout
 from tests.conftest import shared_render_pool
 from tests.workflows.helpers import fleet, make_request
 from worker.build import build_worker
+from worker.endpoints import machinery_client
 from worker.versioning import current_build, deployment_config, deployment_version, drainage, settle_current
 from workflows.rollout.updates import Approve
 from workflows.rollout.workflow import RolloutWorkflow
@@ -35,9 +36,11 @@ async def eventually(probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool],
 
 
 async def builds_of(client: Client, workflow_id: str) -> set[str]:
-    """The build ids that completed the workflow's tasks, from its own history."""
+    """The build ids that completed the workflow's tasks, from its own history (a rollout's in `client`'s namespace,
+    its stages' and the lock's in the machinery namespace)."""
     seen = set()
-    async for e in client.get_workflow_handle(workflow_id).fetch_history_events():
+    on = client if workflow_id.count("/") <= 3 and not workflow_id.startswith("service-lock/") else machinery_client(client)
+    async for e in on.get_workflow_handle(workflow_id).fetch_history_events():
         if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
             a = e.workflow_task_completed_event_attributes
             seen.add(a.deployment_version.build_id or a.worker_deployment_version or "unversioned")
@@ -45,13 +48,14 @@ async def builds_of(client: Client, workflow_id: str) -> set[str]:
 
 
 async def tree(client: Client, h: WorkflowHandle) -> list[str]:
-    """The rollout and its stages."""
-    return [h.id, *[wf.id async for wf in client.list_workflows(f"ParentWorkflowId = '{h.id}'")]]
+    """The rollout and its stages (started through Nexus, in the machinery namespace)."""
+    query = f"WorkflowId STARTS_WITH '{h.id}/' AND WorkflowType = 'StageWorkflow'"
+    return [h.id, *[wf.id async for wf in machinery_client(client).list_workflows(query)]]
 
 
 async def pinned_running(client: Client, version: str) -> list[str]:
     query = f"TemporalWorkerDeploymentVersion = '{version}' AND ExecutionStatus = 'Running'"
-    return [wf.id async for wf in client.list_workflows(query)]
+    return [wf.id for c in (client, machinery_client(client)) async for wf in c.list_workflows(query)]
 
 
 async def test_a_rollout_soaks_on_build_a_while_build_b_takes_new_ones_and_a_drains(env, task_queue, tmp_path: Path):
@@ -91,7 +95,7 @@ async def test_a_rollout_soaks_on_build_a_while_build_b_takes_new_ones_and_a_dra
             # A drains: the idle lock on A exits after its quiet period; meanwhile nothing else is pinned to it
             left = await pinned_running(client, a.to_canonical_string())
             assert set(left) <= {f"service-lock/{gated.service}"}, left
-            await client.get_workflow_handle(f"service-lock/{gated.service}").terminate("test: the lock's idle period")
+            await machinery_client(client).get_workflow_handle(f"service-lock/{gated.service}").terminate("test: the lock's idle period")
             await eventually(lambda: pinned_running(client, a.to_canonical_string()), lambda ids: not ids)
             status, _ = await drainage(client, a)
             assert status in ("DRAINING", "DRAINED"), status

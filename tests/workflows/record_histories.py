@@ -25,6 +25,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import ResetWorkflowExecutionRequest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from activities.adapters.registry import registry_from_targets
@@ -44,7 +45,8 @@ from tests.workflows.helpers import (
 )
 from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.converter import DATA_CONVERTER
-from worker.server import DEV_SERVER_FLAGS
+from worker.endpoints import machinery_client
+from worker.server import DEV_SERVER_FLAGS, namespace_args
 from workflows import search
 from workflows.evacuation.models import AbortShift, ApproveShift
 from workflows.evacuation.settings import evacuation_id
@@ -65,7 +67,12 @@ ONE_REGION: dict[str, Any] = {"regions": [{"name": "us-east-1", "traffic_share":
 
 # -- saving ------------------------------------------------------------------------------------------------------
 async def _write(client: Client, path: Path, workflow_id: str, run_id: str | None = None) -> None:
-    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    try:  # a rollout, revert, guard or drill (and their traffic changes) in the namespace people open
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    except RPCError as err:  # a stage, its reports and evacuations, the lock: in the machinery namespace
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        history = await machinery_client(client).get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
     path.write_text(json.dumps({"workflow_id": workflow_id, "history": json.loads(history.to_json())}, indent=1))
     print(f"wrote {path.relative_to(OUT.parent.parent)}")
 
@@ -78,13 +85,21 @@ async def save(client: Client, prefix: str, workflow_ids: list[str]) -> None:
 
 async def save_runs(client: Client, prefix: str, workflow_id: str) -> None:
     """Every run of one workflow id, oldest first (a continue-as-new chain, a reset)."""
-    runs = sorted([(wf.start_time, wf.run_id) async for wf in client.list_workflows(f"WorkflowId = '{workflow_id}'")])
+    query = f"WorkflowId = '{workflow_id}'"
+    runs = sorted([(wf.start_time, wf.run_id) for c in (client, machinery_client(client))
+                   async for wf in c.list_workflows(query)])
     for i, (_, run) in enumerate(runs):
         await _write(client, OUT / f"{prefix}-{i:02d}.json", workflow_id, run)
 
 
 async def children(client: Client, parent_id: str) -> list[str]:
-    return sorted([wf.id async for wf in client.list_workflows(f"ParentWorkflowId = '{parent_id}'")])
+    """The workflows `parent_id` started: its children in either namespace, and a rollout's stages (started through
+    Nexus in the machinery namespace, under `<rollout id>/<region>/<environment>`)."""
+    found = {wf.id for c in (client, machinery_client(client))
+             async for wf in c.list_workflows(f"ParentWorkflowId = '{parent_id}'")}
+    found |= {wf.id async for wf in machinery_client(client).list_workflows(
+        f"WorkflowId STARTS_WITH '{parent_id}/' AND WorkflowType = 'StageWorkflow'")}
+    return sorted(found)
 
 
 async def with_children(client: Client, h: WorkflowHandle, *more: str) -> list[str]:
@@ -122,7 +137,7 @@ async def rollouts(client: Client, tmp: Path) -> None:
             await outcome(h)
             await save(client, prefix, await with_children(client, h))
         drawing = await children(client, f"{h.id}/us-east-1/prod")
-        await client.get_workflow_handle(drawing[0]).result()
+        await machinery_client(client).get_workflow_handle(drawing[0]).result()
         await save(client, "report", drawing)
         h = await paused_at_the_gate(client, make_request(approvals={"gates": [{"wave": 3}], "approvers": ["alice"]}))
         await save(client, "approval-pause", await with_children(client, h))
@@ -161,8 +176,8 @@ async def signals(client: Client, tmp: Path) -> None:
         await ha.execute_update(RolloutWorkflow.resume, Resume(by="carol"))
         await hb.signal("lock_granted", a.service)
         await ha.signal("superseded", "9.9.9")
-        await client.get_workflow_handle(f"service-lock/{a.service}").signal("release", ha.id)
-        await client.get_workflow_handle(f"{ha.id}/us-east-1/test").signal("skip_soak", "mallory")
+        await machinery_client(client).get_workflow_handle(f"service-lock/{a.service}").signal("release", ha.id)
+        await machinery_client(client).get_workflow_handle(f"{ha.id}/us-east-1/test").signal("skip_soak", "mallory")
         await ha.signal("stage_progress", {"key": "us-east-1/prod", "region": "us-east-1", "environment": "prod",
                                            "status": "succeeded", "verdict": "pass"})
         await wait(ha, lambda s: len(s.audit) >= 6)
@@ -590,7 +605,8 @@ async def record(names: list[str]) -> None:
     _forget(names, everything=set(names) == set(GROUPS))
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+                                                data_converter=DATA_CONVERTER,
+                                                dev_server_extra_args=[*DEV_SERVER_FLAGS, *namespace_args("default")])
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for name in names:

@@ -25,6 +25,7 @@ from common.lock import LockState
 from common.own_memo import own_canceled_state
 from tests.workflows.helpers import fleet, make_request, replaced_activity, running_worker, start
 from tests.workflows.test_controls import wait_for
+from worker.endpoints import machinery_client
 from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.request import RolloutRequest
 from workflows.rollout.models import RolloutState
@@ -54,7 +55,7 @@ async def scheduled_activities(handle: WorkflowHandle) -> list[str]:
 async def lock_of(client: Client, service: str, timeout: float = 30.0) -> LockState:
     """The service lock's state once it holds nothing (the release is a signal: it may land a moment after the end);
     its state at the deadline otherwise."""
-    handle = client.get_workflow_handle(f"service-lock/{service}")
+    handle = machinery_client(client).get_workflow_handle(f"service-lock/{service}")
     deadline = asyncio.get_running_loop().time() + timeout
     while (state := await handle.query(ServiceLockWorkflow.lock_state)).holder is not None \
             and asyncio.get_running_loop().time() < deadline:

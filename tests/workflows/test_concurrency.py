@@ -8,6 +8,7 @@ import pytest
 
 from bifrost_cli.ops import outcome, start_rollout
 from tests.workflows.helpers import fleet, make_request, running_worker
+from worker.endpoints import machinery_client
 from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.rollout.workflow import RolloutWorkflow
 
@@ -88,7 +89,7 @@ async def test_a_terminated_rollout_does_not_hold_the_lock_forever(env, task_que
         hb = await start_rollout(env.client, b, task_queue)
         async with asyncio.timeout(60):
             result = await outcome(hb)
-        lock = await env.client.get_workflow_handle(f"service-lock/{a.service}").query(ServiceLockWorkflow.lock_state)
+        lock = await machinery_client(env.client).get_workflow_handle(f"service-lock/{a.service}").query(ServiceLockWorkflow.lock_state)
     assert result.status == "succeeded"
     assert any("ended without releasing; lock freed" in line for line in lock.log)
 

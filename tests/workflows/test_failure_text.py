@@ -8,14 +8,15 @@ from temporalio.client import Client, WorkflowFailureError
 
 from activities.adapters.simulated import VersionEffect
 from tests.workflows.helpers import fleet, make_request, running_worker, start
+from worker.endpoints import machinery_client
 
 FRAMES = ("Traceback", 'File "', '.py"', ".py:", "site-packages")
 
 
 async def _family(client: Client, rollout_id: str) -> list[str]:
-    """The rollout and every workflow it started (stages, reports)."""
+    """The rollout and every workflow it started (stages, reports: in the machinery namespace)."""
     ids = [rollout_id]
-    async for wf in client.list_workflows(f"WorkflowId STARTS_WITH '{rollout_id}/'"):
+    async for wf in machinery_client(client).list_workflows(f"WorkflowId STARTS_WITH '{rollout_id}/'"):
         ids.append(wf.id)
     return ids
 
@@ -30,7 +31,8 @@ async def test_a_failing_stage_and_its_rollout_show_no_python_frames(env, task_q
     assert "never became available" in str(raised.value.cause)
     failures: dict[str, list[str]] = {}
     for wid in await _family(env.client, h.id):
-        history = await env.client.get_workflow_handle(wid).fetch_history()
+        on = env.client if wid == h.id else machinery_client(env.client)
+        history = await on.get_workflow_handle(wid).fetch_history()
         for event in history.events:
             text = MessageToJson(event)
             if '"failure"' in text:

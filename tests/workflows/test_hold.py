@@ -19,6 +19,7 @@ from common.types import MetricWindow, StageRef
 from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.test_controls import refused, wait_for
 from tests.workflows.test_reset_and_resubmit import FIRST_FOUR, LAST_TWO, deploys
+from worker.endpoints import machinery_client
 from workflows.request import RolloutRequest
 from workflows.rollout.models import RolloutState
 from workflows.rollout.updates import ResolveHold
@@ -128,7 +129,7 @@ async def test_a_hand_sent_signal_cannot_decide_a_hold(env, task_queue, tmp_path
     async with running_worker(env.client, f, task_queue, tmp_path):
         h = await start_rollout(env.client, held_request(), task_queue)
         await wait_for(h, held)
-        stage = env.client.get_workflow_handle(f"{h.id}/{HELD_STAGE}")
+        stage = machinery_client(env.client).get_workflow_handle(f"{h.id}/{HELD_STAGE}")
         await stage.signal("resolve", {"hold": 1, "action": "promote", "by": "mallory", "reason": "trust me"})
         await stage.signal("set_hold", False)
         async with asyncio.timeout(30):
@@ -187,7 +188,7 @@ async def test_a_sibling_of_a_held_stage_waits_before_promotion_until_the_hold_i
     async with running_worker(env.client, f, task_queue, tmp_path):
         h = await start_rollout(env.client, req, task_queue)
         await wait_for(h, held)
-        sibling = env.client.get_workflow_handle(f"{h.id}/eu-west-1/test")
+        sibling = machinery_client(env.client).get_workflow_handle(f"{h.id}/eu-west-1/test")
         async with asyncio.timeout(30):  # the rollout has told the sibling (confirmed with its orders) to hold
             while not (await sibling.query(StageWorkflow.progress)).hold:
                 await asyncio.sleep(0.1)

@@ -13,6 +13,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from bifrost_cli.ops import outcome, start_rollout
 from common.lock import LockState, lock_id
 from tests.workflows.helpers import first_true_answer_unconfirmable, fleet, make_request, running_worker
+from worker.endpoints import machinery_client
 from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.rollout.models import RolloutState
 from workflows.rollout.updates import Abort, Approve, SkipSoak
@@ -39,7 +40,7 @@ async def rollout_state(h: WorkflowHandle) -> RolloutState:
 
 
 async def lock_state(client: Client, service: str) -> LockState:
-    return await client.get_workflow_handle(lock_id(service)).query(ServiceLockWorkflow.lock_state)
+    return await machinery_client(client).get_workflow_handle(lock_id(service)).query(ServiceLockWorkflow.lock_state)
 
 
 def ignored(audit: list[AuditEntry], signal: str) -> list[AuditEntry]:
@@ -118,7 +119,7 @@ async def test_forged_release_and_acquire_do_not_move_the_lock(env, task_queue, 
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
         ha, hb, before = await holder_and_queued(env.client, task_queue)
         service = before.service
-        lock = env.client.get_workflow_handle(lock_id(service))
+        lock = machinery_client(env.client).get_workflow_handle(lock_id(service))
         await lock.signal("release", ha.id)  # names the holder: would hand the lock to b
         await lock.signal("release", hb.id)  # would drop b from the queue
         fake = {"workflow_id": f"rollout/{service}/9.9.9", "service": service, "version": "9.9.9", "policy": "supersede"}
@@ -153,7 +154,7 @@ async def test_stage_signals_sent_by_hand_to_a_soaking_stage_change_nothing(env,
             await h.execute_update(RolloutWorkflow.skip_soak, SkipSoak(stage="us-east-1/prod", by="mallory", reason="x"))
         assert str(refused.value.cause).endswith("by: 'mallory' may not approve or decide here: the name is not on the "
                                                  "list of approvers (approvals.approvers in the request)")
-        stage = env.client.get_workflow_handle(f"{h.id}/us-east-1/prod")
+        stage = machinery_client(env.client).get_workflow_handle(f"{h.id}/us-east-1/prod")
         stage_before: StageDetail = await stage.query(StageWorkflow.progress)
         await stage.signal("skip_soak", "mallory: trust me")
         await stage.signal("set_hold", True)
@@ -205,7 +206,8 @@ async def test_forged_stage_progress_does_not_end_a_wave(env, task_queue, tmp_pa
         assert confirmed == sorted((st.key, "the stage says it is analyzing (verdict none), not succeeded (verdict pass)")
                                    for st in wave1)
         assert sum("has started no stage" in a.detail for a in new if a.target is None) == len(later) + 1
-        children = await env.client.count_workflows(f"ParentWorkflowId = '{h.id}'")
+        children = await machinery_client(env.client).count_workflows(  # its stages, started through Nexus
+            f"WorkflowId STARTS_WITH '{h.id}/' AND WorkflowType = 'StageWorkflow'")
         assert children.count == len(wave1)  # wave 2 has not started
         await h.execute_update(RolloutWorkflow.abort, Abort(by="alice", reason="end of test"))
         result = await outcome(h)

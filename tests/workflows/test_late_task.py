@@ -26,7 +26,9 @@ from activities.adapters.registry import AdapterRegistry
 from activities.adapters.reports import NoReports
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, start
-from worker.build import WORKFLOWS, activities_for
+from worker.build import HOME_WORKFLOWS, MACHINERY_WORKFLOWS, activities_for
+from worker.endpoints import ensure_endpoint, machinery_client
+from worker.machinery import MachineryHandler
 from workflows.stage.models import StageDetail
 from workflows.stage.workflow import StageWorkflow
 
@@ -60,7 +62,7 @@ class _Holding(WorkflowInstance):
         reports = sum(1 for j in act.jobs if j.WhichOneof("variant") == "signal_workflow"
                       and j.signal_workflow.signal_name == "stage_progress")
         expected = self.runner.expected
-        if "resolve_child_workflow_execution_start" in kinds and not act.is_replaying and (
+        if "resolve_nexus_operation_start" in kinds and not act.is_replaying and (
                 expected is None or reports < expected):
             self.runner.held += 1
             time.sleep(0.3)  # well under the SDK's 2 s deadlock detector; Temporal retries the task at once
@@ -85,20 +87,27 @@ async def _reports_sent(client: Client, stage_id: str) -> int | None:
         return None
     if not detail.state.awaiting_verdict:
         return None
-    events = [e.event_type async for e in client.get_workflow_handle(stage_id).fetch_history_events()]
-    sent = events.count(EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
-    return sent if sent and events.count(EventType.EVENT_TYPE_EXTERNAL_WORKFLOW_EXECUTION_SIGNALED) == sent else None
+    events = [e async for e in client.get_workflow_handle(stage_id).fetch_history_events()]
+    signals = {e.event_id for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+               and e.activity_task_scheduled_event_attributes.activity_type.name == "signal_workflow"}
+    done = sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+               and e.activity_task_completed_event_attributes.scheduled_event_id in signals)
+    return len(signals) if signals and done == len(signals) else None
 
 
 async def test_reports_that_arrive_with_the_stages_start_are_taken(env, task_queue, tmp_path: Path):
     req = make_request(regions=[{"name": "eu-west-1", "traffic_share": 1.0}], blast_radius={"canary_region": "eu-west-1"})
     runner = LateStartRunner()
     acts = activities_for(env.client, task_queue, AdapterRegistry.simulated(fleet()), tmp_path, reports=NoReports())
-    async with Worker(env.client, task_queue=task_queue, workflows=WORKFLOWS, activities=acts, workflow_runner=runner):
+    machinery = machinery_client(env.client)
+    await ensure_endpoint(env.client, task_queue)
+    async with Worker(env.client, task_queue=task_queue, workflows=HOME_WORKFLOWS, activities=acts, workflow_runner=runner), \
+            Worker(machinery, task_queue=task_queue, workflows=MACHINERY_WORKFLOWS, activities=acts,
+                   nexus_service_handlers=[MachineryHandler()]):
         handle = await start(env.client, req, task_queue)
         first = f"{handle.id}/eu-west-1/test"
         async with asyncio.timeout(60):
-            while (sent := await _reports_sent(env.client, first)) is None:
+            while (sent := await _reports_sent(machinery, first)) is None:
                 await asyncio.sleep(0.1)
         runner.expected = sent
         result = await asyncio.wait_for(outcome(handle), timeout=60)
@@ -108,7 +117,7 @@ async def test_reports_that_arrive_with_the_stages_start_are_taken(env, task_que
     assert [(s.key, s.version_now) for s in result.stages] == [("eu-west-1/test", req.version), ("eu-west-1/prod", req.version)]
     # the task that confirmed the start was held at least once, and when taken it carried every report
     assert runner.held >= 1
-    started = next(e.event_id for e in history if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED)
+    started = next(e.event_id for e in history if e.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_STARTED)
     taken = next(e.event_id for e in history
                  if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED and e.event_id > started)
     together = [e for e in history if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED

@@ -13,6 +13,7 @@ from tests.workflows.helpers import fleet, running_worker
 from tests.workflows.revert_helpers import revert_input, revert_outcome, start_revert
 from tests.workflows.test_internal_signals import ignored, poll
 from tests.workflows.test_revert import _released, _running_at_a_gate
+from worker.endpoints import machinery_client
 from workflows.controls.lock_client import GRANTED_SIGNAL, REFUSED_SIGNAL, SUPERSEDED_SIGNAL, LockHolder
 from workflows.lock.workflow import ServiceLockWorkflow
 from workflows.revert.workflow import RevertWorkflow
@@ -41,7 +42,7 @@ async def test_hand_sent_lock_signals_to_a_queued_revert_change_nothing(env, tas
         req, _ = await _released(client, f, task_queue)
         running = await _running_at_a_gate(client, req.service, task_queue)
         h = await start_revert(client, revert_input(req.service, on_conflict="queue"), task_queue)
-        lock = client.get_workflow_handle(lock_id(req.service))
+        lock = machinery_client(client).get_workflow_handle(lock_id(req.service))
         await poll(lambda: lock.query(ServiceLockWorkflow.lock_state), lambda s: [q.workflow_id for q in s.queue] == [h.id])
         before = await h.query(RevertWorkflow.status)
         assert before.status == "queued"

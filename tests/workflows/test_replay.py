@@ -50,5 +50,6 @@ def test_histories_are_recorded():
 async def test_replay(path: Path):
     data = json.loads(path.read_text())
     history = WorkflowHistory.from_json(data["workflow_id"], data["history"])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER, workflow_runner=workflow_runner())
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER, workflow_runner=workflow_runner(),
+                        namespace="default")  # as recorded: a rollout names its stages' endpoint from its namespace
     await replayer.replay_workflow(history)

@@ -21,6 +21,7 @@ from bifrost_cli.ops import outcome
 from tests.conftest import shared_render_pool
 from tests.workflows.helpers import fleet, make_request, start
 from worker.build import build_worker
+from worker.endpoints import machinery_client
 from worker.limits import WorkerLimits
 from workflows.report.models import ReportOutcome
 from workflows.report.workflow import report_task_queue
@@ -51,10 +52,10 @@ async def test_each_verdict_links_the_page_its_report_workflow_stored(env, task_
         result = await outcome(handle)
         assert result.status == "succeeded", result.reason
         for stage in result.stages:
-            children, activities = await report_children(env.client, f"{handle.id}/{stage.key}")
+            children, activities = await report_children(machinery_client(env.client), f"{handle.id}/{stage.key}")
             assert "render_report" not in activities  # the stage never draws: its child does
             assert len(children) == 1 and children[0].startswith(f"{handle.id}/{stage.key}/report/")
-            drawn = await env.client.get_workflow_handle(children[0], result_type=ReportOutcome).result()
+            drawn = await machinery_client(env.client).get_workflow_handle(children[0], result_type=ReportOutcome).result()
             assert drawn.error is None and drawn.url == stage.report_url
             page = tmp_path / drawn.url.removeprefix("http://reports.example.com/")
             assert page.stat().st_size == drawn.size_bytes and "PASS — score" in page.read_text()
@@ -75,8 +76,8 @@ async def test_a_store_that_refuses_the_page_costs_the_report_not_the_rollout(en
                             reports=RefusingStore(tmp_path, None), render_pool=shared_render_pool()):
         handle = await start(env.client, req, task_queue)
         result = await outcome(handle)
-        children, _ = await report_children(env.client, f"{handle.id}/eu-west-1/prod")
-        drawn = await env.client.get_workflow_handle(children[0], result_type=ReportOutcome).result()
+        children, _ = await report_children(machinery_client(env.client), f"{handle.id}/eu-west-1/prod")
+        drawn = await machinery_client(env.client).get_workflow_handle(children[0], result_type=ReportOutcome).result()
     assert result.status == "succeeded" and f.snapshot()[f"{req.service}/eu-west-1/prod"]["primary"] == req.version
     assert drawn.url is None and drawn.error is not None
     assert "store the report" in drawn.error and "mount the reports folder writable" in drawn.error
@@ -121,8 +122,8 @@ async def test_reports_waiting_for_a_busy_render_pool_hold_no_slot_a_rollout_nee
         assert pool.waiting == 2 and not list(tmp_path.rglob("*.html"))  # both stages' reports still undrawn
         pool.release.set()
         for stage in result.stages:
-            children, _ = await report_children(env.client, f"{handle.id}/{stage.key}")
-            drawing = env.client.get_workflow_handle(children[0], result_type=ReportOutcome)
+            children, _ = await report_children(machinery_client(env.client), f"{handle.id}/{stage.key}")
+            drawing = machinery_client(env.client).get_workflow_handle(children[0], result_type=ReportOutcome)
             drawn = await drawing.result()
             assert drawn.error is None and drawn.url == stage.report_url
             queues = [e.activity_task_scheduled_event_attributes.task_queue.name async for e in drawing.fetch_history_events()

@@ -10,6 +10,7 @@ from temporalio.exceptions import ApplicationError
 
 from bifrost_cli.ops import outcome
 from tests.workflows.helpers import fleet, make_request, running_worker, start
+from worker.endpoints import machinery_client
 from workflows.plan import build_plan
 
 
@@ -37,7 +38,7 @@ async def test_regression_in_second_prod_region_rolls_back_everything_before_it(
     async with running_worker(env.client, f, task_queue, tmp_path):
         handle = await start(env.client, req, task_queue)
         result = await outcome(handle)
-        failing = [e async for e in env.client.get_workflow_handle(f"{handle.id}/us-east-1/prod").fetch_history_events()]
+        failing = [e async for e in machinery_client(env.client).get_workflow_handle(f"{handle.id}/us-east-1/prod").fetch_history_events()]
     assert result.status == "rolled_back"
     assert _tasks_between(failing, "analyze_canary", "rollback") == 1  # the rollback starts in the task that read the verdict
     stages = {s.key: s for s in result.stages}

@@ -17,6 +17,7 @@ from bifrost_cli.ops import outcome
 from bifrost_cli.traffic import traffic_moves
 from tests.workflows.evacuation_helpers import evacuation, running_worker, simulated_registry
 from tests.workflows.helpers import make_request, start
+from worker.endpoints import machinery_client
 from workflows import search
 from workflows.evacuation.settings import evacuation_id
 from workflows.evacuation.workflow import EvacuationWorkflow
@@ -217,7 +218,7 @@ async def rejudged_rollout(client: Client, task_queue: str, tmp: Path) -> Rejudg
                        canary={"analysis_minutes": 0.2, "judge": {"min_samples": 5}}, blast_radius={"canary_region": None})
     async with running_worker(client, registry, task_queue, tmp):
         handle = await start(client, req, task_queue)
-        stage = client.get_workflow_handle(f"{handle.id}/eu-west-1/prod")
+        stage = machinery_client(client).get_workflow_handle(f"{handle.id}/eu-west-1/prod")
 
         async def analyzing() -> bool:
             return bool((await stage.query("progress"))["state"]["status"] == "analyzing")

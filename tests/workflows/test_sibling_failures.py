@@ -35,6 +35,7 @@ from common.types import Role, StageRef
 from tests.workflows.helpers import make_request, start
 from worker.build import WORKFLOWS, build_worker
 from worker.converter import DATA_CONVERTER
+from worker.endpoints import machinery_client
 from workflows.plan import build_plan
 from workflows.request import RolloutRequest
 from workflows.rollout.models import RolloutState
@@ -120,16 +121,22 @@ async def _end(handle: WorkflowHandle) -> Ended:
     return Ended(handle, None, RolloutState.model_validate(result) if isinstance(result, dict) else result)
 
 
-def _child_failed(event: Any) -> str | None:
-    if event.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED:
-        return str(event.child_workflow_execution_failed_event_attributes.workflow_execution.workflow_id)
+def _stage_failed(event: Any, started: dict[int, str]) -> str | None:
+    """The stage whose Nexus operation this event says failed (its id from the operation's start event's link)."""
+    if event.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_STARTED:
+        links = [link.workflow_event.workflow_id for link in event.links if link.HasField("workflow_event")]
+        if links:
+            started[event.nexus_operation_started_event_attributes.scheduled_event_id] = links[0]
+    if event.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_FAILED:
+        return started.get(event.nexus_operation_failed_event_attributes.scheduled_event_id)
     return None
 
 
 async def _same_task(client: Client, rollout_id: str, children: set[str]) -> bool:
     """Did the rollout learn of both failures in one workflow task? (No task started between the two events.)"""
     events = [e async for e in client.get_workflow_handle(rollout_id).fetch_history_events()]
-    failed = [i for i, e in enumerate(events) if _child_failed(e) in children]
+    started: dict[int, str] = {}
+    failed = [i for i, e in enumerate(events) if _stage_failed(e, started) in children]
     if len(failed) != 2:
         return False
     return not any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED for e in events[failed[0]:failed[1]])
@@ -210,7 +217,7 @@ async def test_two_stages_of_one_wave_failing_together_both_roll_back_and_tell_t
                 problems.append(f"{where} {s.key}: says {s.version_now}, the fleet runs {truth['primary']}")
             if truth["canary"] is not None or truth["baseline"] is not None:
                 problems.append(f"{where} {s.key}: left canary {truth['canary']} / baseline {truth['baseline']}")
-            story = await _stage_story(env.client, f"{rid}/{s.key}")
+            story = await _stage_story(machinery_client(env.client), f"{rid}/{s.key}")
             # red only for a stage that failed on its own; one rolled back on the rollout's order completes
             failed_itself = s.status == "rolled_back" and s.reason.startswith(CASES[kind]["reason"])
             expected = WorkflowExecutionStatus.FAILED if failed_itself else WorkflowExecutionStatus.COMPLETED
@@ -232,9 +239,11 @@ async def test_two_stages_of_one_wave_failing_together_both_roll_back_and_tell_t
     # replay (e.g. stages collected in another order) would be a non-determinism error. Every rollout, and the
     # stages a `stop` reached (replaying all would double the test's time).
     ids = [e.handle.id for e in ended] + reached
+    rollouts = {e.handle.id for e in ended}
 
     async def histories() -> AsyncIterator[WorkflowHistory]:
-        for wid in ids:
-            yield await env.client.get_workflow_handle(wid).fetch_history()
+        for wid in ids:  # the rollouts in the namespace people open, the stages in its machinery namespace
+            client = env.client if wid in rollouts else machinery_client(env.client)
+            yield await client.get_workflow_handle(wid).fetch_history()
 
     await Replayer(workflows=WORKFLOWS, data_converter=DATA_CONVERTER).replay_workflows(histories())

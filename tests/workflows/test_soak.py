@@ -18,8 +18,9 @@ async def test_hours_long_soak_completes_with_periodic_checks(ts_env, task_queue
         if stage.environment == "prod":
             assert stage.soak_looks == 2  # 4 h soak, a check every 2 h
             assert hours >= 4.25  # 15 min analysis + 4 h soak
-        else:
-            assert stage.soak_looks == 0 and hours < 1
+        else:  # no soak; its clock runs on while it waits for the verdict (it looks for its rollout every 5 min,
+            # and time skipping jumps to each look), so its duration says nothing here
+            assert stage.soak_looks == 0
 
 
 async def test_alarm_during_soak_rolls_back(ts_env, task_queue, tmp_path):

@@ -52,6 +52,7 @@ async def test_a_stage_waits_for_its_window_to_open(ts_env, task_queue, tmp_path
         result = await outcome(await start(ts_env.client, req, task_queue))
     assert result.status == "succeeded", result.reason
     stage = result.stages[0]
-    opened = stage.started_at.astimezone(UTC)
+    assert stage.launched_at is not None  # by the rollout's clock (a stage started through Nexus has its own)
+    opened = stage.launched_at.astimezone(UTC)
     assert opened.strftime("%H:%M") >= window["start"] and opened.strftime("%H:%M") < window["end"]
     assert opened - now >= timedelta(hours=1)  # it really waited (virtual time) for the window

@@ -16,6 +16,7 @@ from temporalio.client import Client
 from activities.adapters.simulated import SimulatedFleet
 from tests.worker_processes import WorkerProcesses
 from tests.workflows.helpers import make_request, start
+from worker.endpoints import machinery_client
 from workflows.plan import build_plan
 
 
@@ -86,7 +87,7 @@ async def test_a_killed_worker_is_replaced_and_no_stage_is_promoted_twice(env, t
 
         await workers.until("the first promote", lambda: promoted(), 90)
         assert promoted() == [stages[0]]
-        await workers.until(f"{stages[1]}'s canary window", lambda: _in_timer(env.client, f"{handle.id}/{stages[1]}"), 60)
+        await workers.until(f"{stages[1]}'s canary window", lambda: _in_timer(machinery_client(env.client), f"{handle.id}/{stages[1]}"), 60)
         # the first stage's report is being drawn, or was: the worker has its forkserver and render process
         await workers.until("the first worker's render processes", lambda: len(_descendants(first.pid)) >= 2, 60)
         helpers = _descendants(first.pid)

@@ -11,7 +11,10 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from common.namespaces import machinery_namespace
 from tests.workflows.evacuation_helpers import running_worker, service, simulated_registry
+
+MACHINERY_ONLY = {"StageWorkflow", "ServiceLockWorkflow"}  # run only in the machinery namespace
 
 
 @pytest.mark.parametrize(("workflow", "payload", "field"), [
@@ -23,7 +26,8 @@ from tests.workflows.evacuation_helpers import running_worker, service, simulate
 ])
 async def test_a_ui_start_with_an_input_out_of_bounds_fails_at_once_naming_the_field(
         env, task_queue, tmp_path, workflow: str, payload: dict[str, Any], field: str):
-    raw = await Client.connect(env.client.service_client.config.target_host, namespace=env.client.namespace)  # as the UI
+    where = machinery_namespace(env.client.namespace) if workflow in MACHINERY_ONLY else env.client.namespace
+    raw = await Client.connect(env.client.service_client.config.target_host, namespace=where)  # as the UI
     registry, fleet = simulated_registry()
     svc = service()
     async with running_worker(env.client, registry, task_queue, tmp_path):

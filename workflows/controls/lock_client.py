@@ -1,7 +1,6 @@
-"""The service lock's client for every workflow that takes its service's lock (rollout, revert): `ServiceLock` asks,
-waits and gives back; `LockHolder` holds the lock's three signal handlers and the claim query. Anyone may send those
-signals by hand, so an answer counts only once the lock's own state (`lock_state`) says so; one that does not fit is
-ignored with one audit line. A waiting run also re-checks that state every LOCK_RECHECK (a lost signal heals)."""
+"""The service lock's client for the rollout and the revert: `ServiceLock` asks, waits and gives back; `LockHolder` holds
+the lock's three signal handlers and the claim query. An answer counts only once the lock's own state says so (anyone may
+send those signals); a waiting run re-checks that state every LOCK_RECHECK. The lock runs in the machinery namespace."""
 
 from __future__ import annotations
 
@@ -11,12 +10,14 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
-    from activities.peers import PeerActivities, PeerQuery
+    from activities.peers import PeerActivities, PeerQuery, PeerSignal
     from common.lock import LOCK_CLAIM_QUERY, LOCK_STATE_QUERY, LOCK_WORKFLOW, LockClaim, LockRequest, LockState, lock_id
+    from common.lock import standing as standing
+    from common.namespaces import machinery_namespace
     from common.types import ConcurrencyPolicy
     from workflows import options
     from workflows.controls import Controls
@@ -43,6 +44,10 @@ class ServiceLock:
         self.request = LockRequest(workflow_id=rollout_id, service=service, version=version, policy=policy)
         self.status: LockStatus = "none"
 
+    @property
+    def _locks(self) -> str:  # the lock runs in the machinery namespace of this run's
+        return machinery_namespace(workflow.info().namespace)
+
     def claim(self) -> LockClaim:
         """This rollout's own account of its request: what the lock confirms an acquire or a release against."""
         return LockClaim(request=self.request, status=self.status)
@@ -64,9 +69,8 @@ class ServiceLock:
 
     async def _request(self) -> None:
         self.status = "waiting"
-        await workflow.execute_activity_method(
-            LockActivities.request_service_lock, self.request,
-            summary=f"ask for the {self.request.service} lock ({self.request.policy})", **options.QUICK)
+        await workflow.execute_activity_method(LockActivities.request_service_lock, self.request, summary=f"ask for the "
+                                               f"{self.request.service} lock ({self.request.policy})", **options.QUICK)
 
     async def _recheck(self) -> LockAnswer | None:
         """What the lock's own state says of this still-waiting rollout; None when nothing yet (or not asked). A lock
@@ -92,11 +96,15 @@ class ServiceLock:
         """Give the lock back (also withdraws a request still waiting in the queue)."""
         if self.status in ("waiting", "granted"):
             self.status = "released"
+            give_back = PeerSignal(workflow_id=lock_id(self.request.service), signal=RELEASE_SIGNAL,
+                                   arg=self.request.workflow_id, namespace=self._locks)  # an activity signals it there
             try:
-                await workflow.get_external_workflow_handle(lock_id(self.request.service)).signal(
-                    RELEASE_SIGNAL, self.request.workflow_id)
-            except ApplicationError as err:  # no lock runs (terminated, and nobody asked since): nothing to give back
-                workflow.logger.warning("release of the %s lock not delivered: %s", self.request.service, err)
+                delivered = await workflow.execute_activity_method(PeerActivities.signal_workflow, give_back,
+                                                                   summary="give back the lock", **options.SIGNAL)
+            except ActivityError:
+                delivered = False
+            if not delivered:  # no lock runs (terminated, and nobody asked since): nothing to give back
+                workflow.logger.warning("release of the %s lock not delivered", self.request.service)
 
     async def confirm_grant(self) -> str:
         """Take the lock if the lock's own state names this rollout as its holder; else say why not ('' = taken)."""
@@ -135,7 +143,7 @@ class ServiceLock:
             return None, why
         me = self.request.workflow_id
         found = (state.refused if how == "refused" else state.superseded).get(me)
-        return (found, "") if found is not None else (None, f"the lock has not {how} this rollout ({_standing(state, me)})")
+        return (found, "") if found is not None else (None, f"the lock has not {how} this rollout ({standing(state, me)})")
 
     def _not_waiting(self) -> str:
         return f"this rollout is not waiting for the lock (its request is {self.status})"
@@ -155,9 +163,9 @@ class ServiceLock:
         lock = lock_id(self.request.service)
         where = {"task_queue": workflow.info().task_queue, "workflow_type": LOCK_WORKFLOW} if own_queue else {}
         try:
-            answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY, **where),
-                summary=f"confirm with {lock}", **opts)
+            ask = PeerQuery(workflow_id=lock, query=LOCK_STATE_QUERY, namespace=self._locks, **where)
+            answer = await workflow.execute_activity_method(PeerActivities.query_workflow, ask, summary=f"confirm with {lock}",
+                                                            **opts)
         except ActivityError as err:
             return None, f"the lock could not be asked ({err.cause or err})"
         if answer.running is False or (own_queue and not answer.found):
@@ -168,14 +176,6 @@ class ServiceLock:
             return LockState.model_validate(answer.answer), ""
         except ValidationError:
             return None, f"the lock {lock} answered with something else than its state"
-
-
-def _standing(state: LockState, workflow_id: str) -> str:
-    holder = state.holder.workflow_id if state.holder is not None else "nobody"
-    queued = [q.workflow_id for q in state.queue]
-    where = "it holds the lock" if holder == workflow_id else (
-        f"it is number {queued.index(workflow_id) + 1} in the queue" if workflow_id in queued else "it is not queued")
-    return f"{where}; holder {holder}"
 
 
 class LockHolder:

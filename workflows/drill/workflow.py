@@ -18,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.notify import NotifyActivities
     from activities.peers import PeerActivities, PeerQuery
     from common.lock import LOCK_STATE_QUERY, LockState, lock_id
+    from common.namespaces import machinery_namespace
     from common.types import INVALID_REQUEST, Notification
     from workflows import options
     from workflows.drill.details import view
@@ -64,7 +65,8 @@ class DrillWorkflow:
 
     async def _rollout_running(self) -> str | None:
         answer = await workflow.execute_activity_method(
-            PeerActivities.query_workflow, PeerQuery(workflow_id=lock_id(self.inp.service), query=LOCK_STATE_QUERY),
+            PeerActivities.query_workflow, PeerQuery(workflow_id=lock_id(self.inp.service), query=LOCK_STATE_QUERY,
+                                                     namespace=machinery_namespace(workflow.info().namespace)),
             summary="is a rollout running?", **options.CONFIRM)
         if not answer.found or answer.error or answer.answer is None:
             return None

@@ -14,15 +14,19 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from activities.peers import PeerActivities, PeerSignal
     from common import metrics
+    from common.namespaces import machinery_namespace
     from common.types import TERMINAL, RolloutStatus
     from common.vocabulary import RolloutPhase
+    from workflows import options
     from workflows.controls import Approval, Controls, Outbox, refused
     from workflows.controls.ending import CANCEL_REASON
     from workflows.plan import Plan
     from workflows.request import RolloutRequest
     from workflows.rollout.details import view
     from workflows.rollout.models import RolloutState, Stop
+    from workflows.rollout.stage_runs import StageRun
     from workflows.stage.models import StageOrders, StageState
 
 
@@ -36,7 +40,7 @@ class Rollout:
         self.controls: Controls[Stop] = Controls(
             state, noun="rollout", terminal=TERMINAL, stop_word=lambda stop: stop.status,
             on_cancel=lambda: self.halt(Stop("aborted", CANCEL_REASON)))
-        self.children: dict[str, workflow.ChildWorkflowHandle[Any, StageState]] = {}
+        self.children: dict[str, StageRun] = {}  # the stages' workflows, in the machinery namespace
         self.launched: set[str] = set()  # stages asked to start: their reports count before the start is confirmed
         self.collected: set[str] = set()  # stages whose workflow has closed and whose end is recorded
         # what the rollout told its stages (the `stage_orders` query): a stage obeys a signal only as far as this says
@@ -109,5 +113,11 @@ class Rollout:
 
     # -- signals to the stages, sent without waiting (the outbox) -----------------------------------
     def signal_stage(self, key: str, signal: Any, arg: Any) -> None:
-        """Signal a stage by id (it may have continued as new) without waiting for the delivery."""
-        self.outbox.add(workflow.get_external_workflow_handle(self.child_id(key)).signal(signal, arg))
+        """Signal a stage by id (it may have continued as new) without waiting for the delivery; it runs in the
+        machinery namespace, so an activity sends the signal there."""
+        name = signal if isinstance(signal, str) else getattr(signal, "__temporal_signal_definition").name
+        self.outbox.add(workflow.execute_activity_method(
+            PeerActivities.signal_workflow, PeerSignal(
+                workflow_id=self.child_id(key), signal=name, arg=arg,
+                namespace=machinery_namespace(workflow.info().namespace)),
+            summary=f"signal {name} to {key}", **options.SIGNAL))

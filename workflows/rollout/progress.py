@@ -8,15 +8,16 @@ import asyncio
 
 from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
     from activities.peers import PeerActivities, PeerQuery
-    from common.types import OUTCOME_FAILURE_TYPES
+    from common.namespaces import machinery_namespace
     from workflows import options
     from workflows.rollout.context import Rollout
     from workflows.rollout.holds import Holds
+    from workflows.rollout.stage_runs import stage_failure
     from workflows.stage.context import PROGRESS_SIGNAL
     from workflows.stage.models import StageDetail, StageState
 
@@ -63,7 +64,8 @@ class Progress:
         stage = self.r.child_id(key)
         try:
             answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=stage, query="progress"),
+                PeerActivities.query_workflow, PeerQuery(workflow_id=stage, query="progress",
+                                                         namespace=machinery_namespace(workflow.info().namespace)),
                 summary=f"confirm with {stage}", **options.CONFIRM)
         except ActivityError as err:
             return None, f"the stage could not be asked ({error_text(err)})"
@@ -76,8 +78,8 @@ class Progress:
 
 
 def take(row: StageState, report: StageState) -> None:
-    """Take a stage's own account into the rollout's row; the wave and key stay the rollout's."""
-    for name, value in report.model_dump(exclude={"key", "region", "environment", "wave"}).items():
+    """Take a stage's own account into the rollout's row; the wave, key and launch time stay the rollout's."""
+    for name, value in report.model_dump(exclude={"key", "region", "environment", "wave", "launched_at"}).items():
         setattr(row, name, value)
 
 
@@ -100,8 +102,8 @@ def does_not_fit(report: StageState, truth: StageState) -> str:
 
 def failure_state(err: BaseException) -> StageState | None:
     """The state a stage attached to its failure (RolledBack, Failed), or None if it failed for another reason."""
-    cause = err.cause if isinstance(err, ChildWorkflowError) else None
-    if isinstance(cause, ApplicationError) and cause.type in OUTCOME_FAILURE_TYPES.values() and cause.details:
+    cause = stage_failure(err)
+    if cause is not None:
         try:
             return StageState.model_validate(cause.details[0])
         except ValueError:

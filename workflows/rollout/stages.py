@@ -1,4 +1,4 @@
-"""The stages of a wave: starting each as a child StageWorkflow, telling them to stop, keep or roll back, and
+"""The stages of a wave: starting each StageWorkflow (in the machinery namespace, through Nexus: stage_runs.py), telling them to stop, keep or roll back, and
 recording how each ends (its own account: progress.py); and the skip_soak update that ends a stage's soak.
 
 Stages that finish their work stay open until the rollout's verdict (conclude.py), so a rollback by scope runs on
@@ -8,26 +8,29 @@ each stage's own page.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.exceptions import NexusOperationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.errors import error_text
+    from activities.peers import CancelRun, PeerActivities
     from canary.config import StagePlace
+    from common.namespaces import machinery_namespace
+    from workflows import options
     from workflows.plan import Stage, Wave
     from workflows.rollout.context import Rollout
     from workflows.rollout.holds import Holds
     from workflows.rollout.progress import failure_state, take
+    from workflows.rollout.stage_runs import StageRun, already_started
     from workflows.rollout.updates import Ack, SkipSoak, refused
-    from workflows.stage.models import StageConclusion, StageInput, StageState
+    from workflows.stage.models import StageConclusion, StageInput
     from workflows.stage.workflow import StageWorkflow
 
-# A rollout reset from the Web UI while it ran: the server (1.27+) keeps the previous run's stages running, with
-# no parent to conclude them, and the new run could not start them again (WorkflowAlreadyStarted). It asks the
-# orphan to cancel (what the parent-close policy would have done: a working stage stops and rolls back, one
-# waiting for its verdict keeps the version) and starts the stage once the orphan has closed.
+# A rollout reset from the Web UI while it ran: the previous run's stages keep running, with no rollout run to
+# conclude them, and the new run could not start them again (the handler starts a stage with id conflict policy
+# FAIL). It asks the orphan to cancel, through an activity in the machinery namespace (a working stage stops and
+# rolls back, one waiting for its verdict keeps the version) and starts the stage once the orphan has closed.
 PREVIOUS_STAGE_WAIT = timedelta(seconds=2)
 PREVIOUS_STAGE_TRIES = 60
 
@@ -46,9 +49,9 @@ class Stages:
         keys = [s.key for s in wave.stages]
         for s in wave.stages:
             r.row(s.key).status = "deploying"
+            r.row(s.key).launched_at = workflow.now()
             r.launched.add(s.key)
-            r.children[s.key] = await self._start(s.key, self._input(wave, s),
-                                                  f"{r.req.service} {r.req.version} in {s.key} (wave {wave.index})")
+            r.children[s.key] = await self._start(s.key, self._input(wave, s))
             if r.controls.paused is not None:
                 r.signal_stage(s.key, StageWorkflow.set_hold, True)
         r.state.current_stages = list(keys)
@@ -74,21 +77,22 @@ class Stages:
             requested_by=req.requested_by, place=StagePlace(index=order.index(s.key), stages=len(order)),
         )
 
-    async def _start(self, key: str, inp: StageInput, summary: str) -> workflow.ChildWorkflowHandle[Any, StageState]:
+    async def _start(self, key: str, inp: StageInput) -> StageRun:
         """Start stage `key`; after a reset, first let the previous run's workflow of the stage close."""
         for attempt in range(1, PREVIOUS_STAGE_TRIES + 1):
             try:
-                return await workflow.start_child_workflow(
-                    StageWorkflow.run, inp, id=self.r.child_id(key), task_queue=workflow.info().task_queue,
-                    parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL, static_summary=summary,
-                )
-            except WorkflowAlreadyStartedError:
-                if attempt == PREVIOUS_STAGE_TRIES:
+                return await StageRun.start(inp)
+            except NexusOperationError as err:
+                if attempt == PREVIOUS_STAGE_TRIES or not already_started(err):
                     raise
                 if attempt == 1:
                     self.r.audit("bifrost", "cancel-orphaned-stage", key, "its workflow from a previous run of this "
                                  "rollout (before a reset) still runs; asked to cancel")
-                    await workflow.get_external_workflow_handle(self.r.child_id(key)).cancel()
+                    await workflow.execute_activity_method(
+                        PeerActivities.cancel_run, CancelRun(
+                            workflow_id=self.r.child_id(key), run_id="", reason="a reset run of its rollout starts it again",
+                            namespace=machinery_namespace(workflow.info().namespace)),
+                        summary=f"cancel the previous run's {key}", **options.SIGNAL)
                 await workflow.sleep(PREVIOUS_STAGE_WAIT, summary=f"{key}: its workflow from a previous run is still ending")
         raise AssertionError("unreachable")
 

@@ -15,7 +15,10 @@ from typing import TypeVar
 from temporalio import workflow
 
 from activities.models import ReportInput
+from activities.peers import PeerActivities, PeerSignal
+from common.namespaces import home_namespace
 from common.types import OUTCOME_FAILURE_TYPES, StageRef, StageStatus
+from workflows import options
 from workflows.controls import Outbox, until
 from workflows.report.workflow import start_report
 from workflows.stage.details import stage_details
@@ -63,13 +66,16 @@ class StageContext:
         self.state.status = status
         workflow.set_current_details(stage_details(self.state, service=self.inp.service, version=self.inp.version,
                                                    detail=detail))
-        parent = workflow.info().parent
-        if parent is None or not tell_rollout or status in OUTCOME_FAILURE_TYPES or status == "skipped":
+        if not tell_rollout or status in OUTCOME_FAILURE_TYPES or status == "skipped":
             return  # how a stage ends reaches the rollout as its result, not as a report
         self.reported = status
-        # Fire and forget: the stage never waits on the rollout; the futures are awaited before it ends.
-        self.outbox.add(workflow.get_external_workflow_handle(self.inp.rollout_id).signal(
-            PROGRESS_SIGNAL, self.state.model_copy()))
+        # Fire and forget: the stage never waits on the rollout; the futures are awaited before it ends. The rollout
+        # runs in the namespace people open, so an activity sends the signal there.
+        self.outbox.add(workflow.execute_activity_method(
+            PeerActivities.signal_workflow, PeerSignal(
+                workflow_id=self.inp.rollout_id, signal=PROGRESS_SIGNAL, arg=self.state.model_copy(),
+                namespace=home_namespace(workflow.info().namespace)),
+            summary=f"report {status} to the rollout", **options.SIGNAL))
 
     def draw(self, report: ReportInput, summary: str) -> None:
         """Have a ReportWorkflow draw and store a report; the stage waits only until that workflow has started."""

@@ -62,6 +62,8 @@ class StageState(BaseModel):
                                                                     "weight 0")
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    launched_at: datetime | None = Field(default=None, description="when the rollout started this stage, by the "
+                                         "rollout's clock (the stage's own times are by its own)")
 
     @classmethod
     def of(cls, region: str, environment: EnvKind, wave: int = 0) -> StageState:
@@ -144,6 +146,8 @@ class StageDetail(BaseModel):
     stop_reason: str | None = None
     weights: ArmWeights | None = Field(default=None, description="canary.traffic: the arm weights in force as last "
                                        "set or read (each write expects them)")
+    rollout_run: str | None = Field(default=None, description="the rollout's run that started this stage, as its own "
+                                    "history shows (workflows/stage/origin.py)")
 
 
 StageResume = StageDetail  # what a stage's next run takes over (StageInput.resume): the whole state

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError
 
 from activities.errors import error_text
 from activities.peers import PeerActivities, PeerQuery
+from common.namespaces import home_namespace
 from workflows import options
 from workflows.controls import audit_entry
 from workflows.stage.context import StageContext
@@ -99,11 +100,11 @@ class Orders:
 
     async def ask(self) -> tuple[StageOrders | None, str]:
         """The rollout's record of what it told its stages, or None and why it could not be had."""
-        parent = workflow.info().parent
-        rollout = parent.workflow_id if parent is not None else self.stage.inp.rollout_id
+        rollout = self.stage.inp.rollout_id  # the stage ran only once its rollout's history proved it (origin.py)
         try:
             answer = await workflow.execute_activity_method(
-                PeerActivities.query_workflow, PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY),
+                PeerActivities.query_workflow, PeerQuery(workflow_id=rollout, query=STAGE_ORDERS_QUERY,
+                                                         namespace=home_namespace(workflow.info().namespace)),
                 summary=f"confirm with {rollout}", **options.CONFIRM)
         except ActivityError as err:
             return None, f"the rollout {rollout} could not be asked ({error_text(err)})"

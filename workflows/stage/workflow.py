@@ -4,7 +4,8 @@ A stage that fails (verdict, soak alarm, deploy error) rolls itself back and end
 carrying its state. A stage that succeeds reports to its rollout and stays open until the rollout's verdict:
 `keep` ends it as succeeded, `roll_back` rolls it back here, on its own page (a later stage failed).
 
-The rollout stops a running stage with the `stop` signal, never by cancelling it: a stage that has begun
+It runs in the machinery namespace, started by its rollout through Nexus, and proves that from the rollout's own
+history before it deploys anything (origin.py). The rollout stops a running stage with the `stop` signal, never by cancelling it: a stage that has begun
 its rollback, or has finished its work, is not interrupted. Activities run shielded from workflow
 cancellation; a cancellation request (the UI's, or the rollout being terminated) counts as a stop while
 the stage works, and as "keep" once it waits for the verdict.
@@ -31,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.stage.judge import Judge
     from workflows.stage.models import HoldDecision, StageConclusion, StageDetail, StageInput, StageState
     from workflows.stage.orders import Orders
+    from workflows.stage.origin import Origin
     from workflows.stage.rollback import Rollback
     from workflows.stage.soak import Soak
     from workflows.stage.traffic import Traffic
@@ -57,6 +59,7 @@ class StageWorkflow:
         self.judge = Judge(self.stage, self.orders, self.traffic)
         self.soak = Soak(self.stage)
         self.rollback = Rollback(self.stage, self.traffic, self.judge.steps)
+        self.origin = Origin(self.stage, lambda: self.orders.conclusion is not None)
 
     # -- messages: each signal is a poke, confirmed with the rollout's orders (orders.py) ------------------
     @workflow.query(description="This stage: status, versions, verdict, soak progress, and the judge's findings.")
@@ -93,6 +96,8 @@ class StageWorkflow:
     async def run(self, inp: StageInput) -> StageState:
         if self.refusal is not None:
             raise ApplicationError(self.refusal, type=INVALID_PAYLOAD, non_retryable=True)
+        await self.origin.verify()  # its rollout's own history, before anything is deployed (origin.py)
+        self.stage.outbox.watch(self.origin.watch())  # the reaper: a rollout run terminated by hand
         if inp.resume is None and (ended := await self._begin()) is not None:
             return ended
         try:
@@ -139,10 +144,8 @@ class StageWorkflow:
         """Done: report success and, under a rollout, stay open until its verdict keeps or rolls back the stage."""
         stage, st, inp, orders = self.stage, self.stage.state, self.stage.inp, self.orders
         st.version_now = inp.version
-        st.awaiting_verdict = workflow.info().parent is not None
+        st.awaiting_verdict = True  # it runs only under a rollout (origin.py), which gives the verdict
         stage.report("succeeded", f"now on `{inp.version}`")
-        if not st.awaiting_verdict:
-            return await self.rollback.end("succeeded")
         await stage.until(lambda: orders.conclusion is not None or stage.cancelled, summary="wait for the rollout's verdict")
         st.awaiting_verdict = False
         if orders.conclusion is not None and orders.conclusion.action == "roll_back":
