@@ -206,10 +206,11 @@ async def test_the_default_list_and_the_parent_view_tell_the_outcome(browser: Br
         await snap(page, tmp_path, "ui-list-machinery", page.locator("table").first, docs=True)
 
 
-async def test_the_default_list_tells_an_aborted_rollout_from_a_rejected_one(browser: Browser, ui_server: UiServer,
-                                                                             console: Console, tmp_path: Path) -> None:
-    """An aborted rollout ends Canceled (patch aborted-ends-canceled), a rejected one Failed (`Rejected`): the default
-    list's Status column tells them apart without a Bifrost column."""
+async def test_the_default_list_tells_a_rejected_rollout_from_a_rolled_back_one(browser: Browser, ui_server: UiServer,
+                                                                                console: Console, tmp_path: Path) -> None:
+    """A rollout that went wrong is Failed (red); one a person or a gate said no to (rejected) or stopped (aborted)
+    ends Canceled: the default list's Status column tells a bad release from a declined one without a Bifrost
+    column."""
     client = console.client
     gated = {"approvals": {"gates": [{"stage": EARLY_STAGE}]}}
     rejected = await start_rollout(client, make_request(service="refunds", **gated), console.task_queue)
@@ -220,11 +221,13 @@ async def test_the_default_list_tells_an_aborted_rollout_from_a_rejected_one(bro
     await aborted.execute_update("abort", {"by": "alice", "reason": "wrong build"})
     assert (await asyncio.wait_for(outcome(rejected), RESULT_TIMEOUT_S)).status == "rejected"
     assert (await asyncio.wait_for(outcome(aborted), RESULT_TIMEOUT_S)).status == "aborted"
-    await wait_listed(client, 'ExecutionStatus = "Canceled"', {aborted.id})
-    await wait_listed(client, 'ExecutionStatus = "Failed"', {rejected.id})
+    rolled_back = console.rolled_back.rollout_id
+    await wait_listed(client, 'ExecutionStatus = "Canceled"', {aborted.id, rejected.id})
+    await wait_listed(client, 'ExecutionStatus = "Failed"', {rolled_back})
     async with console_page(browser, tmp_path) as page:
         await open_list(page, ui_server.ui_url)
-        await expect(status_of(page, rejected.id)).to_have_text("Failed")
+        await expect(status_of(page, rolled_back)).to_have_text("Failed")
+        await expect(status_of(page, rejected.id)).to_have_text("Canceled")
         await expect(status_of(page, aborted.id)).to_have_text("Canceled")
         await snap(page, tmp_path, "ui-list-aborted-rejected", page.locator("table").first, docs=True)
 

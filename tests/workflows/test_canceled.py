@@ -1,5 +1,5 @@
-"""An aborted rollout ends Canceled (patch aborted-ends-canceled), on a real dev server: the Web UI's default list
-tells it apart from a rejected one (Failed `Rejected`), and its final state is read from its memo."""
+"""An aborted or rejected rollout ends Canceled, on a real dev server: the Web UI's default list tells it apart from
+one that went wrong (Failed `RolledBack`), and its final state is read from its memo."""
 
 from __future__ import annotations
 
@@ -119,7 +119,7 @@ async def test_request_cancellation_ends_canceled_attributed_without_asking_agai
     assert lock.holder is None, lock
 
 
-async def test_a_rejected_rollout_still_fails_rejected(env, task_queue, tmp_path):
+async def test_a_rejected_rollout_ends_canceled_with_its_state_in_its_memo(env, task_queue, tmp_path):
     req = make_request(approvals={"gates": [{"wave": 1}], "approvers": ["alice"]})
     async with running_worker(env.client, fleet(), task_queue, tmp_path):
         h = await start(env.client, req, task_queue)
@@ -128,11 +128,13 @@ async def test_a_rejected_rollout_still_fails_rejected(env, task_queue, tmp_path
         with pytest.raises(WorkflowFailureError) as raw:
             await h.result()
         desc = await h.describe()
-    cause = raw.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "Rejected", cause
-    assert RolloutState.model_validate(cause.details[0]).status == "rejected"
-    assert desc.status == WorkflowExecutionStatus.FAILED
-    assert await desc.memo_value(OUTCOME_MEMO, None) is None  # only an aborted rollout writes its outcome to the memo
+        state = await outcome(h)
+    assert isinstance(raw.value.cause, CancelledError), raw.value.cause
+    assert desc.status == WorkflowExecutionStatus.CANCELED  # not the red Failed of a release that went wrong
+    assert state.status == "rejected" and "alice" in state.reason, state.reason
+    requests = await events(h, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED)
+    assert [e.workflow_execution_cancel_requested_event_attributes.cause for e in requests] == [
+        "Bifrost: rejected; the run ends Canceled (its final state is the bifrost_outcome memo)"]
 
 
 def cancellation_cannot_be_requested() -> contextlib.AbstractContextManager[None]:

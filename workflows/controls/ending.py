@@ -1,4 +1,6 @@
-"""Ending an aborted workflow Canceled, so Temporal's own status (the Web UI's default list) tells an abort apart.
+"""Ending a stopped workflow Canceled, so Temporal's own status (the Web UI's default list) tells it apart from a
+failure: an aborted rollout, evacuation or revert, and a rejected rollout (a person or a gate said no; Failed is
+kept for a release that went wrong).
 
 Python SDK 1.35 ends a run Canceled only when a cancellation request reached it and the workflow then raises
 `asyncio.CancelledError`. A Request Cancellation from the Web UI is such a request; an abort update, a rollback
@@ -26,12 +28,16 @@ with workflow.unsafe.imports_passed_through():
     from workflows import options
     from workflows.controls import Controls
 
-# An aborted rollout, evacuation or revert ends Canceled, its final state in the memo, instead of Failed `Aborted`.
+# An aborted rollout, evacuation or revert, or a rejected rollout, ends Canceled, its final state in the memo.
 CANCEL_REASON = "workflow cancellation requested"  # a run's stop reason until `name_canceller` names who sent it
-SELF_CANCEL_REASON = "Bifrost: aborted; the run ends Canceled (its final state is the bifrost_outcome memo)"
 
 
-async def end_canceled(state: BaseModel, noun: str) -> None:
+def self_cancel_reason(outcome: str) -> str:
+    """The reason of the cancellation a run asks for itself: what happened, and where its final state is."""
+    return f"Bifrost: {outcome}; the run ends Canceled (its final state is the bifrost_outcome memo)"
+
+
+async def end_canceled(state: BaseModel, noun: str, outcome: str = "aborted") -> None:
     """Write `state` to the memo, make sure a cancellation request reached this run, and end it Canceled (raises
     asyncio.CancelledError). Returns only if no cancellation could be requested: the caller then fails as before."""
     workflow.upsert_memo({OUTCOME_MEMO: state.model_dump(mode="json")})
@@ -40,17 +46,17 @@ async def end_canceled(state: BaseModel, noun: str) -> None:
         try:
             await workflow.execute_activity_method(
                 PeerActivities.cancel_run, CancelRun(workflow_id=info.workflow_id, run_id=info.run_id,
-                                                     reason=SELF_CANCEL_REASON),
-                summary=f"end the aborted {noun} Canceled", **options.CONFIRM)
+                                                     reason=self_cancel_reason(outcome)),
+                summary=f"end the {outcome} {noun} Canceled", **options.CONFIRM)
             # The server recorded the request; the next workflow task brings it (and cancels this wait).
             await workflow.wait_condition(lambda: workflow.cancellation_reason() is not None)
         except asyncio.CancelledError:
             pass  # the request arrived
         except ActivityError as err:
             if workflow.cancellation_reason() is None:
-                workflow.logger.warning("could not end the aborted %s Canceled: %s", noun, error_text(err))
+                workflow.logger.warning("could not end the %s %s Canceled: %s", outcome, noun, error_text(err))
                 return
-    raise asyncio.CancelledError(f"the {noun} was aborted")
+    raise asyncio.CancelledError(f"the {noun} was {outcome}")
 
 
 async def name_canceller(controls: Controls[Any]) -> str:

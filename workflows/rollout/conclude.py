@@ -1,6 +1,6 @@
 """How a rollout ends: every stage settled, then all kept (success) or rolled back by scope, each on its own page;
-a cancellation request names who sent it; the run returns its state, ends Canceled (aborted, its state in the
-memo: workflows/controls/ending.py) or fails with a type that names the outcome and its state as details."""
+a cancellation request names who sent it; the run returns its state, ends Canceled (aborted or rejected, its state
+in the memo: workflows/controls/ending.py) or fails with a type that names the outcome and its state as details."""
 
 from __future__ import annotations
 
@@ -77,8 +77,8 @@ class Conclusion:
         r.publish()
         await r.outbox.flush()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if state.status == "aborted":
-            await end_canceled(state, "rollout")  # Canceled, its state in the memo (returns if it cannot)
+        if state.status in ("aborted", "rejected"):  # a person or a gate said no: Canceled, not a red failure
+            await end_canceled(state, "rollout", state.status)  # its state in the memo (returns if it cannot)
         if state.status != "succeeded":
             raise ApplicationError(f"{state.status.replace('_', ' ')}: {state.reason}", state,
                                    type=OUTCOME_FAILURE_TYPES[state.status], non_retryable=True)

@@ -2,8 +2,8 @@
 
 Stages that finish their work stay open until the rollout's verdict, so a rollback by scope runs on each
 stage's own page. A rollout that does not reach its goal ends as a Temporal failure whose type names the
-outcome (RolledBack, Rejected, Failed) and whose details are its full state; one that succeeds returns that
-state; an aborted one ends Canceled, its state in the `bifrost_outcome` memo (workflows/controls/ending.py). Release
+outcome (RolledBack, Failed) and whose details are its full state; one that succeeds returns that state; an
+aborted or rejected one ends Canceled, its state in the `bifrost_outcome` memo (workflows/controls/ending.py). Release
 managers drive it through validated updates (approve, reject, pause, resume, abort, rollback, skip_soak,
 override_window, resolve_hold) and read it through the `summary` and `status` queries and the UI's current details.
 """
