@@ -104,10 +104,8 @@ async def test_the_walkthrough_count_of_the_default_list(browser: Browser, ui_se
     assert per_thing <= ROWS_PER_THING, f"{per_thing:.2f} rows per started thing in the default list"
 
 
-@pytest.mark.xfail(strict=True, reason="not met yet: rolled back and rejected both end Failed, and the default "
-                   "columns (Status, Workflow ID, Run ID, Type, Start, End) show nothing else that differs")
-async def test_the_default_list_tells_the_outcomes_apart(browser: Browser, ui_server: UiServer,
-                                                         walkthrough: Walkthrough, tmp_path: Path) -> None:
+async def default_list_badges(browser: Browser, ui_server: UiServer, walkthrough: Walkthrough) -> dict[str, str]:
+    """Each started rollout's status badge in the default list, as the UI renders it."""
     page = await browser.new_page(viewport={"width": 1440, "height": 900})
     page.set_default_timeout(UI_TIMEOUT_MS)
     badges: dict[str, str] = {}
@@ -120,5 +118,20 @@ async def test_the_default_list_tells_the_outcomes_apart(browser: Browser, ui_se
     finally:
         await page.close()
     print(f"\nthe default list's status badges: {badges}")
-    assert badges["succeeded"] == "Completed" and badges["aborted"] == "Canceled" and badges["rolled back"] == "Failed"
+    return badges
+
+
+async def test_the_default_list_tells_a_release_that_went_wrong_from_one_people_stopped(
+        browser: Browser, ui_server: UiServer, walkthrough: Walkthrough) -> None:
+    badges = await default_list_badges(browser, ui_server, walkthrough)
+    assert badges["succeeded"] == "Completed" and badges["rolled back"] == "Failed"
+    assert badges["rejected"] == badges["aborted"] == "Canceled"  # a person or a gate said no: not a red failure
+
+
+@pytest.mark.xfail(strict=True, reason="not met: UI 2.54's default columns show only Temporal's status per row, and a "
+                   "workflow reaches three closed ones itself (Completed, Failed, Canceled): a rejected and an aborted "
+                   "rollout are both Canceled (a reverted release stays Completed, a held one Running)")
+async def test_the_default_list_tells_the_outcomes_apart(browser: Browser, ui_server: UiServer,
+                                                         walkthrough: Walkthrough) -> None:
+    badges = await default_list_badges(browser, ui_server, walkthrough)
     assert len(set(badges.values())) == len(badges), f"the default list shows one badge for two outcomes: {badges}"

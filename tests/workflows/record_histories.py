@@ -55,7 +55,7 @@ from workflows.guard.models import ApproveGuard, StopGuard
 from workflows.guard.workflow import RegionGuardWorkflow
 from workflows.request import RolloutRequest
 from workflows.revert.workflow import RevertWorkflow
-from workflows.rollout.updates import Abort, Approve, OverrideWindow, Pause, ResolveHold, Resume, SkipSoak
+from workflows.rollout.updates import Abort, Approve, OverrideWindow, Pause, Reject, ResolveHold, Resume, SkipSoak
 from workflows.rollout.workflow import RolloutWorkflow
 from workflows.stage.models import StageInput
 
@@ -470,6 +470,11 @@ async def canceled(client: Client, tmp: Path) -> None:
         ended = await outcome(h)
         assert ended.reason.startswith("cancellation requested by rm@example.com"), ended.reason
         await save(client, "console-cancel", await with_children(client, h))
+        h = await start(client, make_request(approvals={"gates": [{"wave": 2}], "approvers": ["alice"]}), QUEUE)
+        await wait(h, lambda s: s.status == "awaiting_approval")
+        await h.execute_update(RolloutWorkflow.reject, Reject(wave=2, approver="alice", reason="recorded"))
+        assert (await outcome(h)).status == "rejected"  # ended Canceled, its state in its memo
+        await save(client, "canceled-rejected", await with_children(client, h))
         req, _ = await _released(client, f, QUEUE)
         running = await _running_at_a_gate(client, req.service, QUEUE)
         r = await start_revert(client, revert_input(req.service, on_conflict="queue"), QUEUE)
@@ -582,7 +587,7 @@ GROUPS: dict[str, Group] = {
                                        "evacuation-nested-evacuate", "evacuation-nested-restore", "evacuation-reports")),
     "evacuation-hpa": Group(evacuation_hpa, ("evacuation-hpa-evacuate", "evacuation-hpa-restore", "evacuation-hpa-abort")),
     "guard": Group(guard, ("guard",)),
-    "canceled": Group(canceled, ("canceled-abort", "canceled-request", "console-cancel", "cancel-named-revert",
+    "canceled": Group(canceled, ("canceled-abort", "canceled-request", "console-cancel", "canceled-rejected", "cancel-named-revert",
                                  "canceled-evacuation", "cancel-named-evacuation")),
     "reverts": Group(reverts, ("revert-reverted", "revert-evacuation", "revert-refused", "revert-aborted", "revert-queued")),
     "weighted": Group(weighted, ("weighted-good", "weighted-regression")),
