@@ -32,10 +32,11 @@ from temporalio.worker import (
     StartActivityInput,
     StartChildWorkflowInput,
     StartLocalActivityInput,
+    StartNexusOperationInput,
     WorkflowInterceptorClassInput,
     WorkflowOutboundInterceptor,
 )
-from temporalio.workflow import ActivityHandle, ChildWorkflowHandle
+from temporalio.workflow import ActivityHandle, ChildWorkflowHandle, NexusOperationHandle
 
 from common import metrics
 from common.failures import ADAPTER_ERROR_KINDS
@@ -202,6 +203,12 @@ class _TracedWorkflowOutbound(WorkflowOutboundInterceptor):
         self.root._completed_span(f"StartChildWorkflow:{input.workflow}", add_to_outbound=input,
                                   kind=trace.SpanKind.CLIENT)
         return await super().start_child_workflow(input)
+
+    async def start_nexus_operation(self, input: StartNexusOperationInput[Any, Any]) -> NexusOperationHandle[Any]:
+        # a stage in the machinery namespace stays in its rollout's trace: the context rides in the Nexus headers
+        self.root._completed_span(f"StartNexusOperation:{input.service}/{input.operation_name}",
+                                  add_to_outbound_str=input, kind=trace.SpanKind.CLIENT)
+        return await super().start_nexus_operation(input)
 
 
 class _TracedActivity(ActivityInboundInterceptor):
