@@ -32,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.peers import PeerActivities, PeerQuery
     from activities.traffic.messages import RegionWeights, RegionWeightsInput
     from activities.traffic.shift import TrafficActivities
+    from common.namespaces import machinery_namespace
     from common.types import EnvKind
     from workflows import options
     from workflows.evacuation.models import EvacuationState
@@ -101,14 +102,15 @@ class TrafficFacts(BaseModel):
         return ""
 
 
-async def _query(workflow_id: str, workflow_type: str) -> tuple[object | None, bool]:
-    """The `status` query's answer of `workflow_id` (its latest run) and whether that run is running; None if there
-    is none, it cannot answer, or it is not a `workflow_type` on this workflow's own task queue (Bifrost's)."""
+async def _query(workflow_id: str, workflow_type: str, namespace: str | None = None) -> tuple[object | None, bool]:
+    """The `status` query's answer of `workflow_id` (its latest run) in `namespace` (None: the home one) and whether
+    that run is running; None if there is none, it cannot answer, or it is not a `workflow_type` on this workflow's
+    own task queue (Bifrost's)."""
     try:
         answer = await workflow.execute_activity_method(
             PeerActivities.query_workflow, PeerQuery(workflow_id=workflow_id, query="status", workflow_type=workflow_type,
-                                                     task_queue=workflow.info().task_queue),
-            summary=f"traffic: ask {workflow_id}", **options.RECHECK)
+                                                     task_queue=workflow.info().task_queue, namespace=namespace),
+            summary=f"traffic: ask {workflow_id}" + (f" in {namespace}" if namespace else ""), **options.RECHECK)
     except ActivityError:
         return None, False
     ok = answer.found and answer.error is None
@@ -127,18 +129,14 @@ async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) 
         facts.unread = error_text(err)
     if not facts.weights and not facts.unread:
         return facts  # none of these regions has a traffic target: nothing to hold on, nothing more to ask
-    (evacuation, running), (guard, _) = await asyncio.gather(
-        _query(evacuation_id(service), EVACUATION_TYPE), _query(f"{GUARD_PREFIX}{service}", GUARD_TYPE))
-    try:
-        move = EvacuationState.model_validate(evacuation) if evacuation is not None else None
-    except ValidationError:
-        move = None
-    if move is not None and move.service == service and move.environment == environment:
-        applied = [s.applied_at for s in move.steps if s.applied_at is not None]
-        facts.last_change = max(applied) if applied else None
-        facts.moved_regions = sorted({move.region, *move.receivers})
-        if not move.finished and running:
-            facts.moving = f"{move.direction} of {move.region} by {move.requested_by}, {move.status}"
+    # The service's traffic change runs as traffic/<service> in the namespace people open (started by hand, by the
+    # guard, a drill or a revert) or in the machinery namespace (a stage's own): one at a time across both.
+    (home_move, home_running), (own_move, own_running), (guard, _) = await asyncio.gather(
+        _query(evacuation_id(service), EVACUATION_TYPE),
+        _query(evacuation_id(service), EVACUATION_TYPE, machinery_namespace(workflow.info().namespace)),
+        _query(f"{GUARD_PREFIX}{service}", GUARD_TYPE))
+    for evacuation, running in sorted(((home_move, home_running), (own_move, own_running)), key=lambda m: m[1]):
+        _note_move(facts, evacuation, running, service, environment)  # the running one (if any) last: it wins
     try:
         watch = _GuardView.model_validate(guard) if guard is not None else None
     except ValidationError:
@@ -149,3 +147,22 @@ async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) 
                 facts.guard_out[region] = ("being restored by the region guard (probe)" if w.probing
                                            else "evacuated by the region guard")
     return facts
+
+
+def _note_move(facts: TrafficFacts, evacuation: object | None, running: bool, service: str,
+               environment: EnvKind) -> None:
+    """Add one traffic change's facts: its last step, the regions it moves, and whether it is moving now."""
+    try:
+        move = EvacuationState.model_validate(evacuation) if evacuation is not None else None
+    except ValidationError:
+        return
+    if move is None or move.service != service or move.environment != environment:
+        return
+    applied = [s.applied_at for s in move.steps if s.applied_at is not None]
+    last = max(applied) if applied else None
+    if facts.last_change is not None and last is not None and last < facts.last_change and not running:
+        return  # an older change that is not moving: the later one tells which regions moved last
+    facts.last_change = max(d for d in (last, facts.last_change) if d is not None) if (last or facts.last_change) else None
+    facts.moved_regions = sorted({move.region, *move.receivers})
+    if not move.finished and running:
+        facts.moving = f"{move.direction} of {move.region} by {move.requested_by}, {move.status}"

@@ -211,8 +211,9 @@ class Rejudged:
     stage_audit: list[dict[str, Any]]
 
 
-async def rejudged_rollout(client: Client, task_queue: str, tmp: Path) -> Rejudged:
-    """One production stage, eu-west-1, judged on a 12 s window while ap-south-1's users are moved onto it."""
+async def rejudged_rollout(client: Client, task_queue: str, tmp: Path, machinery: bool = False) -> Rejudged:
+    """One production stage, eu-west-1, judged on a 12 s window while ap-south-1's users are moved onto it (by a
+    traffic change in the namespace people open, or with `machinery` in the machinery one, where a stage's own runs)."""
     registry, _ = simulated_registry()
     req = make_request(regions=[{"name": "eu-west-1", "environments": ["prod"], "traffic_share": 1.0}],
                        canary={"analysis_minutes": 0.2, "judge": {"min_samples": 5}}, blast_radius={"canary_region": None})
@@ -224,8 +225,9 @@ async def rejudged_rollout(client: Client, task_queue: str, tmp: Path) -> Rejudg
             return bool((await stage.query("progress"))["state"]["status"] == "analyzing")
 
         await _poll(analyzing)
-        move = await client.start_workflow(EvacuationWorkflow.run, evacuation(req.service, "ap-south-1", steps=[0]),
-                                           id=evacuation_id(req.service), task_queue=task_queue)
+        mover = machinery_client(client) if machinery else client
+        move = await mover.start_workflow(EvacuationWorkflow.run, evacuation(req.service, "ap-south-1", steps=[0]),
+                                          id=evacuation_id(req.service), task_queue=task_queue)
         async with asyncio.timeout(180):
             moved = await move.result()
             assert moved.status == "evacuated" and "eu-west-1" in moved.receivers
@@ -234,8 +236,10 @@ async def rejudged_rollout(client: Client, task_queue: str, tmp: Path) -> Rejudg
     return Rejudged(handle.id, move.id, result, detail["audit"])
 
 
-async def test_a_canary_window_that_a_traffic_change_overlapped_is_judged_again_on_a_fresh_one(env, task_queue, tmp_path):
-    run = await rejudged_rollout(env.client, task_queue, tmp_path)
+@pytest.mark.parametrize("machinery", [False, True], ids=["home-namespace", "machinery-namespace"])
+async def test_a_canary_window_that_a_traffic_change_overlapped_is_judged_again_on_a_fresh_one(env, task_queue, tmp_path,
+                                                                                               machinery):
+    run = await rejudged_rollout(env.client, task_queue, tmp_path, machinery)
     assert run.result.status == "succeeded", run.result.reason
     discarded = [a for a in run.stage_audit if a["action"] == "window-discarded"]
     assert discarded and "overlapped a traffic change" in discarded[0]["detail"], run.stage_audit
