@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from temporalio.service import RPCError, RPCStatusCode
-from temporalio.testing import WorkflowEnvironment
+from temporalio.testing import TimeSkippingConfig, WorkflowEnvironment
 
 from worker.build import RenderPool
 from worker.converter import DATA_CONVERTER
@@ -96,10 +96,16 @@ async def env():
     await e.shutdown()
 
 
+MAX_SKIPS = 5_000  # time skips per workflow (see ts_env)
+
+
 @pytest_asyncio.fixture(scope="session")
 async def ts_env():
     """A dev server with per-workflow time skipping: soaks and timeouts of hours run in seconds."""
+    # The server stops skipping a workflow's time after a default number of skips; the largest request's stage (24 h
+    # of analysis and a 14-day soak, its reaper looking every 10 min / 4 h) skips a few hundred times.
     e = await WorkflowEnvironment.start_time_skipping_v2(
+        ts_config=TimeSkippingConfig(max_session_skip_count=MAX_SKIPS),
         dev_server_existing_path=TEMPORAL, search_attributes=search.ALL, data_converter=DATA_CONVERTER,
         dev_server_extra_args=["--dynamic-config-value", "frontend.WorkflowTimeSkippingEnabled=true", *DEV_SERVER_FLAGS,
                                *namespace_args("default")],
