@@ -27,7 +27,7 @@ from activities.adapters.simulated import FleetScenario, SimulatedFleet  # noqa:
 from activities.adapters.targets import parse_targets  # noqa: E402
 from worker.build import build_worker  # noqa: E402
 from worker.converter import DATA_CONVERTER  # noqa: E402
-from worker.server import DEV_SERVER_FLAGS  # noqa: E402
+from worker.server import DEV_SERVER_FLAGS, namespace_args  # noqa: E402
 from workflows import search  # noqa: E402
 from workflows.evacuation.models import EvacuationState
 from workflows.evacuation.settings import EvacuationInput
@@ -93,7 +93,8 @@ async def main() -> None:
     endpoint = f"http://{host}:{port}"
     temporal = str(Path(sys.executable).parent / "temporal")
     env = await WorkflowEnvironment.start_local(dev_server_existing_path=temporal, search_attributes=search.ALL,
-                                                data_converter=DATA_CONVERTER, dev_server_extra_args=DEV_SERVER_FLAGS)
+                                                data_converter=DATA_CONVERTER,
+                                                dev_server_extra_args=[*DEV_SERVER_FLAGS, *namespace_args("default")])
     try:
         zone, zone_id = zone_with_records(endpoint)
         targets = parse_targets({

@@ -23,7 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from worker.server import DEV_SERVER_FLAGS  # noqa: E402
+from worker.server import DEV_SERVER_FLAGS, namespace_args  # noqa: E402
 from workflows import search  # noqa: E402
 
 E = EventType
@@ -55,7 +55,7 @@ async def dev_server(*extra: str, time_skipping: bool = False, with_fix: bool = 
 
     from worker.converter import DATA_CONVERTER
 
-    args = [*(DEV_SERVER_FLAGS if with_fix else []), *extra]
+    args = [*(DEV_SERVER_FLAGS if with_fix else []), *namespace_args("default"), *extra]  # + the machinery namespace
     if time_skipping:
         return await WorkflowEnvironment.start_time_skipping_v2(
             ts_config=TimeSkippingConfig(max_session_skip_count=max_skips),
