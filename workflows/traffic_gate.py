@@ -21,7 +21,7 @@ guard. An evacuation that no longer runs (terminated mid-way) is not "moving", w
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio import workflow
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.evacuation.models import EvacuationState
     from workflows.evacuation.settings import evacuation_id
 
+_EPOCH = datetime.fromtimestamp(0, UTC)  # orders a change with no step before any that applied one
 GUARD_PREFIX = "guard/"  # the region guard's id is guard/<service> (workflows/guard_models.guard_id)
 EVACUATION_TYPE, GUARD_TYPE = "EvacuationWorkflow", "RegionGuardWorkflow"  # the only types asked at those ids
 
@@ -135,8 +136,14 @@ async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) 
         _query(evacuation_id(service), EVACUATION_TYPE),
         _query(evacuation_id(service), EVACUATION_TYPE, machinery_namespace(workflow.info().namespace)),
         _query(f"{GUARD_PREFIX}{service}", GUARD_TYPE))
-    for evacuation, running in sorted(((home_move, home_running), (own_move, own_running)), key=lambda m: m[1]):
-        _note_move(facts, evacuation, running, service, environment)  # the running one (if any) last: it wins
+    changes = [(move, running) for answer, running in ((home_move, home_running), (own_move, own_running))
+               if (move := _traffic_change(answer, service, environment)) is not None]
+    if changes:  # the one running, else the one whose last step is the latest: it tells which regions moved
+        move, running = max(changes, key=lambda c: (c[1], _last_step(c[0]) is not None, (_last_step(c[0]) or _EPOCH)))
+        facts.last_change = _last_step(move)
+        facts.moved_regions = sorted({move.region, *move.receivers})
+        if not move.finished and running:
+            facts.moving = f"{move.direction} of {move.region} by {move.requested_by}, {move.status}"
     try:
         watch = _GuardView.model_validate(guard) if guard is not None else None
     except ValidationError:
@@ -149,20 +156,16 @@ async def traffic_facts(service: str, environment: EnvKind, regions: list[str]) 
     return facts
 
 
-def _note_move(facts: TrafficFacts, evacuation: object | None, running: bool, service: str,
-               environment: EnvKind) -> None:
-    """Add one traffic change's facts: its last step, the regions it moves, and whether it is moving now."""
+
+def _traffic_change(answer: object | None, service: str, environment: EnvKind) -> EvacuationState | None:
+    """A traffic workflow's `status` answer as this service's change in `environment`; None if it is not one."""
     try:
-        move = EvacuationState.model_validate(evacuation) if evacuation is not None else None
+        move = EvacuationState.model_validate(answer) if answer is not None else None
     except ValidationError:
-        return
-    if move is None or move.service != service or move.environment != environment:
-        return
-    applied = [s.applied_at for s in move.steps if s.applied_at is not None]
-    last = max(applied) if applied else None
-    if facts.last_change is not None and last is not None and last < facts.last_change and not running:
-        return  # an older change that is not moving: the later one tells which regions moved last
-    facts.last_change = max(d for d in (last, facts.last_change) if d is not None) if (last or facts.last_change) else None
-    facts.moved_regions = sorted({move.region, *move.receivers})
-    if not move.finished and running:
-        facts.moving = f"{move.direction} of {move.region} by {move.requested_by}, {move.status}"
+        return None
+    return move if move is not None and move.service == service and move.environment == environment else None
+
+
+def _last_step(move: EvacuationState) -> datetime | None:
+    """When the change last applied a step (None: none yet)."""
+    return max((s.applied_at for s in move.steps if s.applied_at is not None), default=None)
