@@ -48,8 +48,7 @@ from workflows.stage.workflow import StageWorkflow
 # reverts, guards and drills), and what runs in its machinery namespace (common/namespaces.py).
 HOME_WORKFLOWS = [RolloutWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow, RegionGuardWorkflow, DrillWorkflow]
 MACHINERY_WORKFLOWS = [StageWorkflow, EvacuationWorkflow, ReportWorkflow, ServiceLockWorkflow]
-WORKFLOWS = [RolloutWorkflow, StageWorkflow, ServiceLockWorkflow, EvacuationWorkflow, ReportWorkflow, RevertWorkflow,
-             RegionGuardWorkflow, DrillWorkflow]
+WORKFLOWS = list(dict.fromkeys([*HOME_WORKFLOWS, *MACHINERY_WORKFLOWS]))  # every type, once (replay, tests)
 P = ParamSpec("P")
 T = TypeVar("T")
 
