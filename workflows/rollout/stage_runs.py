@@ -7,6 +7,7 @@ asks the stage to cancel and waits until it has closed, as the parent-close poli
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, FailureError
@@ -52,23 +53,22 @@ class StageRun:
         self.handle.cancel()
 
 
-def already_started(err: BaseException) -> bool:
-    """The operation could not start because the stage's workflow id is taken (a previous run's stage still runs)."""
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """`err` and its causes, through Temporal's failure causes and Python's."""
     seen: BaseException | None = err
     while seen is not None:
-        text = f"{type(seen).__name__} {seen}"
-        if STARTED_ELSEWHERE in text or "already started" in text.lower() or "AlreadyStarted" in text:
-            return True
+        yield seen
         seen = seen.cause if isinstance(seen, FailureError) else seen.__cause__
-    return False
+
+
+def already_started(err: BaseException) -> bool:
+    """The operation could not start because the stage's workflow id is taken (a previous run's stage still runs)."""
+    return any(STARTED_ELSEWHERE in text or "already started" in text.lower() or "AlreadyStarted" in text
+               for text in (f"{type(seen).__name__} {seen}" for seen in _chain(err)))
 
 
 def stage_failure(err: BaseException) -> ApplicationError | None:
     """The stage's own failure (RolledBack, Failed: carrying its state) inside the operation's error chain."""
-    seen: BaseException | None = err
-    while seen is not None:
-        if isinstance(seen, ApplicationError) and seen.type in OUTCOME_FAILURE_TYPES.values() and seen.details:
-            return seen
-        seen = seen.cause if isinstance(seen, FailureError) else seen.__cause__
-    return None
+    return next((seen for seen in _chain(err) if isinstance(seen, ApplicationError)
+                 and seen.type in OUTCOME_FAILURE_TYPES.values() and seen.details), None)
 
