@@ -14,13 +14,14 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
-    from activities.peers import PeerActivities, PeerQuery, PeerSignal
+    from activities.peers import PeerActivities, PeerQuery
     from common.lock import LOCK_CLAIM_QUERY, LOCK_STATE_QUERY, LOCK_WORKFLOW, LockClaim, LockRequest, LockState, lock_id
     from common.lock import standing as standing
     from common.namespaces import machinery_namespace
     from common.types import ConcurrencyPolicy
     from workflows import options
     from workflows.controls import Controls
+    from workflows.controls.crossing import signal_across
 
 # What the lock answers (LockHolder's handlers carry these names), and the signal that gives the lock back.
 GRANTED_SIGNAL = "lock_granted"
@@ -96,11 +97,9 @@ class ServiceLock:
         """Give the lock back (also withdraws a request still waiting in the queue)."""
         if self.status in ("waiting", "granted"):
             self.status = "released"
-            give_back = PeerSignal(workflow_id=lock_id(self.request.service), signal=RELEASE_SIGNAL,
-                                   arg=self.request.workflow_id, namespace=self._locks)  # an activity signals it there
-            try:
-                delivered = await workflow.execute_activity_method(PeerActivities.signal_workflow, give_back,
-                                                                   summary="give back the lock", **options.SIGNAL)
+            try:  # the lock runs in the machinery namespace
+                delivered = await signal_across(lock_id(self.request.service), RELEASE_SIGNAL, self.request.workflow_id,
+                                                to="machinery", summary="give back the lock")
             except ActivityError:
                 delivered = False
             if not delivered:  # no lock runs (terminated, and nobody asked since): nothing to give back

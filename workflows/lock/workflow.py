@@ -22,11 +22,10 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.lock import LockActivities
-    from activities.peers import PeerActivities, PeerSignal
     from common.lock import ACQUIRE_SIGNAL, LOCK_STATE_QUERY, LOCK_WORKFLOW, LockRequest, LockState
-    from common.namespaces import home_namespace
     from common.types import INVALID_PAYLOAD
     from workflows import options
+    from workflows.controls.crossing import signal_across
     from workflows.controls.lock_client import GRANTED_SIGNAL, REFUSED_SIGNAL, RELEASE_SIGNAL, SUPERSEDED_SIGNAL
     from workflows.lock.claims import claim_of, recover
     from workflows.lock.models import remember
@@ -104,10 +103,7 @@ class ServiceLockWorkflow:
         while self.outbox:
             target, signal, arg = self.outbox.pop(0)
             # the holders run in the namespace people open: an activity signals them there
-            await workflow.execute_activity_method(
-                PeerActivities.signal_workflow, PeerSignal(workflow_id=target, signal=signal, arg=arg,
-                                                           namespace=home_namespace(workflow.info().namespace)),
-                summary=f"{signal} to {target}", **options.SIGNAL)
+            await signal_across(target, signal, arg, to="home", summary=f"{signal} to {target}")
 
     def _grant_next(self) -> None:
         if self.state.holder is None and self.state.queue:

@@ -14,13 +14,11 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from activities.peers import PeerActivities, PeerSignal
     from common import metrics
-    from common.namespaces import machinery_namespace
     from common.types import TERMINAL, RolloutStatus
     from common.vocabulary import RolloutPhase
-    from workflows import options
     from workflows.controls import Approval, Controls, Outbox, refused
+    from workflows.controls.crossing import signal_across
     from workflows.controls.ending import CANCEL_REASON
     from workflows.plan import Plan
     from workflows.request import RolloutRequest
@@ -116,8 +114,4 @@ class Rollout:
         """Signal a stage by id (it may have continued as new) without waiting for the delivery; it runs in the
         machinery namespace, so an activity sends the signal there."""
         name = signal if isinstance(signal, str) else getattr(signal, "__temporal_signal_definition").name
-        self.outbox.add(workflow.execute_activity_method(
-            PeerActivities.signal_workflow, PeerSignal(
-                workflow_id=self.child_id(key), signal=name, arg=arg,
-                namespace=machinery_namespace(workflow.info().namespace)),
-            summary=f"signal {name} to {key}", **options.SIGNAL))
+        self.outbox.add(signal_across(self.child_id(key), name, arg, to="machinery", summary=f"signal {name} to {key}"))

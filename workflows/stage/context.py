@@ -15,11 +15,9 @@ from typing import TypeVar
 from temporalio import workflow
 
 from activities.models import ReportInput
-from activities.peers import PeerActivities, PeerSignal
-from common.namespaces import home_namespace
 from common.types import OUTCOME_FAILURE_TYPES, StageRef, StageStatus
-from workflows import options
 from workflows.controls import Outbox, until
+from workflows.controls.crossing import signal_across
 from workflows.report.workflow import start_report
 from workflows.stage.details import stage_details
 from workflows.stage.models import StageDetail, StageInput
@@ -71,11 +69,8 @@ class StageContext:
         self.reported = status
         # Fire and forget: the stage never waits on the rollout; the futures are awaited before it ends. The rollout
         # runs in the namespace people open, so an activity sends the signal there.
-        self.outbox.add(workflow.execute_activity_method(
-            PeerActivities.signal_workflow, PeerSignal(
-                workflow_id=self.inp.rollout_id, signal=PROGRESS_SIGNAL, arg=self.state.model_copy(),
-                namespace=home_namespace(workflow.info().namespace)),
-            summary=f"report {status} to the rollout", **options.SIGNAL))
+        self.outbox.add(signal_across(self.inp.rollout_id, PROGRESS_SIGNAL, self.state.model_copy(), to="home",
+                                      summary=f"report {status} to the rollout"))
 
     def draw(self, report: ReportInput, summary: str) -> None:
         """Have a ReportWorkflow draw and store a report; the stage waits only until that workflow has started."""
