@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,11 @@ async def test_release_manager_approves_a_gate_in_the_temporal_ui(
             await details.get_by_text("awaiting approval").wait_for()
             text = await details.locator("body").inner_text()
             assert "approval of wave 2 (gates: ap-south-1/prod)" in text
-            assert "approving wave 2 releases ap-south-1/prod, 20% of production traffic" in text
+            assert "If approved: wave 2 releases ap-south-1/prod, 20% of production traffic" in text
+            gate = next(x for x in state.holds if x.reason == "approval")  # who must act, and when it times out
+            assert gate.until is not None
+            times_out = f"{gate.until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+            assert f"may decide: alice; times out at {times_out}, then the rollout is rejected and rolls back" in text
             assert approve_example(text) == {"wave": 2, "approver": "<your name>", "comment": "looks good"}
             await snap(page, tmp_path, "awaiting-approval")
             await snap(page, tmp_path, "ui-awaiting-approval", await details_fitted(page), docs=True)

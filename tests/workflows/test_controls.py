@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.api.enums.v1 import EventType
@@ -57,6 +57,12 @@ async def test_approval_gate_with_refusals_then_approve(env, task_queue, tmp_pat
         state = await wait_for(h, lambda s: s.status == "awaiting_approval")
         assert state.pending_approvals == ["us-east-1/prod"] and state.awaiting_wave == 4
         assert state.stage("us-east-1/prod").status == "pending"
+        # the gate says who must act and when it times out, into what (the UI's "Waiting for", `bifrost status`)
+        gate = next(x for x in state.holds if x.reason == "approval")
+        assert gate.until == gate.since + timedelta(hours=req.approvals.timeout_hours)
+        assert state.waiting_for == (f"approval of wave 4 (gates: us-east-1/prod); may decide: alice, bob; times out at "
+                                     f"{gate.until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, then the rollout is rejected "
+                                     "and rolls back")
         # refusals, each with a reason, none recorded in history
         not_listed = await refused(h, RolloutWorkflow.approve, Approve(stage="us-east-1/prod", approver="mallory"))
         # the one approver check (workflows/controls.check_approver): the field, the name, the allowed names
@@ -93,7 +99,7 @@ async def test_current_details_say_how_to_act(env, task_queue, tmp_path):
         meta = await h.query("__temporal_workflow_metadata")
         details = meta.current_details if hasattr(meta, "current_details") else meta["currentDetails"]
         assert "AWAITING APPROVAL" in details
-        assert "approving wave 4 releases us-east-1/prod, 50% of production traffic" in details
+        assert "**If approved:** wave 4 releases us-east-1/prod, 50% of production traffic" in details
         assert '`approve` `{"wave": 4, "approver": "<your name>", "comment": "looks good"}`' in details
         summary = await h.query(RolloutWorkflow.summary)
         assert summary.status == "awaiting_approval" and summary.stages["us-east-1/prod"] == "pending, 1.0.0"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 from common.types import TERMINAL, Notification
 from tests.workflows.controlled import ControlledStub
 from workflows import options
-from workflows.controls import Approval, AuditEntry, Controls, Outbox
+from workflows.controls import Approval, AuditEntry, Controls, Hold, Outbox
 
 T0 = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 
@@ -119,6 +119,21 @@ def test_only_a_listed_approver_may_decide_and_the_refusal_names_the_field_not_t
                                "approvers (approvals.approvers in the request)")
     assert info.value.type == "Refused" and "alice" not in str(info.value)
     _approval([]).check("anyone")  # an empty list: anyone who may send updates
+
+
+def test_a_decision_hold_says_who_may_decide_and_when_it_times_out_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gate says who must act and when it times out (and into what), in UTC whatever zone the time came in:
+    the line is published once and read later, so never relative."""
+    monkeypatch.setattr(workflow, "now", lambda: T0)
+    approval = _approval(["alice", "bob"])
+    ahead = timezone(timedelta(hours=5, minutes=30))
+    hold = approval.hold("approval", releases="approval of wave 4 (gates: us-east-1/prod)",
+                         until=datetime(2026, 3, 29, 7, 30, 5, tzinfo=ahead), then="the rollout is rejected")
+    assert hold.waiting_for == ("approval of wave 4 (gates: us-east-1/prod); may decide: alice, bob; "
+                                "times out at 2026-03-29 02:00:05 UTC, then the rollout is rejected")
+    anyone = _approval([]).hold("approval", releases="approve before anything changes")
+    assert anyone.waiting_for == "approve before anything changes; may decide: anyone who may send updates"
+    assert Hold.model_validate(hold.model_dump(mode="json")).waiting_for == hold.waiting_for  # through a payload
 
 
 def test_a_stopping_workflow_refuses_a_decision_before_the_name_is_looked_at() -> None:

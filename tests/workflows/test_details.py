@@ -65,12 +65,12 @@ def test_waiting_at_a_gate_says_what_the_approval_releases():
     plan = build_plan(req)
     prod_wave = next(w for w in plan.waves if "us-east-1/prod" in [s.key for s in w.stages])
     assert approval_releases(plan, prod_wave.index) == (
-        f"approving wave {prod_wave.index} releases us-east-1/prod + eu-west-1/prod, 80% of production traffic")
+        f"wave {prod_wave.index} releases us-east-1/prod + eu-west-1/prod, 80% of production traffic")
     gate = Hold(reason="approval", since=T0, by="bifrost", releases=f"approval of wave {prod_wave.index} (gates: us-east-1/prod)",
                 wave=prod_wave.index, gates=["us-east-1/prod"])
     state = _state(holds=[gate], current_wave=prod_wave.index)  # status and waiting_for: computed from the hold
     text = rollout_details(state, plan, soaking=[])
-    assert f"**Waiting for:** approval of wave {prod_wave.index} (gates: us-east-1/prod) — approving wave" in text
+    assert f"**Waiting for:** approval of wave {prod_wave.index} (gates: us-east-1/prod)\n\n**If approved:** wave" in text
     assert f'`approve` `{{"wave": {prod_wave.index}, "approver": "<your name>"' in text
 
 

@@ -7,6 +7,7 @@ was not scaled for becomes slower, so an evacuation without pre-warm alarms and 
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -244,6 +245,10 @@ async def test_approval_gate_holds_before_anything_changes(env, task_queue, tmp_
         h = await start(env.client, evacuation(svc, require_approval=True, approvers=["alice"]), task_queue)
         state = await wait_for(h, lambda s: s.status == "awaiting_approval")
         assert state.planned[-1] == EVACUATED and state.weights_now == EVEN  # planned, nothing changed
+        gate = next(x for x in state.holds if x.reason == "approval")
+        assert gate.until is not None and state.waiting_for == (
+            f"approve before anything changes; may decide: alice; times out at "
+            f"{gate.until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, then it is aborted with nothing changed")
         assert not [c for c in fleet.calls if c[0] == "scale"]
         not_listed = await refused(h, EvacuationWorkflow.approve, ApproveShift(approver="mallory"))
         assert not_listed.endswith("approver: 'mallory' may not approve or decide here: the name is not on the list "

@@ -6,7 +6,7 @@ decides nothing (docs/operating.md "Hold instead of rolling back")."""
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -73,6 +73,10 @@ async def test_a_failing_canary_holds_with_canary_and_baseline_running_and_a_ret
         assert row is not None and row.status == "held" and row.holds == 1 and "canary judged fail" in row.reason
         hold = next(x for x in state.holds if x.reason == "failure")
         assert hold.targets == [HELD_STAGE] and hold.until is not None and "resolve_hold" in (state.waiting_for or "")
+        assert hold.until == hold.since + timedelta(minutes=req.hold.timeout_minutes)
+        assert state.waiting_for == (f"resolve_hold on {HELD_STAGE}: retry, promote or rollback; may decide: alice; "
+                                     f"times out at {hold.until.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, then rollback "
+                                     "(the request's hold.on_timeout)")
         slot = f.slot(StageRef(service=req.service, region="us-east-1", environment="test"))
         assert (slot.canary, slot.baseline, slot.primary) == ("2.0.0", "1.0.0", "1.0.0")  # kept: nothing rolled back
         assert not [c for c in f.calls if c[0] == "rollback"]

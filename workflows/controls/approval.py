@@ -4,6 +4,7 @@ workflow holds to check a decision and record it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from common.text import visible
@@ -11,6 +12,8 @@ from common.vocabulary import HoldReason
 from workflows.controls.controller import Controls
 from workflows.controls.holds import Hold
 from workflows.controls.payloads import refused
+
+ANYONE = "anyone who may send updates"  # who decides when a workflow names no approvers
 
 
 def check_approver(who: str, approvers: Sequence[str], *, field: str, source: str) -> None:
@@ -49,6 +52,17 @@ class Approval:
     def check_who(self, who: str, field: str = "approver") -> None:
         """Only whether `who` may decide (for a validator that checks something else between the two)."""
         check_approver(who, self.approvers, field=field, source=self.source)
+
+    @property
+    def deciders(self) -> str:
+        """Who may decide, as a hold shows it: the approvers, or anyone who may send updates."""
+        return ", ".join(self.approvers) or ANYONE
+
+    def hold(self, reason: HoldReason, *, releases: str, until: datetime | None = None, then: str = "",
+             **where: Any) -> Hold:
+        """Place a hold a decision releases, naming who may decide and, with `until`, when it times out into
+        `then`: what every waiting page and `bifrost status` show (`Hold.waiting_for`)."""
+        return self.controls.hold(reason, releases=releases, until=until, then=then, deciders=self.deciders, **where)
 
     def decided(self, who: str, action: str, target: str | None = None, detail: str = "", *,
                 release: HoldReason | None = None) -> Hold | None:

@@ -91,11 +91,12 @@ class Controls(Generic[StopT]):
 
     def hold(self, reason: HoldReason, *, releases: str, by: str = "bifrost", why: str = "", at: str = "",
              targets: Sequence[str] = (), in_force: bool = True, wave: int | None = None,
-             gates: Sequence[str] = (), until: datetime | None = None) -> Hold:
+             gates: Sequence[str] = (), until: datetime | None = None, then: str = "", deciders: str = "") -> Hold:
         """Place (or replace) the hold of this reason."""
         self.release(reason)
         h = Hold(reason=reason, since=workflow.now(), by=by, why=why, releases=releases, at=at,
-                 targets=list(targets), in_force=in_force, wave=wave, gates=list(gates), until=until)
+                 targets=list(targets), in_force=in_force, wave=wave, gates=list(gates), until=until, then=then,
+                 deciders=deciders)
         self.state.holds.append(h)
         return h
 

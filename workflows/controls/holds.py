@@ -5,7 +5,7 @@ The words (hold reasons, the status each shows, their precedence) are in common/
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
@@ -25,12 +25,21 @@ class Hold(BaseModel):
     in_force: bool = Field(default=True, description="false: asked for, takes hold at the next safe point")
     wave: int | None = Field(default=None, description="an approval: the wave it holds back (rollouts)")
     gates: list[str] = Field(default_factory=list, description="an approval: the gates still to approve")
-    until: datetime | None = Field(default=None, description="when it ends on its own (a failure hold: its timeout)")
+    until: datetime | None = Field(default=None, description="when it ends on its own if nobody decides (a timeout)")
+    then: str = Field(default="", description="what happens at `until`, e.g. 'the rollout is rejected and rolls back'")
+    deciders: str = Field(default="", description="who may decide, as shown: names (escaped where shown), or anyone")
 
     @property
     def waiting_for(self) -> str:
-        """One line: what the workflow waits for while this hold holds it."""
-        return f"{self.releases} (held {self.at})" if self.at else self.releases
+        """One line: what the workflow waits for while this hold holds it, who may decide, and when it times out
+        (in UTC, never relative: the line is published once and read later)."""
+        parts = [f"{self.releases} (held {self.at})" if self.at else self.releases]
+        if self.deciders:
+            parts.append(f"may decide: {self.deciders}")
+        if self.until is not None:
+            at = self.until.astimezone(UTC) if self.until.tzinfo else self.until
+            parts.append(f"times out at {at:%Y-%m-%d %H:%M:%S} UTC" + (f", then {self.then}" if self.then else ""))
+        return "; ".join(parts)
 
 
 def status_of(phase: str, holds: Sequence[Hold], terminal: frozenset[str]) -> str:

@@ -18,18 +18,19 @@ async def await_approval(run: Progress) -> None:
     """Hold on `approval` until approved, stopped, or timed out (a timeout stops it); raises Stopped if stopped."""
     if not run.inp.require_approval:
         return
-    who = ", ".join(run.inp.approvers) or "anyone"
-    run.controls.hold("approval", releases=f"approve (by {who}) before anything changes")
+    timeout = timedelta(minutes=run.inp.approval_timeout_minutes)
+    run.approval.hold("approval", releases="approve before anything changes", until=workflow.now() + timeout,
+                      then="it is aborted with nothing changed")
     run.publish()
     try:
         await workflow.wait_condition(
             lambda: run.approved is not None or run.controls.stopping,
-            timeout=timedelta(minutes=run.inp.approval_timeout_minutes), timeout_summary="approval timeout",
+            timeout=timeout, timeout_summary="approval timeout",
         )
     except TimeoutError:
-        timeout = AbortShift(by="bifrost", reason=f"no approval within {run.inp.approval_timeout_minutes:g} min")
-        run.controls.halt(timeout)
-        run.audit("bifrost", "approval-timeout", timeout.reason)
+        abort = AbortShift(by="bifrost", reason=f"no approval within {run.inp.approval_timeout_minutes:g} min")
+        run.controls.halt(abort)
+        run.audit("bifrost", "approval-timeout", abort.reason)
     run.controls.release("approval")
     run.controls.raise_if_stopped()
 

@@ -52,7 +52,7 @@ class Proposals:
         controls = self.records.controls
         if self.state.proposals:
             names = ", ".join(f"{p.action} {p.region}" for p in self.state.proposals)
-            controls.hold("approval", releases=f"approval of: {names}", targets=[p.region for p in self.state.proposals])
+            self.approval.hold("approval", releases=f"approval of: {names}", targets=[p.region for p in self.state.proposals])
         else:
             controls.release("approval")
         self.records.publish()

@@ -37,13 +37,13 @@ def stage_table(state: RolloutState) -> str:
 
 
 def approval_releases(plan: Plan, wave: int) -> str:
-    """'approving wave 4 releases eu-west-1/prod + us-east-1/prod, 85% of production traffic'."""
+    """'wave 4 releases eu-west-1/prod + us-east-1/prod, 85% of production traffic' (what approving it does)."""
     w = next((w for w in plan.waves if w.index == wave), None)
     if w is None:
-        return f"approving wave {wave}"
+        return f"wave {wave} goes on"
     keys = " + ".join(s.key for s in w.stages)
     traffic = f", {w.traffic_share:.0%} of production traffic" if w.kind == "prod" else " (test)"
-    return f"approving wave {wave} releases {keys}{traffic}"
+    return f"wave {wave} releases {keys}{traffic}"
 
 
 def holds_at(state: RolloutState) -> str:
@@ -94,10 +94,9 @@ def rollout_details(state: RolloutState, plan: Plan | None, *, soaking: list[str
     if s.reason:
         paras.append(f"**Reason:** {md(s.reason)}")
     if s.waiting_for:
-        wait = f"**Waiting for:** {md(s.waiting_for)}"
+        paras.append(f"**Waiting for:** {md(s.waiting_for)}")
         if s.awaiting_wave is not None and plan is not None:
-            wait += f" — {approval_releases(plan, s.awaiting_wave)}"
-        paras.append(wait)
+            paras.append(f"**If approved:** {approval_releases(plan, s.awaiting_wave)}")
     if s.pause is not None and not s.finished:
         why = f": “{md(s.pause.why)}”" if s.pause.why else ""
         paras.append(f"**Paused** by {md(s.pause.by)} at {_when(s.pause.since)}{why} — holds {holds_at(s)}")

@@ -34,11 +34,13 @@ class Gates:
         pending = [g for g in self.of(wave) if g not in r.state.approved]
         if not pending:
             return False
-        r.controls.hold("approval", releases=f"approval of wave {wave.index} (gates: {', '.join(pending)})",
+        hours = r.req.approvals.timeout_hours
+        times_out_at = workflow.now() + timedelta(hours=hours)
+        r.approval.hold("approval", releases=f"approval of wave {wave.index} (gates: {', '.join(pending)})",
+                        until=times_out_at, then="the rollout is rejected and rolls back",
                         targets=[s.key for s in wave.stages], wave=wave.index, gates=pending)
         r.publish()
-        hours = r.req.approvals.timeout_hours
-        r.outbox.watch(self._remind(wave, pending, workflow.now() + timedelta(hours=hours)))
+        r.outbox.watch(self._remind(wave, pending, times_out_at))
         try:
             await workflow.wait_condition(
                 lambda: r.controls.held("approval") is None or r.stop is not None,

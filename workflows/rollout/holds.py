@@ -51,11 +51,9 @@ class Holds:
         rows = [r.row(k) for k in keys]
         h = r.controls.held("failure")
         since = h.since if h is not None else workflow.now()
-        who = ", ".join(r.req.approvals.approvers) or "anyone who may send updates"
-        r.controls.hold("failure", releases=f"resolve_hold on {', '.join(keys)}: retry, promote or rollback "
-                        f"(may decide: {who}; otherwise {r.req.hold.on_timeout} when it times out)",
-                        why="; ".join(f"{row.key}: {row.reason}" for row in rows), targets=keys,
-                        wave=rows[0].wave, until=min(self.held.values()))
+        r.approval.hold("failure", releases=f"resolve_hold on {', '.join(keys)}: retry, promote or rollback",
+                        until=min(self.held.values()), then=f"{r.req.hold.on_timeout} (the request's hold.on_timeout)",
+                        why="; ".join(f"{row.key}: {row.reason}" for row in rows), targets=keys, wave=rows[0].wave)
         held = r.controls.held("failure")
         assert held is not None
         held.since = since
