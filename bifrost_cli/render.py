@@ -30,6 +30,12 @@ STYLE = {
 }
 
 
+def id_column(t: Table, header: str) -> None:
+    """Add a column of what people copy (rollout ids, stage keys): never wrapped or cut short with an ellipsis (the
+    other columns give way; rich's width of a pipe or a CI log, 80, used to print 'ap-south-1/t…')."""
+    t.add_column(header, no_wrap=True, overflow="fold")
+
+
 def shown(text: str, style: str = "") -> Text:
     """User-supplied text for a rich console: one line, control characters escaped, never markup."""
     return Text(terminal(text), style=style)
@@ -70,7 +76,8 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
     its traffic when it fails says so on a line of its own (every other stage just rolls back)."""
     t = Table(title=Text(f"Plan: {req.service} {req.version} ({len(plan.waves)} waves)"), title_justify="left")
     for col in ("wave", "kind", "stage", "traffic", "soak", "gate"):
-        t.add_column(col, no_wrap=col != "stage")
+        # the stage column also carries each stage's notes (canary steps, on failure): they wrap, a key folds
+        t.add_column(col, overflow="fold") if col == "stage" else t.add_column(col, no_wrap=True)
     gates = {g.key for g in req.approvals.gates}
     for w in plan.waves:
         for i, s in enumerate(w.stages):
@@ -99,7 +106,10 @@ def state_table(state: RolloutState) -> Table:
     caption = shown(f"waiting for {summary.waiting_for}") if summary.waiting_for else None
     t = Table(title=title, title_justify="left", caption=caption)
     for col in ("wave", "stage", "status", "before", "now", "verdict"):
-        t.add_column(col, no_wrap=col != "stage")
+        if col == "stage":
+            id_column(t, col)
+        else:
+            t.add_column(col, no_wrap=True)
     t.add_column("note", overflow="fold", ratio=1)
     for s in state.stages:
         verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")

@@ -146,6 +146,37 @@ def test_render_shows_user_text_as_written():
     assert "aborted by [/red]: [bold]no[/]" in out.getvalue() and "waiting for [/]" in out.getvalue()
 
 
+def test_ids_people_copy_are_never_cut_short_in_a_narrow_terminal():
+    """`status` and `plan` piped or in a CI log (rich's 80 columns): each stage key stays whole on one line, and
+    the long notes fold instead (it used to print 'ap-south-1/t…')."""
+    import io
+
+    from rich.console import Console
+
+    from bifrost_cli.render import plan_table, state_table
+    from tests.workflows.helpers import make_request
+    from workflows.plan import build_plan
+    from workflows.rollout.models import RolloutState
+    from workflows.stage.models import StageState
+
+    req = make_request(regions=[{"name": "ap-southeast-2", "traffic_share": 0.5},
+                                {"name": "eu-central-1", "traffic_share": 0.5}],
+                       blast_radius={"canary_region": "ap-southeast-2"})
+    plan = build_plan(req)
+    stages = [StageState.of(s.region, s.environment, w.index).model_copy(
+        update={"reason": "canary judged fail: FAIL score 50.00 — 1 of 2 metrics regressed: latency_p99 High"})
+        for w in plan.waves for s in w.stages]
+    state = RolloutState(rollout_id="rollout/a/1", service="a", version="1", phase="running", stages=stages)
+    for table in (state_table(state), plan_table(req, plan)):
+        out = io.StringIO()
+        Console(file=out, width=80).print(table)
+        lines = out.getvalue().splitlines()
+        for s in stages:
+            assert any(s.key in line for line in lines), (s.key, out.getvalue())
+        assert "…" not in out.getvalue(), out.getvalue()
+        assert all(line.rstrip()[-1] in "┓┃┩│┘" for line in lines if line[:1] in "┏┃┡│└"), out.getvalue()  # not cropped
+
+
 BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(9))
 
