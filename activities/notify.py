@@ -30,9 +30,9 @@ class NotifyActivities:
         info = activity.info()
         own = info.workflow_id == n.rollout_id  # else a notice about a rollout, sent from its machinery: its page
         namespace = info.workflow_namespace or "default"
-        try:
+        try:  # the run's Current Details: its own, or the rollout's run the stage serves (else the latest run's page)
             return await self.notifier.send(n, namespace=namespace if own else home_namespace(namespace),
-                                            run_id=info.workflow_run_id if own else None)
+                                            run_id=info.workflow_run_id if own else n.run_id)
         except Exception as err:  # defensive: the contract is "never fails a rollout"
             log.warning("notification %s for %s failed: %s", n.event, n.rollout_id, type(err).__name__)
             return False

@@ -106,10 +106,11 @@ def promoted_on_timeout(*, rollout_id: str, service: str, version: str, stage: s
 
 
 def canary_step(*, rollout_id: str, service: str, version: str, stage: str, text: str,
-                weights: dict[str, int]) -> Notification:
-    """A weighted canary moved: a step's weights are in force, or canary and baseline were withdrawn to 0."""
+                weights: dict[str, int], rollout_run: str | None = None) -> Notification:
+    """A weighted canary moved: a step's weights are in force, or canary and baseline were withdrawn to 0. Sent by
+    the stage; `rollout_run` (the rollout's run the stage checked it serves) lets the link open that run's page."""
     return Notification(rollout_id=rollout_id, service=service, version=version, event=CANARY_STEP,
-                        text=f"{stage}: {text}", stage=stage, stages=[stage], weights=dict(weights))
+                        text=f"{stage}: {text}", stage=stage, stages=[stage], weights=dict(weights), run_id=rollout_run)
 
 
 def traffic(*, workflow_id: str, service: str, direction: str, region: str, event: str, text: str,

@@ -131,4 +131,5 @@ class Notification(BaseModel):
     started_by: str | None = None  # traffic: the workflow that started the change (a rollout, the guard); None: a person
     requested_by: str | None = None  # traffic: who asked for it
     why: str | None = None  # traffic: the reason it was started with
+    run_id: str | None = None  # the run of `rollout_id` the link opens, when sent from elsewhere (a stage: its rollout's)
 

@@ -101,6 +101,29 @@ async def test_the_notify_activity_uses_the_registry_notifier(webhook_receiver: 
     assert await ActivityEnvironment().run(NotifyActivities(registry).notify, EVENT) is False
 
 
+async def test_a_stage_notice_links_its_rollouts_run_in_the_home_namespace(webhook_receiver: Receiver, monkeypatch):
+    """A stage runs in the machinery namespace; its notice about the rollout opens the rollout's run's Current
+    Details where people act, not the latest run's Event History (what a link without a run id opens)."""
+    import dataclasses
+
+    from common import notices
+
+    monkeypatch.setenv("TEST_WEBHOOK_URL", webhook_receiver.url)
+    ui = "http://ui.example.test:8233"
+    registry = AdapterRegistry.simulated(SimulatedFleet())
+    registry.notifier = WebhookNotifier([hook()], backoff_seconds=0.01, ui_url=ui)
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_id="rollout/checkout/1.1.0/us-east-1/prod",
+                                   workflow_namespace="default-machinery", workflow_run_id="stage-run")
+    step = notices.canary_step(rollout_id="rollout/checkout/1.1.0", service="checkout", version="1.1.0",
+                               stage="us-east-1/prod", text="step 1/3", weights={"primary": 90, "canary": 5, "baseline": 5},
+                               rollout_run="rollout-run-7")
+    assert await env.run(NotifyActivities(registry).notify, step) is True
+    [posted] = webhook_receiver.posts
+    link = f"{ui}/namespaces/default/workflows/{quote('rollout/checkout/1.1.0', safe='')}/rollout-run-7/user-metadata"
+    assert link in json.dumps(posted), posted
+
+
 async def test_failures_are_logged_as_one_line_with_status_and_fix_but_never_the_url(webhook_receiver: Receiver, monkeypatch,
                                                                                      caplog):
     caplog.set_level(logging.WARNING, logger="activities.adapters.webhooks")

@@ -12,6 +12,7 @@ from temporalio.worker import Replayer
 
 from activities.adapters.simulated import SimulatedFleet
 from canary.config import StagePlace
+from common.types import Notification
 from tests.workflows.helpers import fleet, make_request, running_worker
 from tests.workflows.stage_parent import stage_parent_worker, start_stage
 from worker.build import WORKFLOWS
@@ -33,9 +34,10 @@ def stage_input(**canary: Any) -> StageInput:
                       place=StagePlace(index=0, stages=6))
 
 
-async def run_stage(client: Client, task_queue: str, tmp_path: Path, inp: StageInput, f: SimulatedFleet
-                    ) -> tuple[StageState, StageDetail, list[str]]:
-    """Run one stage to its end: its state, its last progress, and the summaries of its activities in order."""
+async def run_stage(client: Client, task_queue: str, tmp_path: Path, inp: StageInput, f: SimulatedFleet,
+                    notified: list[Notification] | None = None) -> tuple[StageState, StageDetail, list[str]]:
+    """Run one stage to its end: its state, its last progress, and the summaries of its activities in order (and,
+    into `notified`, the notices it sent)."""
     async with running_worker(client, f, task_queue, tmp_path), stage_parent_worker(client, task_queue):
         handle = await start_stage(client, inp, task_queue)
         try:
@@ -48,6 +50,10 @@ async def run_stage(client: Client, task_queue: str, tmp_path: Path, inp: StageI
     import json
     summaries = [json.loads(e.user_metadata.summary.data) for e in history.events
                  if e.HasField("activity_task_scheduled_event_attributes")]
+    if notified is not None:
+        notified += [Notification.model_validate_json(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+                     for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+                     and e.activity_task_scheduled_event_attributes.activity_type.name == "notify"]
     return state, StageDetail.model_validate(detail), summaries
 
 
@@ -57,8 +63,12 @@ def weight_writes(f: SimulatedFleet, key: str = "us-east-1/test") -> list[dict[s
 
 async def test_a_good_canary_passes_every_step_in_order_then_goes_back_to_the_primary(ts_env, task_queue, tmp_path):
     f = fleet(min_samples=0)
-    state, detail, summaries = await run_stage(ts_env.client, task_queue, tmp_path, stage_input(), f)
+    notified: list[Notification] = []
+    state, detail, summaries = await run_stage(ts_env.client, task_queue, tmp_path, stage_input(), f, notified)
     assert state.status == "succeeded", state.reason
+    # each step is told, linking the rollout's run the stage checked it serves (its page, not the latest run's history)
+    assert [n.event for n in notified] == ["canary_step"] * 4
+    assert detail.rollout_run and {n.run_id for n in notified} == {detail.rollout_run}
     assert weight_writes(f) == [*PLANNED, WITHDRAWN]  # each planned step once, in order; then all to the primary
     assert state.canary_step == 3 and state.canary_steps == 3 and state.withdrawn_at is not None
     judged = [s for s in summaries if s.startswith("judge canary")]

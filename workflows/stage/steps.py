@@ -143,4 +143,5 @@ class Steps:
     def _notice(self, text: str, weights: ArmWeights) -> None:
         inp = self.stage.inp
         self.stage.outbox.send(notices.canary_step(rollout_id=inp.rollout_id, service=inp.service, version=inp.version,
-                                                   stage=self.stage.key, text=text, weights=weights.model_dump()))
+                                                   stage=self.stage.key, text=text, weights=weights.model_dump(),
+                                                   rollout_run=self.stage.detail.rollout_run))
