@@ -13,8 +13,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 
+from activities.describe import describe_run
 from common.failures import ORIGIN_NOT_YET
 from common.namespaces import endpoint_name, machinery_namespace
 
@@ -52,13 +52,9 @@ async def find_origin(home: Client, q: OriginQuery) -> Origin:
     """The rollout's run whose history shows it started this stage run; raise NOT_YET (retryable) while an
     operation of ours is scheduled there with its start not recorded yet."""
     endpoint, machinery = endpoint_name(home.namespace, q.task_queue), machinery_namespace(home.namespace)
-    handle = home.get_workflow_handle(q.rollout_id)
-    try:
-        described = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return Origin(ok=False, why=f"there is no rollout {q.rollout_id} in namespace {home.namespace}")
-        raise
+    described = await describe_run(home, q.rollout_id)
+    if described is None:
+        return Origin(ok=False, why=f"there is no rollout {q.rollout_id} in namespace {home.namespace}")
     scheduled: set[int] = set()
     pending: set[int] = set()
     async for event in home.get_workflow_handle(q.rollout_id, run_id=described.run_id).fetch_history_events():

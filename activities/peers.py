@@ -14,10 +14,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.describe import describe_run
 from activities.origin import Origin, OriginQuery, find_origin
 from common.failures import WORKER_SHUTTING_DOWN
 from common.runs import foreign_run
@@ -240,7 +241,7 @@ class PeerActivities:
         if self.machinery is None:
             return None
         other = self.client if namespace == self.machinery.namespace else self.machinery
-        described = await _described(other, workflow_id)
+        described = await describe_run(other, workflow_id)
         if described is None or described.status != WorkflowExecutionStatus.RUNNING:
             return None
         return f"{workflow_id} in namespace {other.namespace}, run {described.run_id}"
@@ -260,20 +261,10 @@ class PeerActivities:
     @activity.defn
     async def run_is_open(self, run: PeerRun) -> bool:
         """Whether that very run is still running (False if it closed or does not exist)."""
-        described = await _described(self.on(run.namespace), run.workflow_id, run.run_id)
+        described = await describe_run(self.on(run.namespace), run.workflow_id, run.run_id)
         return described is not None and described.status == WorkflowExecutionStatus.RUNNING
 
     @activity.defn
     async def stage_origin(self, q: OriginQuery) -> Origin:
         """Read the rollout's own history for the Nexus operation that started this stage run (activities/origin.py)."""
         return await find_origin(self.client, q)
-
-
-async def _described(client: Client, workflow_id: str, run_id: str | None = None) -> WorkflowExecutionDescription | None:
-    """That run (or the latest run) of `workflow_id`, described; None if there is none."""
-    try:
-        return await client.get_workflow_handle(workflow_id, run_id=run_id).describe(rpc_timeout=QUERY_RPC_TIMEOUT)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
