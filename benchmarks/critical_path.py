@@ -41,8 +41,10 @@ class CriticalPath:
     workflow_tasks: int = 0  # completed workflow tasks on the path: one server round trip each
     timed_out_tasks: int = 0
     activities: int = 0
-    nexus_operations: int = 0  # operations on the path (each: the caller's schedule and the handler's close)
+    nexus_starts: int = 0  # workflows started by a Nexus operation on the path (from the caller's schedule)
+    nexus_ends: int = 0  # Nexus operations whose end is on the path (from the handler workflow's close)
     signal_activities: int = 0  # signals across namespaces on the path, matched to their `signal_workflow` activity
+    crossings: Counter[str] = field(default_factory=Counter)  # what each crossing between namespaces cost in all
     by_type: Counter[str] = field(default_factory=Counter)  # activity types on the path
     activity_seconds: Counter[str] = field(default_factory=Counter)  # their run time (start to close), by type
     seconds: Counter[str] = field(default_factory=Counter)  # where the path's time went
@@ -201,13 +203,14 @@ class _Walk:
                         and x.nexus_operation_started_event_attributes.scheduled_event_id == scheduled_id), None)
         handler = handler_of(started) if started is not None else None
         chain = self.tree.chain(handler[:2]) if handler else []
-        self.out.nexus_operations += 1
+        self.out.nexus_ends += 1
         if not chain:  # no workflow behind it (or not fetched): the operation as a whole
             scheduled = run.event(scheduled_id)
             self.out.seconds["nexus operation without a handler workflow"] += ts(e) - ts(scheduled)
             return run, run.event(scheduled.nexus_operation_scheduled_event_attributes.workflow_task_completed_event_id)
         closed = chain[-1].events[-1]
         self.out.seconds["server: handler closed to caller event"] += ts(e) - ts(closed)
+        self.out.crossings["Nexus: handler closed to caller event"] += ts(e) - ts(closed)
         return chain[-1], closed
 
     def workflow_started(self, run: Run, e: HistoryEvent) -> Step | None:
@@ -228,6 +231,8 @@ class _Walk:
         if (run.namespace, run.workflow_id, run.run_id) in self.callers:
             caller, scheduled = self.callers[(run.namespace, run.workflow_id, run.run_id)]
             self.out.seconds["server: nexus scheduled to handler started"] += ts(e) - ts(scheduled)
+            self.out.crossings["Nexus: scheduled to handler started"] += ts(e) - ts(scheduled)
+            self.out.nexus_starts += 1
             return caller, caller.event(scheduled.nexus_operation_scheduled_event_attributes.workflow_task_completed_event_id)
         if run.key == self.tree.root:
             return None
@@ -255,6 +260,7 @@ class _Walk:
             return self.external_cause(e)
         s = max(candidates, key=lambda c: ts(c.started))  # type: ignore[arg-type]
         self.out.signal_activities += 1
+        self.out.crossings["signal by activity: scheduled to received"] += ts(e) - ts(s.scheduled)
         return s.run, self.activity(s.run, s.scheduled, s.started, e, ran="signal activity: start to signal received")
 
     def external_cause(self, e: HistoryEvent) -> Step | None:

@@ -555,7 +555,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"  critical path: {path.workflow_tasks} hops = {path.workflow_tasks / stages:.1f} per stage "
           f"(workflow tasks); {path.activities} activities on it ({acts})"
           + (f"; {path.timed_out_tasks} timed-out workflow tasks" if path.timed_out_tasks else "")
-          + f"; {path.nexus_operations} Nexus operation(s), {path.signal_activities} signal(s) across namespaces by activity"
+          + f"; {path.nexus_starts} stage start(s) and {path.nexus_ends} end(s) by Nexus, "
+            f"{path.signal_activities} signal(s) across namespaces by activity"
           + (f"; {path.approximations} step(s) caused from outside the workflows, matched by time" if path.approximations else ""))
     ratio = overhead / (path.workflow_tasks * hop)
     print(f"  overhead / (hops x hop) = {overhead:.2f} s / ({path.workflow_tasks} x {hop * 1000:.1f} ms) = {ratio:.2f}"
@@ -598,6 +599,15 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  skeleton's critical path, activities by type (count, run time): {acts}")
         acts = ", ".join(f"{n} {name} {path.activity_seconds[name] * 1000:.0f} ms" for name, n in path.by_type.most_common())
         print(f"  the rollout's, the same way: {acts}")
+        print("  where the critical path's time went, rollout / skeleton (s): " + ", ".join(
+            f"{what} {path.seconds[what]:.3f} / {sk_path.seconds[what]:.3f}"
+            for what in sorted(path.seconds.keys() | sk_path.seconds.keys(), key=lambda k: -path.seconds[k])))
+    for label, p in (("rollout", path), *((("skeleton", skeleton[2]),) if args.skeleton else ())):
+        each = {"Nexus: scheduled to handler started": p.nexus_starts, "Nexus: handler closed to caller event": p.nexus_ends,
+                "signal by activity: scheduled to received": p.signal_activities}
+        print(f"  crossings between namespaces on the {label}'s path: {sum(p.crossings.values()):.3f} s = "
+              f"{sum(p.crossings.values()) / stages * 1000:.0f} ms per stage (" + ", ".join(
+                  f"{n} x {what} {p.crossings[what] / n * 1000:.1f} ms" for what, n in each.items() if n) + ")")
     tasks, secs = to_rollback
     print(f"  a failing judgement ({BAD} in {first}): the rollback was scheduled {tasks} workflow task(s) and "
           f"{secs * 1000:.0f} ms after the verdict")

@@ -125,7 +125,7 @@ def test_the_critical_path_goes_through_the_stage_a_nexus_operation_ran() -> Non
     assert visited == [("rollout/svc/1.0.0", 1), ("rollout/svc/1.0.0", 4), (STAGE, 1), (STAGE, 4), (STAGE, 7),
                        (STAGE, 10), (STAGE, 11), ("rollout/svc/1.0.0", 14), ("rollout/svc/1.0.0", 17),
                        ("rollout/svc/1.0.0", 18)]
-    assert (path.workflow_tasks, path.nexus_operations, path.approximations) == (4, 1, 0)
+    assert (path.workflow_tasks, path.nexus_starts, path.nexus_ends, path.approximations) == (4, 1, 1, 0)
     assert round(path.seconds["server: nexus scheduled to handler started"], 4) == 0.006
     assert round(path.seconds["server: handler closed to caller event"], 4) == 0.005
 
@@ -135,6 +135,7 @@ def test_a_signal_sent_by_an_activity_continues_from_that_activity() -> None:
     visited = [(wid, event_id) for _, wid, event_id, _ in reversed(path.steps)]
     assert visited == [("rollout/svc/1.0.0", 1), ("rollout/svc/1.0.0", 4), (STAGE, 1), (STAGE, 4),
                        ("rollout/svc/1.0.0", 10), ("rollout/svc/1.0.0", 13), ("rollout/svc/1.0.0", 14)]
-    assert (path.workflow_tasks, path.signal_activities, path.approximations) == (3, 1, 0)
+    assert (path.workflow_tasks, path.nexus_starts, path.signal_activities, path.approximations) == (3, 1, 1, 0)
     assert path.by_type["signal_workflow"] == 1
     assert round(path.seconds["signal activity: start to signal received"], 4) == 0.019
+    assert round(path.crossings["signal by activity: scheduled to received"], 4) == 0.020
