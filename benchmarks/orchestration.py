@@ -3,9 +3,11 @@
 Starts its own local dev server (with DEV_SERVER_FLAGS, like `bifrost server`; `--without-fix` leaves them
 out to show the default dev server), runs the rollout a few times, and measures on the same server its own
 hop: a trivial workflow running no-op activities in sequence. From the median rollout's histories (the
-rollout, its stages and the service lock) it finds the critical path, counts the hops on it (workflow
-tasks, each woken by an activity, a child, a timer or a signal), and prints where the time went and how
-the overhead compares with hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage. Then one rollout
+rollout, and in the machinery namespace its stages and the service lock) it finds the critical path
+(benchmarks/critical_path.py), counts the hops on it (workflow tasks, each woken by an activity, a child, a
+Nexus operation, a timer or a signal), and prints where the time went, what the crossings between the two
+namespaces cost (Nexus starts and ends, signals sent by activity), and how the overhead compares with
+hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage. Then one rollout
 whose first canary fails shows how many workflow tasks pass between the verdict and the rollback (goal: 1).
 
 With `--telemetry`, it instead measures what metrics and tracing cost the worker: batches of rollouts on a
