@@ -1,8 +1,8 @@
 """History size: events and bytes per stage, per soak look, and for a 48 h soak at 1-minute looks.
 
 Runs rollouts on the time-skipping dev server (like the `ts_env` test fixture: hours of soak take seconds)
-and measures every history they leave: the rollout, its stages and the service lock, every run of each
-(continue-as-new chains are followed), with the sizes the server itself reports (DescribeWorkflowExecution:
+and measures every history they leave: the rollout, and in the machinery namespace its stages, their reports and
+the service lock, every run of each (continue-as-new chains are followed), with the sizes the server itself reports (DescribeWorkflowExecution:
 history_length, history_size_bytes). Goal: <= 10,240 events and <= 10 MB in any single history, the
 server's default warning limits (it fails a workflow at 51,200 events or 50 MB).
 
@@ -39,6 +39,7 @@ GOAL_BYTES = 10 * 1024 * 1024
 TARGET_HOURS = 48.0
 LOOK_MINUTES = 1.0
 QUEUE = "bifrost-history"
+IDLE = ("lock", "stage us-east-1/test")  # idle while the prod stage soaks: see Measured.largest
 ROLLOUT_TIMEOUT = 1800.0  # s of wall time for one measured rollout
 # The dev server fires no timer sooner than 1 s after it is created (history.timerProcessorMaxTimeShift),
 # even a skipped one, so every soak look would cost a second of wall time; it changes no history event.
@@ -81,9 +82,11 @@ class Measured:
     runs: dict[str, list[Size]]  # "rollout" | "stage <key>" | "lock" -> one Size per run
 
     def largest(self) -> tuple[str, Size]:
-        """The largest single history of the rollout and its stages. The lock is left out: on this server each
-        workflow has its own virtual clock, and the idle lock's 10-minute holder checks race ahead of the rollout."""
-        return max(((k, s) for k, sizes in self.runs.items() if k != "lock" for s in sizes),
+        """The largest single history of the rollout, its stages and their reports. Left out: the lock, and the test
+        stage waiting for its verdict while the prod stage soaks. On this server each workflow has its own virtual
+        clock, and their idle timers (the lock's 10-minute holder checks, the waiting stage's 4-hour look whether its
+        rollout still runs) race ahead of the rollout's, growing with the wall time, not the soak."""
+        return max(((k, s) for k, sizes in self.runs.items() if k not in IDLE for s in sizes),
                    key=lambda ks: (ks[1].events, ks[1].bytes))
 
     def total(self, kind: str) -> Size:
@@ -91,9 +94,9 @@ class Measured:
         return Size(sum(s.events for s in sizes), sum(s.bytes for s in sizes))
 
 
-async def _server_size(client: Client, workflow_id: str, run_id: str) -> Size:
+async def _server_size(client: Client, namespace: str, workflow_id: str, run_id: str) -> Size:
     desc = await client.workflow_service.describe_workflow_execution(DescribeWorkflowExecutionRequest(
-        namespace=client.namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id)))
+        namespace=namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id)))
     info = desc.workflow_execution_info
     return Size(int(info.history_length), int(info.history_size_bytes))
 
@@ -108,10 +111,10 @@ async def measure(client: Client, req: RolloutRequest, label: str) -> Measured:
         raise RuntimeError(f"{label}: the rollout ended {result.status}: {result.reason}")
     tree = await fetch_tree(client, handle.id)
     runs: dict[str, list[Size]] = {}
-    for wid, chain in tree.runs.items():
+    for (namespace, wid), chain in tree.runs.items():  # the stages, their reports and the lock: machinery namespace
         kind = ("rollout" if wid == handle.id else "lock" if wid.startswith("service-lock/")
                 else "stage " + wid.removeprefix(handle.id + "/"))
-        runs[kind] = [await _server_size(client, r.workflow_id, r.run_id) for r in chain]
+        runs[kind] = [await _server_size(client, namespace, r.workflow_id, r.run_id) for r in chain]
     return Measured(label, wall, runs)
 
 

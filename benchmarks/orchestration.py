@@ -3,9 +3,11 @@
 Starts its own local dev server (with DEV_SERVER_FLAGS, like `bifrost server`; `--without-fix` leaves them
 out to show the default dev server), runs the rollout a few times, and measures on the same server its own
 hop: a trivial workflow running no-op activities in sequence. From the median rollout's histories (the
-rollout, its stages and the service lock) it finds the critical path, counts the hops on it (workflow
-tasks, each woken by an activity, a child, a timer or a signal), and prints where the time went and how
-the overhead compares with hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage. Then one rollout
+rollout, and in the machinery namespace its stages and the service lock) it finds the critical path
+(benchmarks/critical_path.py), counts the hops on it (workflow tasks, each woken by an activity, a child, a
+Nexus operation, a timer or a signal), and prints where the time went, what the crossings between the two
+namespaces cost (Nexus starts and ends, signals sent by activity), and how the overhead compares with
+hops x hop. Goals: <= 0.8 s per rollout, <= 135 ms per stage. Then one rollout
 whose first canary fails shows how many workflow tasks pass between the verdict and the rollback (goal: 1).
 
 With `--telemetry`, it instead measures what metrics and tracing cost the worker: batches of rollouts on a
@@ -30,6 +32,7 @@ skeleton without its confirming queries.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -40,8 +43,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from histories import CriticalPath, Tree, _woken_by, critical_path, dev_server, fetch_tree, run_main  # noqa: E402
-from skeleton import SkeletonRollout, skeleton_worker  # noqa: E402
+from critical_path import CriticalPath, critical_path, woken_by  # noqa: E402
+from histories import Tree, dev_server, fetch_tree, handler_of, run_main  # noqa: E402
+from skeleton import SkeletonRollout, skeleton_workers  # noqa: E402
 from temporalio import activity, workflow  # noqa: E402
 from temporalio.api.enums.v1 import EventType  # noqa: E402
 from temporalio.api.history.v1 import HistoryEvent  # noqa: E402
@@ -53,6 +57,7 @@ from activities.adapters.reports import NoReports  # noqa: E402
 from activities.adapters.simulated import FleetScenario, SimulatedFleet, VersionEffect  # noqa: E402
 from bifrost_cli.ops import outcome, start_rollout  # noqa: E402
 from worker.build import build_worker  # noqa: E402
+from worker.endpoints import machinery_client  # noqa: E402
 from worker.server import DEV_SERVER_FLAGS  # noqa: E402
 from workflows.request import RolloutRequest, parse_request  # noqa: E402
 
@@ -95,8 +100,10 @@ def request(i: int, version: str = "2.0.0") -> RolloutRequest:
 
 async def verdict_to_rollback(client: Client, stage_id: str) -> tuple[int, float]:
     """Workflow tasks completed, and server seconds, from the failing `analyze_canary`'s completion to the
-    scheduling of the stage's `rollback` (goal: the task that reads the verdict schedules it, i.e. 1)."""
-    events: list[HistoryEvent] = [e async for e in client.get_workflow_handle(stage_id).fetch_history_events()]
+    scheduling of the stage's `rollback` (goal: the task that reads the verdict schedules it, i.e. 1). The stage
+    runs in the machinery namespace of `client`'s."""
+    stage = machinery_client(client).get_workflow_handle(stage_id)
+    events: list[HistoryEvent] = [e async for e in stage.fetch_history_events()]
     names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name for e in events
              if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
     verdict = next(e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
@@ -107,42 +114,46 @@ async def verdict_to_rollback(client: Client, stage_id: str) -> tuple[int, float
     return tasks, rollback.event_time.ToDatetime().timestamp() - verdict.event_time.ToDatetime().timestamp()
 
 
-def shape_of(tree: Tree, root_id: str) -> dict[str, list[list[str]]]:
+def shape_of(tree: Tree) -> dict[str, list[list[str]]]:
     """The skeleton's arguments, read from a real rollout's histories (see benchmarks/skeleton.py): its waves (the
-    stages started in one workflow task), the commands of its first stage grouped by the workflow task that issued
-    them, the rollout's activities before each wave, and its groups of activities after its last child closed."""
-    root = tree.runs[root_id][-1]
+    stages started in one workflow task, by Nexus operation), the commands of its first stage grouped by the workflow
+    task that issued them, the rollout's activities before each wave, and its groups of activities after its last
+    stage closed. Signals across namespaces (`signal_workflow` activities) and queries are the skeleton's own."""
+    root = tree.root_chain[-1]
+    root_id = root.workflow_id
+    started = {e.nexus_operation_started_event_attributes.scheduled_event_id: handler_of(e) for e in root.events
+               if e.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_STARTED}
     by_task: dict[int, list[HistoryEvent]] = {}
     for e in root.events:
         attrs = getattr(e, e.WhichOneof("attributes"))
-        if e.event_type in (EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED,
-                            EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED):
+        if e.event_type in (EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, EventType.EVENT_TYPE_NEXUS_OPERATION_SCHEDULED):
             by_task.setdefault(attrs.workflow_task_completed_event_id, []).append(e)
     waves: list[list[str]] = []
     before: list[list[str]] = [[]]
+    own = ("query_workflow", "request_service_lock", "signal_workflow")
     for _, events in sorted(by_task.items()):
-        stages = [e.start_child_workflow_execution_initiated_event_attributes.workflow_id.removeprefix(root_id + "/")
-                  for e in events if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+        stages = [handler[1].removeprefix(root_id + "/") for e in events
+                  if e.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_SCHEDULED and (handler := started.get(e.event_id))]
         names = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
         if stages:
             waves.append(stages)
             before.append([])
-        before[-1] += [n for n in names if n not in ("query_workflow", "request_service_lock")]
-    last_child = max(e.event_id for e in root.events if e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED)
+        before[-1] += [n for n in names if n not in own]
+    last_stage = max(e.event_id for e in root.events if e.event_type == EventType.EVENT_TYPE_NEXUS_OPERATION_COMPLETED)
     after = [[e.activity_task_scheduled_event_attributes.activity_type.name for e in events
               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-              and e.activity_task_scheduled_event_attributes.activity_type.name != "query_workflow"]
-             for task, events in sorted(by_task.items()) if task > last_child]
-    stage = min((chain[0] for wid, chain in tree.runs.items() if chain[0].workflow_type == "StageWorkflow"),
+              and e.activity_task_scheduled_event_attributes.activity_type.name not in own]
+             for task, events in sorted(by_task.items()) if task > last_stage]
+    stage = min((chain[0] for chain in tree.runs.values() if chain[0].workflow_type == "StageWorkflow"),
                 key=lambda r: r.started.event_time.ToDatetime())
+    items = {"query_workflow": "query", "signal_workflow": "progress"}  # a stage signals only its rollout
     groups: dict[int, list[str]] = {}
     for e in stage.events:
         attrs = getattr(e, e.WhichOneof("attributes"))
         item = ""
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            name = attrs.activity_type.name
-            item = "query" if name == "query_workflow" else f"act:{name}"
+            item = items.get(attrs.activity_type.name, f"act:{attrs.activity_type.name}")
         elif e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
             item = "report"
         elif e.event_type == EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED:
@@ -150,10 +161,10 @@ def shape_of(tree: Tree, root_id: str) -> dict[str, list[list[str]]]:
         if item:
             groups.setdefault(attrs.workflow_task_completed_event_id, []).append(item)
     steps = []
-    for task, items in sorted(groups.items()):
+    for task, group in sorted(groups.items()):
         done = stage.event(task).workflow_task_completed_event_attributes
-        cause = _woken_by(stage, stage.event(done.scheduled_event_id))
-        steps.append((["wait"] if cause.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED else []) + items)
+        cause = woken_by(stage, stage.event(done.scheduled_event_id))
+        steps.append((["wait"] if cause.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED else []) + group)
     return {"waves": waves, "steps": steps, "before": before[:len(waves)], "after": [g for g in after if g]}
 
 
@@ -178,10 +189,13 @@ async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: 
                        sandboxed: bool = True, confirm: bool = True) -> tuple[float, float, CriticalPath, list[float]]:
     """`runs` skeleton rollouts one after another: the median warm wall time, its critical path, and process CPU."""
     queue = f"skeleton-{uuid.uuid4().hex[:6]}"
-    main, drawing = skeleton_worker(client, queue, names, sandboxed)
+    workers = await skeleton_workers(client, queue, names, sandboxed)
+    locks = machinery_client(client)
     walls: list[tuple[float, str]] = []
     cpus: list[float] = []
-    async with main, drawing:
+    async with contextlib.AsyncExitStack() as stack:
+        for worker in workers:
+            await stack.enter_async_context(worker)
         for i in range(runs):
             wid = f"skeleton-rollout-{uuid.uuid4().hex[:6]}-{i}"
             t0, c0 = time.perf_counter(), os.times()
@@ -192,10 +206,10 @@ async def run_skeleton(client: Client, shape: dict[str, list[list[str]]], runs: 
             walls.append((time.perf_counter() - t0, wid))
             cpus.append(c1.user - c0.user + c1.system - c0.system)
             # the lock confirms the release after the rollout ended (as Bifrost's does): let it end on this worker
-            await client.get_workflow_handle(f"skeleton-lock-{wid}").result()
+            await locks.get_workflow_handle(f"skeleton-lock-{wid}").result()
     warm = sorted(walls[1:] or walls)
     wall, wid = warm[len(warm) // 2]
-    path = critical_path(await fetch_tree(client, wid), wid)
+    path = critical_path(await fetch_tree(client, wid))
     return wall, warm[0][0], path, sorted(cpus[1:] or cpus)
 
 
@@ -500,7 +514,7 @@ async def main(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             await env.client.execute_workflow(HopWorkflow.run, args.hop_steps, id=hop_id, task_queue=queue + "-hop")
             hop_wall = time.perf_counter() - t0
-        hop_path = critical_path(await fetch_tree(env.client, hop_id), hop_id)
+        hop_path = critical_path(await fetch_tree(env.client, hop_id))
         if args.hop_only:
             print(f"server's own hop: {hop_path.span / hop_path.workflow_tasks * 1000:.1f} ms "
                   f"({args.hop_steps} no-op activities in sequence; client wall {hop_wall / args.hop_steps * 1000:.1f} ms "
@@ -509,9 +523,9 @@ async def main(args: argparse.Namespace) -> None:
         warm = sorted(walls[1:] or walls)
         median_wall, median_id, stages = warm[len(warm) // 2]
         tree = await fetch_tree(env.client, median_id)
-        path = critical_path(tree, median_id)
+        path = critical_path(tree)
         if args.skeleton:
-            shape = shape_of(tree, median_id)
+            shape = shape_of(tree)
             names = sorted({n for g in shape["before"] + shape["after"] for n in g}
                            | {i[4:] for step in shape["steps"] for i in step if i.startswith("act:")})
             skeleton = await run_skeleton(env.client, shape, args.runs, names)
@@ -538,12 +552,14 @@ async def main(args: argparse.Namespace) -> None:
           f"first {cpus[0]:.2f} s; load average {os.getloadavg()[0]:.1f}")
     print(f"  all history work of that rollout: {tree.count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)} workflow tasks, "
           f"{tree.count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED)} activities in {sum(1 for _ in tree.all_runs())} "
-          f"histories (rollout, stages, lock)")
+          f"histories (rollout; stages and lock in the machinery namespace)")
     acts = ", ".join(f"{n} {name}" for name, n in path.by_type.most_common())
     print(f"  critical path: {path.workflow_tasks} hops = {path.workflow_tasks / stages:.1f} per stage "
           f"(workflow tasks); {path.activities} activities on it ({acts})"
           + (f"; {path.timed_out_tasks} timed-out workflow tasks" if path.timed_out_tasks else "")
-          + (f"; {path.approximations} step(s) via an activity's signal, matched by time" if path.approximations else ""))
+          + f"; {path.nexus_starts} stage start(s) and {path.nexus_ends} end(s) by Nexus, "
+            f"{path.signal_activities} signal(s) across namespaces by activity"
+          + (f"; {path.approximations} step(s) caused from outside the workflows, matched by time" if path.approximations else ""))
     ratio = overhead / (path.workflow_tasks * hop)
     print(f"  overhead / (hops x hop) = {overhead:.2f} s / ({path.workflow_tasks} x {hop * 1000:.1f} ms) = {ratio:.2f}"
           "   (1.0: nothing but server hops; above: worker time, below: hops overlap)")
@@ -585,6 +601,15 @@ async def main(args: argparse.Namespace) -> None:
         print(f"  skeleton's critical path, activities by type (count, run time): {acts}")
         acts = ", ".join(f"{n} {name} {path.activity_seconds[name] * 1000:.0f} ms" for name, n in path.by_type.most_common())
         print(f"  the rollout's, the same way: {acts}")
+        print("  where the critical path's time went, rollout / skeleton (s): " + ", ".join(
+            f"{what} {path.seconds[what]:.3f} / {sk_path.seconds[what]:.3f}"
+            for what in sorted(path.seconds.keys() | sk_path.seconds.keys(), key=lambda k: -path.seconds[k])))
+    for label, p in (("rollout", path), *((("skeleton", skeleton[2]),) if args.skeleton else ())):
+        each = {"Nexus: scheduled to handler started": p.nexus_starts, "Nexus: handler closed to caller event": p.nexus_ends,
+                "signal by activity: scheduled to received": p.signal_activities}
+        print(f"  crossings between namespaces on the {label}'s path: {sum(p.crossings.values()):.3f} s = "
+              f"{sum(p.crossings.values()) / stages * 1000:.0f} ms per stage (" + ", ".join(
+                  f"{n} x {what} {p.crossings[what] / n * 1000:.1f} ms" for what, n in each.items() if n) + ")")
     tasks, secs = to_rollback
     print(f"  a failing judgement ({BAD} in {first}): the rollback was scheduled {tasks} workflow task(s) and "
           f"{secs * 1000:.0f} ms after the verdict")
