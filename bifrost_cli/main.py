@@ -153,8 +153,9 @@ def _refusal(message: str) -> tuple[str, int]:
     return "Check the command's arguments (`bifrost COMMAND --help`).", EXIT_ROLLED_BACK
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a client coroutine; turn what Temporal answers into a one-line reason and an exit code."""
+def _run(coro: Coroutine[Any, Any, T], subject: str = "ROLLOUT_ID") -> T:
+    """Run a client coroutine; turn what Temporal answers into a one-line reason and an exit code (`subject`: the
+    workflow it acts on, for the hint)."""
     from temporalio.service import RPCError, RPCStatusCode
 
     address = os.environ.get("TEMPORAL_ADDRESS", "localhost:7233")
@@ -165,8 +166,11 @@ def _run(coro: Coroutine[Any, Any, T]) -> T:
         reason = shorten(err.message or (err.status.name if err.status else str(err)), 400)
         if err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.UNAUTHENTICATED):
             _fail(f"could not reach Temporal at {address}: {reason}", hint, EXIT_UNREACHABLE)
+        if err.status == RPCStatusCode.NOT_FOUND and "already completed" in reason:
+            _fail(f"{subject} has already ended: {reason}", f"Nothing was changed. `bifrost status {subject}` shows how "
+                  "it ended; `bifrost list` shows the ones still running.", EXIT_ROLLED_BACK)
         if err.status == RPCStatusCode.NOT_FOUND:
-            _fail(f"not found: {reason}", "`bifrost list` shows rollouts and their ids.", EXIT_ROLLED_BACK)
+            _fail(f"not found: {reason}", _not_found_hint(subject), EXIT_ROLLED_BACK)
         what_to_do, code = _refusal(reason)
         _fail(f"Temporal refused the request: {reason}", what_to_do, code)
     except RuntimeError as err:
@@ -440,7 +444,8 @@ def status(rollout_id: str, as_json: bool) -> None:
         from bifrost_cli.revert import show_revert
 
         sys.exit(_run(show_revert(rollout_id, as_json=as_json)))
-    sys.exit(_run(ops.show_status(_rid(rollout_id), as_json=as_json, console=console)))
+    rid = _rid(rollout_id)
+    sys.exit(_run(ops.show_status(rid, as_json=as_json, console=console), subject=rid))
 
 
 @cli.command("report-link")
@@ -510,6 +515,18 @@ def _rid(rollout_id: str) -> str:
     return rid
 
 
+def _not_found_hint(subject: str) -> str:
+    """What to do about an id Temporal does not know: a stage's (or its report's) id names its rollout in its first
+    three parts, since a service or version never holds a '/'; stages run in the machinery namespace."""
+    parts = subject.split("/")
+    if parts[0] != "rollout" or len(parts) < 5:
+        return "`bifrost list` shows rollouts and their ids."
+    owner, stage = "/".join(parts[:3]), "/".join(parts[3:5])
+    return (f"If it is stage {stage} of {owner} (stages run in the machinery namespace and are steered through their "
+            f"rollout): `bifrost status {owner}`, and `--stage {stage}` where a command takes one. `bifrost list` "
+            "shows rollouts and their ids.")
+
+
 def _by_option(f: F) -> F:
     return click.option("--as", "who", default=_identity, show_default="$BIFROST_USER or your login",
                         help="identity recorded in the audit trail")(f)
@@ -566,7 +583,7 @@ def _update(rollout_id: str, update: UpdateMethodMultiParam[[RolloutWorkflow, An
     if problems or payload is None:
         _fail(f"{name} not sent: {joined(problems)}",
               f"Nothing was changed. See `bifrost {command or name.replace('_', '-')} --help`.")
-    ok = _run(ops.send_update(rid, update, payload, console=console, err_console=err_console))
+    ok = _run(ops.send_update(rid, update, payload, console=console, err_console=err_console), subject=rid)
     sys.exit(0 if ok else EXIT_ROLLED_BACK)
 
 

@@ -100,6 +100,53 @@ def test_status_of_an_unknown_rollout_says_so(env, monkeypatch):
     assert "not found" in res.output and "bifrost list" in res.output
 
 
+async def test_an_update_to_a_rollout_that_has_ended_says_so_and_how_it_ended(env, task_queue, tmp_path, monkeypatch):
+    """Temporal answers NOT_FOUND 'workflow execution already completed': the CLI must not say the rollout does not
+    exist (it used to print 'not found' and point at `bifrost list`)."""
+    import threading
+
+    from bifrost_cli.ops import outcome
+    from tests.workflows.helpers import fleet, make_request, running_worker, start
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    req = make_request(regions=[{"name": "us-east-1", "traffic_share": 1.0}], blast_radius={"canary_region": None})
+    async with running_worker(env.client, fleet(), task_queue, tmp_path):
+        h = await start(env.client, req, task_queue)
+        assert (await outcome(h)).status == "succeeded"
+    result = {}
+    t = threading.Thread(target=lambda: result.update(res=run("approve", h.id, "--wave", "1",
+                                                              env={"BIFROST_USER": "alice"})))
+    t.start()
+    t.join(60)
+    res = result["res"]
+    assert res.exit_code == 1, res.output
+    assert f"{h.id} has already ended" in res.output and "not found" not in res.output
+    assert f"`bifrost status {h.id}` shows how it ended" in res.output
+
+
+def test_a_stage_id_that_is_not_found_points_at_its_rollout(env, monkeypatch):
+    """A stage page lives in the machinery namespace; its id copied into `status` or an update is not found in the
+    namespace the CLI talks to, and the hint names the rollout that steers it."""
+    import threading
+
+    monkeypatch.setenv("TEMPORAL_ADDRESS", env.client.service_client.config.target_host)
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", env.client.namespace)
+    cases = (("status", "rollout/payments/2.4.0/eu-west-1/prod"),
+             ("skip-soak", "payments/2.4.0/eu-west-1/prod", "--stage", "eu-west-1/prod", "--reason", "x"),
+             ("status", "rollout/payments/2.4.0/eu-west-1/prod/report/eu-west-1-prod-canary"))
+    results: list = []
+    t = threading.Thread(target=lambda: results.extend(run(*args, env={"BIFROST_USER": "alice"}) for args in cases))
+    t.start()
+    t.join(60)
+    assert len(results) == len(cases)
+    for res in results:
+        assert res.exit_code == 1 and "not found" in res.output, res.output
+        assert ("If it is stage eu-west-1/prod of rollout/payments/2.4.0 (stages run in the machinery namespace"
+                in res.output), res.output
+        assert "`bifrost status rollout/payments/2.4.0`, and `--stage eu-west-1/prod`" in res.output
+
+
 # -- plain text, one-line refusals, local checks (issues #12 and #13) ------------------------------------------
 def closed_env() -> dict[str, str]:
     """A Temporal address nobody listens on: a command that tried to connect would exit 4, not 2."""
