@@ -25,6 +25,7 @@ from rich.console import Console
 
 from bifrost_cli.exits import EXIT_CODES_HELP, EXIT_INVALID, EXIT_ROLLED_BACK, EXIT_UNREACHABLE, REVERT_EXIT_CODES
 from bifrost_cli.listed import listed_statuses, statuses_help
+from bifrost_cli.render import console_width
 from common.problems import FileProblems, shorten
 from common.text import identity_problem
 from common.types import DEFAULT_PROMOTE_HOLD_FLOOR_MINUTES, is_stage_key
@@ -51,8 +52,8 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 # markup=False: a value or field name containing "[/red]" prints as written, never as a style tag
-console = Console(markup=False, emoji=False, highlight=False)
-err_console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+console = Console(markup=False, emoji=False, highlight=False, width=console_width(sys.stdout))
+err_console = Console(stderr=True, markup=False, emoji=False, highlight=False, width=console_width(sys.stderr))
 
 MAX_WORKFLOW_ID_BYTES = 1000  # Temporal's limit on a workflow id
 _SERVICE = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", re.ASCII)

@@ -29,7 +29,7 @@ from bifrost_cli.claims import Claim, bifrost_run
 from bifrost_cli.exits import EXIT_OK, EXIT_ROLLED_BACK, exit_code_for
 from bifrost_cli.links import current_link, ui_link
 from bifrost_cli.listed import LISTED, ROLLOUT_WORKFLOW
-from bifrost_cli.render import id_column, print_status, shown, state_table
+from bifrost_cli.render import print_status, shown, state_table
 from bifrost_cli.reverted import reset_line, reverted_line, reverts_of
 from bifrost_cli.run_state import NoState, read_state
 from common.problems import shorten
@@ -205,11 +205,8 @@ async def list_rollouts(*, service: str | None, status: str | None, limit: int, 
         if len(rows) >= limit:
             break
     t = Table()
-    id_column(t, "rollout")
-    t.add_column("status", overflow="fold")  # may name the revert, an id to copy
-    id_column(t, "stage")
-    t.add_column("requested by", overflow="fold")
-    t.add_column("started", no_wrap=True)
+    for col in ("rollout", "status", "stage", "requested by", "started"):  # ids and the revert a status names: folded,
+        t.add_column(col, overflow="fold")                                # never cut short in a narrow terminal
     reverted: dict[tuple[str, str], dict[str, RevertRecord]] = {}  # (service, task queue) -> release -> revert
     for wf in rows:
         sa = wf.typed_search_attributes

@@ -9,6 +9,9 @@ line of its own.
 
 from __future__ import annotations
 
+import os
+from typing import TextIO
+
 import click
 from rich.console import Console
 from rich.table import Table
@@ -30,10 +33,15 @@ STYLE = {
 }
 
 
-def id_column(t: Table, header: str) -> None:
-    """Add a column of what people copy (rollout ids, stage keys): never wrapped or cut short with an ellipsis (the
-    other columns give way; rich's width of a pipe or a CI log, 80, used to print 'ap-south-1/t…')."""
-    t.add_column(header, no_wrap=True, overflow="fold")
+PIPE_WIDTH = 200  # lines into a pipe or a CI log, which has no width of its own (rich would assume 80)
+
+
+def console_width(stream: TextIO) -> int | None:
+    """The width to print at: the terminal's (None: rich reads it, or $COLUMNS), else PIPE_WIDTH, so that a pipe or
+    a CI log gets whole ids and notes instead of tables squeezed into 80 columns ('ap-south-1/t…')."""
+    if os.environ.get("COLUMNS") or stream.isatty():
+        return None
+    return PIPE_WIDTH
 
 
 def shown(text: str, style: str = "") -> Text:
@@ -106,10 +114,7 @@ def state_table(state: RolloutState) -> Table:
     caption = shown(f"waiting for {summary.waiting_for}") if summary.waiting_for else None
     t = Table(title=title, title_justify="left", caption=caption)
     for col in ("wave", "stage", "status", "before", "now", "verdict"):
-        if col == "stage":
-            id_column(t, col)
-        else:
-            t.add_column(col, no_wrap=True)
+        t.add_column(col, no_wrap=True)  # a stage key stays whole: the note column gives way
     t.add_column("note", overflow="fold", ratio=1)
     for s in state.stages:
         verdict = f"{s.verdict} {s.score:g}" if s.verdict and s.score is not None else (s.verdict or "")

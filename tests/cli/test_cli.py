@@ -224,6 +224,24 @@ def test_ids_people_copy_are_never_cut_short_in_a_narrow_terminal():
         assert all(line.rstrip()[-1] in "┓┃┩│┘" for line in lines if line[:1] in "┏┃┡│└"), out.getvalue()  # not cropped
 
 
+def test_a_pipe_or_a_ci_log_gets_whole_lines_not_80_columns(monkeypatch):
+    """Piped output has no width: the CLI prints at PIPE_WIDTH rather than rich's 80, where `bifrost list` cut ids to
+    'rollout/payment…'; a terminal (or $COLUMNS) keeps its own width."""
+    import io
+
+    from bifrost_cli.render import PIPE_WIDTH, console_width
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert console_width(io.StringIO()) == PIPE_WIDTH >= 160
+    assert console_width(Tty()) is None
+    monkeypatch.setenv("COLUMNS", "100")
+    assert console_width(io.StringIO()) is None
+
+
 BOMB = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(9))
 
