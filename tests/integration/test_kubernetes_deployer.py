@@ -213,6 +213,19 @@ async def test_a_stuck_rollout_fails_on_the_progress_deadline(kube: FakeKubeApi)
     assert "ProgressDeadlineExceeded" in str(err.value) or "progress deadline" in str(err.value)
 
 
+async def test_a_stuck_rollout_fails_on_the_servers_deadline_even_when_its_controller_sees_the_change_late():
+    """The server counts the progress deadline from when its controller saw the change, which can lag our start (a
+    loaded API server, or this fake's controller ticking late): our own deadline must still come after its
+    ProgressDeadlineExceeded, the more telling failure. With a 0.5 s margin it did not (a flaky test under load)."""
+    with FakeKubeApi(tick_seconds=0.8) as lagging:
+        lagging.seed_primary(NS, "checkout", OLD)
+        lagging.stuck.add((NS, "checkout-canary"))
+        with pytest.raises(DeployError) as err:
+            await deployer(lagging, progress_deadline_seconds=1).deploy(STAGE, "canary", "1.1.0", NEW, 2)
+    assert not err.value.retryable
+    assert "progress deadline exceeded" in str(err.value), err.value
+
+
 async def test_waiting_heartbeats_inside_an_activity(kube: FakeKubeApi):
     kube.seed_primary(NS, "checkout", OLD)
     beats: list[tuple] = []

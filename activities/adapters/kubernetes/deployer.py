@@ -274,8 +274,10 @@ class KubernetesDeployer:
         """Poll until the rollout completes; fail on ProgressDeadlineExceeded, unpullable images or our own deadline."""
         s = self.settings
         loop = asyncio.get_running_loop()
-        # A little past the server's own progress deadline, so its ProgressDeadlineExceeded (more telling) wins.
-        deadline = loop.time() + s.progress_deadline_seconds + min(30.0, max(2 * s.poll_seconds, s.progress_deadline_seconds / 2))
+        # A little past the server's own progress deadline, so its ProgressDeadlineExceeded (more telling) wins; at
+        # least 2 s past, since the server counts from when its controller saw the change, which can lag our start.
+        margin = min(30.0, max(2 * s.poll_seconds, s.progress_deadline_seconds / 2, 2.0))
+        deadline = loop.time() + s.progress_deadline_seconds + margin
         pull_since: float | None = None
         target = f"deployments/{ns}/{name}"
         describe = f"inspect with `kubectl -n {ns} describe deployment {name}`"
