@@ -3,7 +3,8 @@
 For each count (default 200, then 500) it starts a fresh dev server with DEV_SERVER_FLAGS (`bifrost
 server`'s own start_dev_server), starts `bifrost worker --processes P` (default: one per core) on the
 simulated fleet, submits every rollout at once and waits for all of them. It reports p50/p95 completion
-time, the total wall time, workflow-task timeouts and failures counted in every history on the server,
+time, the total wall time, workflow-task timeouts and failures counted in every history on the server (in both
+namespaces: the rollouts, and in the machinery namespace their stages, reports and the service locks),
 "Task not found" warnings in the workers' logs, and peak RSS and CPU seconds of every process (worker
 processes, supervisor, dev server), read from /proc. Goals: 0 workflow-task timeouts at 200 rollouts, and
 500 rollouts in <= 2.5x the 200-rollout time.
@@ -25,12 +26,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from histories import run_main  # noqa: E402
+from histories import namespace_clients, run_main  # noqa: E402
 from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType  # noqa: E402
 from temporalio.api.taskqueue.v1 import TaskQueue  # noqa: E402
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest  # noqa: E402
@@ -145,6 +147,7 @@ class HistoryStats:
     """What every history on the server says about workflow tasks: timeouts by kind, failures, and latencies."""
 
     histories: int = 0
+    by_namespace: dict[str, int] = field(default_factory=dict)
     timeouts: dict[str, int] = field(default_factory=dict)
     failures: int = 0
     schedule_to_start: list[float] = field(default_factory=list)  # workflow task waits for a worker
@@ -156,16 +159,19 @@ class HistoryStats:
         return sum(self.timeouts.values())
 
 
-async def _history_stats(client: Client) -> HistoryStats:
-    """Read every history on the server (a fresh server per count: they are all this run's)."""
-    ids = [(wf.id, wf.run_id) async for wf in client.list_workflows()]
+async def _history_stats(clients: Iterable[Client]) -> HistoryStats:
+    """Read every history in each client's namespace (a fresh server per count: they are all this run's); pass
+    `namespace_clients(client).values()` for the rollouts and, in the machinery namespace, their stages."""
+    ids = [(c, wf.id, wf.run_id) for c in clients async for wf in c.list_workflows()]
     gate = asyncio.Semaphore(16)
     stats = HistoryStats(histories=len(ids))
+    for c, _, _ in ids:
+        stats.by_namespace[c.namespace] = stats.by_namespace.get(c.namespace, 0) + 1
     E = EventType
 
-    async def one(wid: str, rid: str) -> None:
+    async def one(c: Client, wid: str, rid: str) -> None:
         async with gate:
-            events = [e async for e in client.get_workflow_handle(wid, run_id=rid).fetch_history_events()]
+            events = [e async for e in c.get_workflow_handle(wid, run_id=rid).fetch_history_events()]
         t = {e.event_id: e.event_time.ToDatetime().timestamp() for e in events}
         for e in events:
             if e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
@@ -180,7 +186,7 @@ async def _history_stats(client: Client) -> HistoryStats:
             elif e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 stats.activity_wait.append(t[e.event_id] - t[e.activity_task_started_event_attributes.scheduled_event_id])
 
-    await asyncio.gather(*(one(w, r) for w, r in ids))
+    await asyncio.gather(*(one(c, w, r) for c, w, r in ids))
     return stats
 
 
@@ -238,7 +244,7 @@ async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outc
         for proc in procs:
             proc.loop_blocked = summaries.get(proc.pid, "")
         print(f"  {count} rollouts done in {wall:.1f} s; counting workflow-task timeouts in the histories ...", flush=True)
-        history = await _history_stats(client)
+        history = await _history_stats(namespace_clients(client).values())
         not_found = sum("not found" in line.lower() for line in log.read_text(errors="replace").splitlines())
         return Outcome(count, args.processes, wall, done, statuses, history, not_found, procs)
     finally:
@@ -277,7 +283,8 @@ async def main(args: argparse.Namespace) -> None:
           f"{'not found':>9}  outcomes")
     for o in outcomes:
         print(f"{o.count:>8} {o.wall:>8.1f} {o.quantile(0.5):>7.1f} {o.quantile(0.95):>7.1f} {o.history.total_timeouts:>13} "
-              f"{o.history.failures:>13} {o.not_found_warnings:>9}  {o.statuses} in {o.history.histories} histories")
+              f"{o.history.failures:>13} {o.not_found_warnings:>9}  {o.statuses} in {o.history.histories} histories "
+              f"({', '.join(f'{n} {k}' for k, n in o.history.by_namespace.items())})")
     print()
     for o in outcomes:
         h = o.history
