@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from histories import namespace_clients, run_main  # noqa: E402
-from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType  # noqa: E402
+from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType, WorkflowTaskFailedCause  # noqa: E402
 from temporalio.api.taskqueue.v1 import TaskQueue  # noqa: E402
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest  # noqa: E402
 from temporalio.client import Client  # noqa: E402
@@ -144,12 +144,12 @@ async def _pollers(client: Client) -> int:
 
 @dataclass
 class HistoryStats:
-    """What every history on the server says about workflow tasks: timeouts by kind, failures, and latencies."""
+    """What every history on the server says about workflow tasks: timeouts by kind, failures by cause, latencies."""
 
     histories: int = 0
     by_namespace: dict[str, int] = field(default_factory=dict)
     timeouts: dict[str, int] = field(default_factory=dict)
-    failures: int = 0
+    failure_causes: dict[str, int] = field(default_factory=dict)  # e.g. UNHANDLED_COMMAND: a signal came mid-task
     schedule_to_start: list[float] = field(default_factory=list)  # workflow task waits for a worker
     start_to_complete: list[float] = field(default_factory=list)  # workflow task runs on the worker
     activity_wait: list[float] = field(default_factory=list)  # activity schedule to start
@@ -157,6 +157,10 @@ class HistoryStats:
     @property
     def total_timeouts(self) -> int:
         return sum(self.timeouts.values())
+
+    @property
+    def failures(self) -> int:
+        return sum(self.failure_causes.values())
 
 
 async def _history_stats(clients: Iterable[Client]) -> HistoryStats:
@@ -178,7 +182,9 @@ async def _history_stats(clients: Iterable[Client]) -> HistoryStats:
                 kind = TimeoutType.Name(e.workflow_task_timed_out_event_attributes.timeout_type).removeprefix("TIMEOUT_TYPE_")
                 stats.timeouts[kind] = stats.timeouts.get(kind, 0) + 1
             elif e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                stats.failures += 1
+                cause = WorkflowTaskFailedCause.Name(e.workflow_task_failed_event_attributes.cause)
+                cause = cause.removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
+                stats.failure_causes[cause] = stats.failure_causes.get(cause, 0) + 1
             elif e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_STARTED:
                 stats.schedule_to_start.append(t[e.event_id] - t[e.workflow_task_started_event_attributes.scheduled_event_id])
             elif e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
@@ -288,7 +294,8 @@ async def main(args: argparse.Namespace) -> None:
     print()
     for o in outcomes:
         h = o.history
-        print(f"{o.count} rollouts: workflow-task timeouts by kind {h.timeouts or '{}'}; workflow task waits for a worker "
+        print(f"{o.count} rollouts: workflow-task timeouts by kind {h.timeouts or '{}'}; "
+              f"failures by cause {h.failure_causes or '{}'}; workflow task waits for a worker "
               f"{_spread(h.schedule_to_start)}; runs on it {_spread(h.start_to_complete)}; "
               f"activity waits for a worker {_spread(h.activity_wait)}")
     print()

@@ -13,7 +13,7 @@ from typing import Any
 from unittest.mock import MagicMock
 
 import pytest
-from temporalio.api.enums.v1 import EventType, TimeoutType
+from temporalio.api.enums.v1 import EventType, TimeoutType, WorkflowTaskFailedCause
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode, ServiceClient
@@ -69,13 +69,20 @@ def _timed_out(event_id: int) -> HistoryEvent:
     return e
 
 
+def _failed(event_id: int) -> HistoryEvent:
+    e = HistoryEvent(event_id=event_id, event_type=E.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    e.workflow_task_failed_event_attributes.cause = WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+    return e
+
+
 def test_scale_counts_timeouts_in_the_stages_histories_too() -> None:
-    home = _FakeNamespace("default", {"rollout/s/1": [HistoryEvent(event_id=1)]})
+    home = _FakeNamespace("default", {"rollout/s/1": [HistoryEvent(event_id=1), _failed(2)]})
     machinery = _FakeNamespace("default-machinery", {"rollout/s/1/us-east-1/test": [HistoryEvent(event_id=1), _timed_out(2)]})
     stats = asyncio.run(_history_stats([home, machinery]))  # type: ignore[list-item]
     assert stats.histories == 2
     assert stats.by_namespace == {"default": 1, "default-machinery": 1}
     assert stats.timeouts == {"START_TO_CLOSE": 1}
+    assert stats.failure_causes == {"UNHANDLED_COMMAND": 1} and stats.failures == 1  # why a task failed, not only how many
 
 
 class _Describing:
