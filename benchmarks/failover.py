@@ -241,7 +241,7 @@ async def scenario_runs(client: Client, address: str, scenario: str, runs: int, 
     task_queue = f"failover-{scenario}"
     logs = tmp / scenario
     logs.mkdir()
-    args = ["--task-queue", task_queue, "--reports", str(tmp / "reports")]
+    args = ["--task-queue", task_queue, "--reports", str(tmp / "reports"), "--fleet-db", str(tmp / f"fleet-{scenario}.db")]
     prom: SilentPrometheus | None = None
     if scenario == "deploy":
         fleet = tmp / "fleet.yaml"

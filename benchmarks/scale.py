@@ -204,6 +204,16 @@ def _spread(xs: list[float]) -> str:
     return f"p50 {q(0.5) * 1000:.0f} ms, p95 {q(0.95) * 1000:.0f} ms, max {xs[-1]:.1f} s"
 
 
+def worker_command(args: argparse.Namespace, workdir: Path, count: int) -> list[str]:
+    """`bifrost worker` for one count, with a simulated fleet of its own: the fleet keeps its versions in a file
+    (`--fleet-db`, by default .bifrost/fleet.db in the working directory), and a `scale-<i>` already on 2.0.0 from an
+    earlier count or run has nothing to deploy or judge, so it would be measured as a cheaper rollout."""
+    reports = [] if "--no-reports" in args.worker_args else ["--reports", str(workdir / "reports")]
+    fleet = workdir / f"fleet-{count}-{time.time_ns()}.db"
+    return [BIFROST, "worker", "--processes", str(args.processes), "--task-queue", QUEUE, "--fleet-db", str(fleet),
+            *reports, *args.worker_args]
+
+
 async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outcome:
     port = free_port()
     server: DevServer = start_dev_server(port=port, ui_port=None, db_file=None, log_file=workdir / f"temporal-{count}.log")
@@ -211,10 +221,7 @@ async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outc
     environ = {**os.environ, "TEMPORAL_ADDRESS": server.address, "TEMPORAL_NAMESPACE": "default"}
     environ.pop("TEMPORAL_API_KEY", None)
     with open(log, "wb") as out:
-        workers = subprocess.Popen(
-            [BIFROST, "worker", "--processes", str(args.processes), "--task-queue", QUEUE,
-             *([] if "--no-reports" in args.worker_args else ["--reports", str(workdir / "reports")]), *args.worker_args],
-            stdout=out, stderr=subprocess.STDOUT, env=environ)
+        workers = subprocess.Popen(worker_command(args, workdir, count), stdout=out, stderr=subprocess.STDOUT, env=environ)
     try:
         client = await connect(server.address, "default")
         async with asyncio.timeout(180):
