@@ -45,6 +45,11 @@ QUICK = ActivityOptions(
 )
 HEARTBEAT = timedelta(seconds=15)
 
+# Retried every second at first, then every 10 s, until the option set's schedule-to-close: the looks and signals
+# whose options below name it (a lock re-check, a release lookup, a signal across namespaces, a reaper's look).
+STEADY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
+                     non_retryable_error_types=NON_RETRYABLE)
+
 # Confirming an internal signal with its sender's own state (a query; activities/peers.py). Retried for a
 # while: a real grant or release that cannot be confirmed would leave a rollout or the lock waiting. Never a
 # local activity: one keeps its workflow's task open while it runs, a query to that workflow waits for the
@@ -60,16 +65,14 @@ CONFIRM = ActivityOptions(
 RECHECK = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=45),
     schedule_to_close_timeout=timedelta(minutes=1),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
-                             non_retryable_error_types=NON_RETRYABLE),
+    retry_policy=STEADY,
 )
 # Finding the release a revert undoes (a visibility list and one history): retried while a rollout that gave the lock
 # back is still ending, for a bounded while.
 RELEASE = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=60),
     schedule_to_close_timeout=timedelta(minutes=10),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
-                             non_retryable_error_types=NON_RETRYABLE),
+    retry_policy=STEADY,
 )
 
 # A signal to a workflow in the other namespace (rollout <-> stage, holder <-> lock), sent without waiting through
@@ -78,8 +81,7 @@ RELEASE = ActivityOptions(
 SIGNAL = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=20),
     schedule_to_close_timeout=timedelta(minutes=10),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
-                             non_retryable_error_types=NON_RETRYABLE),
+    retry_policy=STEADY,
 )
 # A stage reading its rollout's history for the Nexus operation that started it (workflows/stage/origin.py):
 # retried while that operation is scheduled but its start is not recorded yet, for a bounded while.
@@ -94,8 +96,7 @@ ORIGIN = ActivityOptions(
 WATCH = ActivityOptions(
     start_to_close_timeout=timedelta(seconds=20),
     schedule_to_close_timeout=timedelta(minutes=1),
-    retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=10),
-                             non_retryable_error_types=NON_RETRYABLE),
+    retry_policy=STEADY,
 )
 
 DEPLOY = ActivityOptions(
