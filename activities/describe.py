@@ -8,13 +8,15 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.service import RPCError, RPCStatusCode
 
-DESCRIBE_RPC_TIMEOUT = timedelta(seconds=15)  # under every caller's start-to-close (options.ORIGIN 30 s, WATCH 20 s)
+# One RPC to another workflow's run (describe, signal, cancel), under the start-to-close of every activity that makes
+# one (options.SIGNAL and WATCH 20 s, ORIGIN 30 s): an attempt fails with the RPC's error, not by timing out.
+SHORT_RPC_TIMEOUT = timedelta(seconds=15)
 
 
 async def describe_run(client: Client, workflow_id: str, run_id: str | None = None) -> WorkflowExecutionDescription | None:
     """That run (or the latest run) of `workflow_id`, described; None if there is none."""
     try:
-        return await client.get_workflow_handle(workflow_id, run_id=run_id).describe(rpc_timeout=DESCRIBE_RPC_TIMEOUT)
+        return await client.get_workflow_handle(workflow_id, run_id=run_id).describe(rpc_timeout=SHORT_RPC_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return None

@@ -18,7 +18,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
-from activities.describe import DESCRIBE_RPC_TIMEOUT, describe_run
+from activities.describe import SHORT_RPC_TIMEOUT, describe_run
 from common.failures import ORIGIN_NOT_YET
 from common.namespaces import endpoint_name, machinery_namespace
 
@@ -98,7 +98,7 @@ async def newest_first(client: Client, workflow_id: str, run_id: str, page: int 
             GetWorkflowExecutionHistoryReverseRequest(
                 namespace=client.namespace, execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
                 maximum_page_size=page, next_page_token=token),
-            retry=True, timeout=DESCRIBE_RPC_TIMEOUT)
+            retry=True, timeout=SHORT_RPC_TIMEOUT)
         for event in resp.history.events:
             yield event
         token = resp.next_page_token

@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFail
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.describe import describe_run
+from activities.describe import SHORT_RPC_TIMEOUT, describe_run
 from activities.origin import Origin, OriginQuery, find_origin
 from common.failures import WORKER_SHUTTING_DOWN
 from common.runs import foreign_run
@@ -233,7 +233,7 @@ class PeerActivities:
     async def cancel_run(self, q: CancelRun) -> None:
         """Request the cancellation of exactly this run (by run id: never a newer run of the same workflow id)."""
         await self.on(q.namespace).get_workflow_handle(q.workflow_id, run_id=q.run_id or None).cancel(
-            reason=q.reason, rpc_timeout=QUERY_RPC_TIMEOUT)
+            reason=q.reason, rpc_timeout=SHORT_RPC_TIMEOUT)
 
     async def claim_elsewhere(self, namespace: str, workflow_id: str) -> str | None:
         """The running run of `workflow_id` in the other namespace this worker serves (than `namespace`), as one line;
@@ -251,7 +251,7 @@ class PeerActivities:
         """Send the signal; False if there is no such workflow running (a signal to an ended run has no one to poke)."""
         try:
             await self.on(s.namespace).get_workflow_handle(s.workflow_id).signal(
-                s.signal, s.arg, rpc_timeout=QUERY_RPC_TIMEOUT)
+                s.signal, s.arg, rpc_timeout=SHORT_RPC_TIMEOUT)
         except RPCError as err:
             if err.status in _GONE:
                 return False
