@@ -84,8 +84,10 @@ def plan_table(req: RolloutRequest, plan: Plan) -> Table:
     its traffic when it fails says so on a line of its own (every other stage just rolls back)."""
     t = Table(title=Text(f"Plan: {req.service} {req.version} ({len(plan.waves)} waves)"), title_justify="left")
     for col in ("wave", "kind", "stage", "traffic", "soak", "gate"):
-        # the stage column also carries each stage's notes (canary steps, on failure): they wrap, a key folds
-        t.add_column(col, overflow="fold") if col == "stage" else t.add_column(col, no_wrap=True)
+        if col == "stage":  # it also carries each stage's notes (canary steps, on failure): they wrap, a key folds
+            t.add_column(col, overflow="fold")
+        else:
+            t.add_column(col, no_wrap=True)
     gates = {g.key for g in req.approvals.gates}
     for w in plan.waves:
         for i, s in enumerate(w.stages):

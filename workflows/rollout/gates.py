@@ -35,7 +35,8 @@ class Gates:
         if not pending:
             return False
         hours = r.req.approvals.timeout_hours
-        times_out_at = workflow.now() + timedelta(hours=hours)
+        timeout = timedelta(hours=hours)
+        times_out_at = workflow.now() + timeout
         r.approval.hold("approval", releases=f"approval of wave {wave.index} (gates: {', '.join(pending)})",
                         until=times_out_at, then="the rollout is rejected and rolls back",
                         targets=[s.key for s in wave.stages], wave=wave.index, gates=pending)
@@ -44,7 +45,7 @@ class Gates:
         try:
             await workflow.wait_condition(
                 lambda: r.controls.held("approval") is None or r.stop is not None,
-                timeout=timedelta(hours=hours), timeout_summary=f"approval timeout for wave {wave.index}",
+                timeout=timeout, timeout_summary=f"approval timeout for wave {wave.index}",
             )
         except TimeoutError:
             names = ", ".join(r.state.pending_approvals)
